@@ -1,0 +1,11 @@
+# Thin entry point: the rules live in rules/*.smk, the paths and params in
+# params.yaml (the same file DVC reads), cluster settings in profiles/.
+configfile: "params.yaml"
+
+include: "rules/common.smk"
+include: "rules/binding.smk"
+
+
+rule all:
+    input:
+        config["paths"]["index_report"],

@@ -1,0 +1,1 @@
+"""emergence: how grounding, token associations and variable binding emerge in small LMs."""

@@ -1,0 +1,43 @@
+"""What every stage's `main(argv=None)` shares: params loading and clean failure."""
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from typing import Callable
+
+import torch
+
+from emergence.config import PARAMS_FILE
+from emergence.io import PipelineError
+
+
+def stage_parser(description: str, per_seed: bool = False) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--params", default=PARAMS_FILE, help="params file (default: %(default)s)")
+    if per_seed:
+        parser.add_argument("--seed", type=int, required=True, help="training seed of this stage instance")
+    return parser
+
+
+def stage_main(fn: Callable[[list[str] | None], None]) -> Callable[[list[str] | None], int]:
+    """Wrap a stage body: a PipelineError becomes one line on stderr and exit 1."""
+
+    @functools.wraps(fn)
+    def main(argv: list[str] | None = None) -> int:
+        try:
+            fn(argv)
+        except PipelineError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("error: interrupted; no partial artifact was written", file=sys.stderr)
+            return 130
+        return 0
+
+    return main
+
+
+def set_threads(n: int) -> None:
+    """Fix the CPU thread count: float reductions (and so artifact bytes) depend on it."""
+    torch.set_num_threads(n)

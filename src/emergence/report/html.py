@@ -1,0 +1,133 @@
+"""Building blocks for self-contained, offline HTML report pages.
+
+Every function returns an HTML fragment (a str). Text is always escaped here,
+so callers pass plain strings; figures are embedded as base64 PNG data URIs,
+so a page has no external CSS, JS, fonts or images and opens from disk.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from typing import Iterable
+
+import matplotlib as mpl
+import pandas as pd
+import yaml
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+CSS = """
+body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto;
+       padding: 0 1rem; color: #222; line-height: 1.45; }
+h1 { border-bottom: 2px solid #444; padding-bottom: .3rem; }
+h2 { margin-top: 2.5rem; border-bottom: 1px solid #bbb; }
+table { border-collapse: collapse; margin: .8rem 0; font-size: .9rem; }
+th, td { border: 1px solid #ccc; padding: .25rem .6rem; text-align: right; }
+th { background: #f0f0f0; }
+td.text, th.text { text-align: left; }
+caption { caption-side: top; text-align: left; font-style: italic; padding: .2rem 0; }
+pre { background: #f6f6f6; padding: .6rem; overflow-x: auto; font-size: .85rem; }
+img { max-width: 100%; }
+nav ul { columns: 2; }
+.ok { color: #1a7f37; font-weight: bold; }
+.bad { color: #c0392b; font-weight: bold; }
+.note { color: #555; font-style: italic; }
+.examples { display: grid; grid-template-columns: repeat(auto-fill, minmax(14rem, 1fr)); gap: .8rem; }
+.examples figure { margin: 0; border: 1px solid #ddd; padding: .4rem; }
+"""
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def para(text: str, cls: str | None = None) -> str:
+    attr = f' class="{esc(cls)}"' if cls else ""
+    return f"<p{attr}>{esc(text)}</p>"
+
+
+def pre(text: str) -> str:
+    return f"<pre>{esc(text)}</pre>"
+
+
+def span(text: str, cls: str) -> str:
+    return f'<span class="{esc(cls)}">{esc(text)}</span>'
+
+
+def anchor(title: str) -> str:
+    """Stable id for a section heading: lowercase words joined by '-'."""
+    return "-".join("".join(c if c.isalnum() else " " for c in title.lower()).split())
+
+
+def _cell(value: object, float_format: str) -> str:
+    if isinstance(value, float):
+        return "&ndash;" if value != value else esc(float_format.format(value))
+    return esc(value)
+
+
+def table(df: pd.DataFrame, caption: str | None = None, float_format: str = "{:.3f}") -> str:
+    """An escaped <table> of `df`'s columns (the index is dropped; reset it first to keep it).
+
+    Numeric columns are right-aligned, the rest left-aligned; NaN shows as a dash.
+    """
+    text_cols = [not pd.api.types.is_numeric_dtype(df[c]) for c in df.columns]
+    head = "".join(f'<th class="text">{esc(c)}</th>' if t else f"<th>{esc(c)}</th>"
+                   for c, t in zip(df.columns, text_cols))
+    rows = []
+    for rec in df.itertuples(index=False):
+        cells = [_cell(v.item() if hasattr(v, "item") else v, float_format) for v in rec]
+        rows.append("<tr>" + "".join(f'<td class="text">{c}</td>' if t else f"<td>{c}</td>"
+                                     for c, t in zip(cells, text_cols)) + "</tr>")
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+
+
+def figure(fig: Figure, alt: str, dpi: int = 100) -> str:
+    """Render `fig` with Agg to PNG and embed it; PNG metadata is dropped so bytes are reproducible."""
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    with mpl.rc_context():
+        mpl.rcdefaults()  # draw-time settings (hinting, antialiasing) must not come from a user's rc
+        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+
+
+def link_list(links: Iterable[tuple[str, str, str]]) -> str:
+    """<ul> of (title, href, summary) links."""
+    items = [f'<li><a href="{esc(href)}">{esc(title)}</a> &mdash; {esc(summary)}</li>'
+             for title, href, summary in links]
+    return "<ul>\n" + "\n".join(items) + "\n</ul>"
+
+
+def provenance_block(provenance: dict) -> str:
+    """Git revision, seeds, input hashes and the full params, as recorded by the stage."""
+    hashes = pd.DataFrame(sorted(provenance["data_hashes"].items()), columns=["file", "sha256"])
+    params = yaml.safe_dump(provenance["params"], sort_keys=True, default_flow_style=False)
+    return "\n".join([
+        para(f"Git revision: {provenance['git_revision']}"),
+        para("Seeds: " + ", ".join(str(s) for s in provenance["seeds"])),
+        table(hashes, caption="Input files (sha256)"),
+        "<details><summary>params.yaml</summary>" + pre(params) + "</details>",
+    ])
+
+
+def page(title: str, sections: list[tuple[str, str]], intro: str = "") -> str:
+    """A complete HTML document: title, optional intro, a table of contents, then each
+    (heading, body fragment) section with a linkable id."""
+    nav = "<nav><ul>" + "".join(f'<li><a href="#{anchor(t)}">{esc(t)}</a></li>'
+                                for t, _ in sections) + "</ul></nav>"
+    body = [f'<section id="{anchor(t)}">\n<h2>{esc(t)}</h2>\n{b}\n</section>' for t, b in sections]
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{esc(title)}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>{esc(title)}</h1>",
+        para(intro) if intro else "",
+        nav,
+        *body,
+        "</body></html>",
+        "",
+    ])

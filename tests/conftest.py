@@ -1,0 +1,46 @@
+"""Shared fixtures: the project root, the real data beside it, a tiny pipeline copy."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+BIN = Path(sys.executable).parent  # the venv's dvc / snakemake / python
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data: a test that needs it fails (never skips) when it is missing."""
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"{SHARED_DATA} is missing: the real data samples must sit beside the project")
+    return SHARED_DATA
+
+
+def run(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def project_copy(dest: Path, profile: str | None = "tiny") -> Path:
+    """A git repo holding the project's tracked and untracked-but-not-ignored files."""
+    files = run(["git", "ls-files", "-co", "--exclude-standard"], ROOT).stdout.split("\n")
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    run(["git", "init", "-q"], dest)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A"], dest)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "copy"], dest)
+    if profile:
+        run([sys.executable, "-m", "emergence.profile", profile], dest)
+    return dest

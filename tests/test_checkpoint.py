@@ -1,0 +1,221 @@
+"""Checkpoint round trips, every bad-checkpoint case, and resume state.
+
+Also defines `tiny_mlp_test`, the tiny zoo model the training tests use, so
+they never depend on a real architecture.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+import safetensors.torch
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from emergence.io import PipelineError
+from emergence.models.registry import build_model, register
+from emergence.train.checkpoint import (
+    list_checkpoints,
+    load_checkpoint,
+    load_resume_state,
+    run_fingerprint,
+    save_checkpoint,
+    save_resume_state,
+)
+
+
+@dataclass
+class TinyCfg:
+    vocab: int = 8
+    d: int = 16
+    dropout: float = 0.0
+    tie: bool = False
+
+
+@register("tiny_mlp_test", TinyCfg)
+class TinyModel(nn.Module):
+    """embedding -> dropout -> layernorm -> linear: enough to learn a token map."""
+
+    def __init__(self, config: TinyCfg):
+        super().__init__()
+        self.config = config
+        self.emb = nn.Embedding(config.vocab, config.d)
+        self.drop = nn.Dropout(config.dropout)
+        self.ln = nn.LayerNorm(config.d)
+        self.head = nn.Linear(config.d, config.vocab)
+        if config.tie:
+            self.head.weight = self.emb.weight
+
+    def forward(self, idx, targets=None):
+        logits = self.head(self.ln(self.drop(self.emb(idx))))  # (B, T, vocab)
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1)
+
+
+def tiny(seed: int = 0, **config) -> TinyModel:
+    torch.manual_seed(seed)
+    return build_model("tiny_mlp_test", config)
+
+
+IDX = torch.arange(8).reshape(2, 4)
+
+
+@pytest.mark.parametrize("tie", [False, True])
+def test_round_trip_gives_identical_logits(tmp_path, tie):
+    model = tiny(tie=tie).eval()
+    step_dir = save_checkpoint(model, tmp_path, 7, {"note": "x"})
+    assert step_dir == tmp_path / "step7"
+    loaded, info = load_checkpoint(step_dir)
+    assert info["step"] == 7 and info["arch"] == "tiny_mlp_test" and info["meta"] == {"note": "x"}
+    assert info["config"]["tie"] is tie and not loaded.training
+    assert torch.equal(loaded(IDX)[0], model(IDX)[0])
+    assert (loaded.head.weight is loaded.emb.weight) is tie
+    assert [p.name for p in tmp_path.iterdir()] == ["step7"]  # no temporaries left behind
+
+
+def test_config_json_is_ours(tmp_path):
+    save_checkpoint(tiny(d=4), tmp_path, 0, {})
+    info = json.loads((tmp_path / "step0" / "config.json").read_text())
+    assert info == {
+        "format": "emergence-checkpoint-v1",
+        "arch": "tiny_mlp_test",
+        "config": {"vocab": 8, "d": 4, "dropout": 0.0, "tie": False},
+        "step": 0,
+        "meta": {},
+    }
+
+
+def test_save_replaces_existing_step(tmp_path):
+    save_checkpoint(tiny(seed=1), tmp_path, 3, {})
+    newer = tiny(seed=2).eval()
+    save_checkpoint(newer, tmp_path, 3, {})
+    loaded, _ = load_checkpoint(tmp_path / "step3")
+    assert torch.equal(loaded(IDX)[0], newer(IDX)[0])
+
+
+def _saved(tmp_path):
+    return save_checkpoint(tiny(), tmp_path, 5, {})
+
+
+def test_truncated_weights(tmp_path):
+    weights = _saved(tmp_path) / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-50])
+    with pytest.raises(PipelineError, match=r"step5/model\.safetensors: unreadable or truncated"):
+        load_checkpoint(tmp_path / "step5")
+
+
+def test_foreign_json(tmp_path):
+    config = _saved(tmp_path) / "config.json"
+    config.write_text(json.dumps({"model_type": "gpt2", "n_embd": 16}))  # a Hugging Face config
+    with pytest.raises(PipelineError, match=r"step5/config\.json: foreign checkpoint"):
+        load_checkpoint(tmp_path / "step5")
+
+
+def test_invalid_json(tmp_path):
+    config = _saved(tmp_path) / "config.json"
+    config.write_text("{not json")
+    with pytest.raises(PipelineError, match=r"step5/config\.json: not valid JSON"):
+        load_checkpoint(tmp_path / "step5")
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
+def test_missing_file(tmp_path, name):
+    (_saved(tmp_path) / name).unlink()
+    with pytest.raises(PipelineError, match=rf"step5/{name}: file not found"):
+        load_checkpoint(tmp_path / "step5")
+
+
+def test_missing_dir(tmp_path):
+    with pytest.raises(PipelineError, match=r"step9: checkpoint directory not found"):
+        load_checkpoint(tmp_path / "step9")
+
+
+def _edit_config(step_dir, **changes):
+    path = step_dir / "config.json"
+    info = json.loads(path.read_text())
+    info.update(changes)
+    path.write_text(json.dumps(info))
+
+
+def test_unknown_arch(tmp_path):
+    _edit_config(_saved(tmp_path), arch="no_such_arch")
+    with pytest.raises(PipelineError, match=r"step5/config\.json\.arch: unknown architecture 'no_such_arch'"):
+        load_checkpoint(tmp_path / "step5")
+
+
+def test_shape_mismatch(tmp_path):
+    _edit_config(_saved(tmp_path), config={"vocab": 8, "d": 12, "dropout": 0.0, "tie": False})
+    with pytest.raises(PipelineError, match=r"step5/model\.safetensors: weights do not match .*size mismatch"):
+        load_checkpoint(tmp_path / "step5")
+
+
+def test_key_mismatch(tmp_path):
+    weights = _saved(tmp_path) / "model.safetensors"
+    state = safetensors.torch.load_file(weights)
+    state["extra.weight"] = state.pop("ln.weight")
+    safetensors.torch.save_file(state, weights)
+    with pytest.raises(PipelineError, match=r"step5/model\.safetensors: weights do not match .*ln\.weight"):
+        load_checkpoint(tmp_path / "step5")
+
+
+def test_list_checkpoints_sorted_numerically(tmp_path):
+    model = tiny()
+    for step in (10, 2, 9):
+        save_checkpoint(model, tmp_path, step, {})
+    (tmp_path / "metrics.parquet").write_bytes(b"")
+    (tmp_path / "stepx").mkdir()
+    assert list_checkpoints(tmp_path) == [(s, tmp_path / f"step{s}") for s in (2, 9, 10)]
+    with pytest.raises(PipelineError, match="nowhere: run directory not found"):
+        list_checkpoints(tmp_path / "nowhere")
+
+
+def test_fingerprint_covers_config_data_and_init():
+    base = run_fingerprint({"lr": 1.0}, tiny(seed=0), "data-a")
+    assert base == run_fingerprint({"lr": 1.0}, tiny(seed=0), "data-a")
+    assert base != run_fingerprint({"lr": 2.0}, tiny(seed=0), "data-a")
+    assert base != run_fingerprint({"lr": 1.0}, tiny(seed=0), "data-b")
+    assert base != run_fingerprint({"lr": 1.0}, tiny(seed=1), "data-a")
+    assert base != run_fingerprint({"lr": 1.0}, tiny(seed=0, d=8), "data-a")
+
+
+def _trained_pair():
+    model = tiny(dropout=0.5)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(IDX, IDX)[1].backward()
+    opt.step()
+    return model, opt
+
+
+def test_resume_state_round_trip(tmp_path):
+    model, opt = _trained_pair()
+    path = tmp_path / "resume.pt"
+    save_resume_state(path, model=model, optimizer=opt, step=4, tokens=32, rows=[{"step": 0}], fingerprint="fp")
+    expected_draw = torch.rand(3)  # RNG continues from the saved state
+
+    fresh = tiny(seed=5, dropout=0.5)
+    fresh_opt = torch.optim.AdamW(fresh.parameters(), lr=0.1)
+    torch.manual_seed(123)
+    assert load_resume_state(path, "fp", fresh, fresh_opt, "cpu") == {"step": 4, "tokens": 32, "rows": [{"step": 0}]}
+    assert torch.equal(torch.rand(3), expected_draw)
+    for a, b in zip(model.state_dict().values(), fresh.state_dict().values()):
+        assert torch.equal(a, b)
+    exp_avg = opt.state_dict()["state"][0]["exp_avg"]
+    assert torch.equal(fresh_opt.state_dict()["state"][0]["exp_avg"], exp_avg)
+
+
+def test_resume_state_fingerprint_mismatch_or_garbage(tmp_path, capsys):
+    model, opt = _trained_pair()
+    path = tmp_path / "resume.pt"
+    assert load_resume_state(path, "fp", model, opt, "cpu") is None  # absent: silently fresh
+    save_resume_state(path, model=model, optimizer=opt, step=4, tokens=32, rows=[], fingerprint="fp")
+    before = [t.clone() for t in model.state_dict().values()]
+    other = tiny(seed=9, dropout=0.5)
+    assert load_resume_state(path, "other-fp", other, torch.optim.AdamW(other.parameters()), "cpu") is None
+    assert "(fingerprint mismatch); starting fresh" in capsys.readouterr().err
+    assert not torch.equal(other.emb.weight, before[0])  # nothing was loaded
+    path.write_bytes(b"garbage")
+    assert load_resume_state(path, "fp", model, opt, "cpu") is None
+    assert "unreadable resume state" in capsys.readouterr().err

@@ -1,0 +1,102 @@
+"""params.yaml validation: every bad value names its key; profiles merge cleanly."""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Literal
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from emergence.config import BaseParams, from_dict, load_base, read_params
+from emergence.io import PipelineError
+from emergence.profile import apply_profile, merge_into
+
+
+@dataclasses.dataclass
+class Example:
+    n: int
+    lr: float = 0.1
+    mode: Literal["a", "b"] = "a"
+    pair: tuple[int, int] = (1, 2)
+    clip: float | None = None
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"n": 1, "typo": 2}, "sec.typo: unknown key"),
+    ({"n": "3"}, "sec.n: must be an integer"),
+    ({"n": True}, "sec.n: must be an integer"),
+    ({"n": 1, "lr": "fast"}, "sec.lr: must be a number"),
+    ({"n": 1, "mode": "c"}, "sec.mode: must be one of a, b"),
+    ({"n": 1, "pair": [1]}, "sec.pair: must have 2 items"),
+    ({"n": 1, "pair": [1, "x"]}, "sec.pair[1]: must be an integer"),
+    ({}, "sec.n: required key missing"),
+])
+def test_from_dict_names_the_bad_key(values, message):
+    with pytest.raises(PipelineError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        from_dict(Example, values, "sec")
+
+
+def test_from_dict_coerces_and_keeps_defaults():
+    ex = from_dict(Example, {"n": 2, "lr": 1, "pair": [3, 4], "clip": 0.5}, "sec")
+    assert ex == Example(n=2, lr=1.0, pair=(3, 4), clip=0.5)
+    assert isinstance(ex.lr, float)
+
+
+def test_base_section_cross_checks():
+    with pytest.raises(PipelineError, match="base.seeds: duplicate"):
+        from_dict(BaseParams, {"seeds": [1, 1]}, "base")
+    with pytest.raises(PipelineError, match="base.device"):
+        from_dict(BaseParams, {"seeds": [0], "device": "tpu"}, "base")
+
+
+def test_project_params_are_valid():
+    params = read_params(ROOT / "params.yaml")
+    assert load_base(params).seeds
+    assert set(params) >= {"base", "paths", "binding_data", "binding_model", "binding_train", "report"}
+
+
+def test_invalid_yaml_names_file_and_line(tmp_path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text("base:\n  seeds: [0\npaths: {}\n")
+    with pytest.raises(PipelineError, match=r"params.yaml line \d+: invalid YAML"):
+        read_params(bad)
+
+
+def test_profiles_merge_into_params_keeping_comments(tmp_path):
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    apply_profile(str(ROOT / "profiles" / "paper.yaml"), params)
+    merged = yaml.safe_load(params.read_text())
+    assert merged["binding_model"]["n_layers"] == 12 and merged["binding_model"]["d_model"] == 512
+    assert merged["base"]["seeds"] == [0, 1, 2, 3, 4, 5]
+    assert merged["paths"] == yaml.safe_load((ROOT / "params.yaml").read_text())["paths"]
+    assert "# Every artifact path is written once" in params.read_text()
+
+
+def test_profile_with_unknown_key_is_refused():
+    with pytest.raises(PipelineError, match="binding_model.n_layerz: unknown key"):
+        merge_into({"binding_model": {"n_layers": 1}}, {"binding_model": {"n_layerz": 2}})
+
+
+@pytest.mark.parametrize("section, key, value, message", [
+    ("binding_data", "max_hops", 20, "binding_data.max_hops"),
+    ("binding_data", "n_lines", "16", "binding_data.n_lines: must be an integer"),
+    ("binding_data", "colour", 1, "binding_data.colour: unknown key"),
+    ("binding_data", "split", [0.5, 0.5, 0.5], "binding_data.split"),
+])
+def test_stage_exits_with_one_line_naming_the_key(tmp_path, section, key, value, message):
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params[section][key] = value
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    proc = subprocess.run([sys.executable, "-m", "stages.binding_data", "--params", str(tmp_path / "params.yaml")],
+                          cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": str(Path(sys.executable).parent)})
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert not (tmp_path / "data").exists()

@@ -1,0 +1,145 @@
+"""Transformer: shapes, loss masking, causality, both position schemes, both attention paths, registry, config."""
+import pytest
+import torch
+
+from emergence.io import PipelineError
+from emergence.models import Transformer, TransformerConfig, build_model, model_spec
+from emergence.models.transformer import apply_rope, rope_tables
+
+TINY = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, d_mlp=64, n_ctx=16, d_vocab=11)
+
+
+def tiny(**overrides) -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(**{**TINY, **overrides})).eval()
+
+
+def tokens(B: int = 3, T: int = 10, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, TINY["d_vocab"], (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("pos", ["rope", "learned"])
+def test_forward_shapes_and_loss(pos):
+    model, idx = tiny(pos=pos), tokens()
+    logits, loss = model(idx)
+    assert logits.shape == (3, 10, TINY["d_vocab"]) and loss is None
+    _, loss = model(idx, idx)
+    assert loss.ndim == 0 and torch.isfinite(loss)
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_loss_ignores_minus_one_targets():
+    model, idx = tiny(), tokens()
+    logits, _ = model(idx)
+    targets = idx.clone()
+    targets[:, :7] = -1
+    _, loss = model(idx, targets)
+    expected = torch.nn.functional.cross_entropy(logits[:, 7:].flatten(0, 1), idx[:, 7:].flatten())
+    torch.testing.assert_close(loss, expected)
+
+
+@pytest.mark.parametrize("pos", ["rope", "learned"])
+def test_causal(pos):
+    model, idx = tiny(pos=pos), tokens()
+    changed = idx.clone()
+    changed[:, 6] = (changed[:, 6] + 1) % TINY["d_vocab"]
+    a, b = model(idx)[0], model(changed)[0]
+    torch.testing.assert_close(a[:, :6], b[:, :6], rtol=0, atol=1e-6)
+    assert not torch.allclose(a[:, 6:], b[:, 6:])
+
+
+def test_rope_and_learned_differ_in_parameters():
+    assert "pos_embed.weight" in tiny(pos="learned").state_dict()
+    rope = tiny(pos="rope")
+    assert not any("pos_embed" in k or "rope" in k for k in rope.state_dict())  # tables are derived
+    assert "hook_pos_embed" not in rope.hook_points()
+
+
+def test_rope_is_a_relative_rotation():
+    cos, sin = rope_tables(16, 8, 10000.0)
+    q, k = torch.randn(1, 1, 2, 8).expand(1, 16, 2, 8), torch.randn(1, 1, 2, 8).expand(1, 16, 2, 8)
+    rq, rk = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    torch.testing.assert_close(rq.norm(dim=-1), q.norm(dim=-1))
+    # The same q, k vectors at positions (5, 2) and (8, 5) give the same score: only i - j matters.
+    d1 = (rq[0, 5] * rk[0, 2]).sum(-1)
+    d2 = (rq[0, 8] * rk[0, 5]).sum(-1)
+    torch.testing.assert_close(d1, d2)
+
+
+@pytest.mark.parametrize("pos", ["rope", "learned"])
+def test_fast_and_explicit_attention_agree(pos):
+    model, idx = tiny(pos=pos), tokens()
+    fast = model(idx)[0]
+    listen = [(lambda n: n.endswith("hook_pattern"), lambda t, n: None)]
+    with model.hooks(listen):
+        explicit = model(idx)[0]
+    torch.testing.assert_close(fast, explicit, rtol=0, atol=1e-5)
+
+
+def test_dropout_only_in_training():
+    model, idx = tiny(dropout=0.5), tokens()
+    torch.testing.assert_close(model(idx)[0], model(idx)[0], rtol=0, atol=0)
+    model.train()
+    assert not torch.allclose(model(idx)[0], model(idx)[0])
+
+
+def test_tied_embeddings_share_one_tensor():
+    model = tiny(tie_embeddings=True)
+    assert model.unembed.weight is model.embed.weight
+    assert model.num_params() == tiny().num_params() - TINY["d_vocab"] * TINY["d_model"]
+
+
+def test_too_long_sequence_rejected():
+    with pytest.raises(ValueError, match="n_ctx"):
+        tiny()(tokens(T=17))
+
+
+@pytest.mark.parametrize("pos", ["rope", "learned"])
+def test_registry_round_trip(pos):
+    model, idx = tiny(pos=pos), tokens()
+    spec = model_spec(model)
+    assert spec["arch"] == "transformer" and spec["config"]["pos"] == pos
+    clone = build_model(**spec)
+    clone.load_state_dict(model.state_dict())
+    clone.eval()
+    assert torch.equal(clone(idx)[0], model(idx)[0])
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("pos", "alibi", "model.pos: must be rope or learned"),
+        ("act", "swish", "model.act: must be gelu or relu"),
+        ("norm", "rmsnorm", "model.norm: must be layernorm"),
+        ("n_layers", 0, "model.n_layers: must be a positive integer"),
+        ("d_model", 3.5, "model.d_model: must be a positive integer"),
+        ("dropout", 1.0, "model.dropout: must be a number in"),
+        ("rope_base", -1.0, "model.rope_base: must be a positive number"),
+        ("d_head", 7, "model.d_head: must be even"),
+        ("tie_embeddings", "yes", "model.tie_embeddings: must be true or false"),
+    ],
+)
+def test_config_validation_names_key(key, value, message):
+    with pytest.raises(PipelineError, match=message):
+        Transformer(TransformerConfig(**{**TINY, key: value}))
+
+
+def test_validate_uses_where_prefix():
+    with pytest.raises(PipelineError, match=r"^sweep\.model\.pos:"):
+        TransformerConfig(pos="x").validate(where="sweep.model")
+
+
+def test_unknown_config_key_named_by_registry():
+    with pytest.raises(PipelineError, match="model.n_layer: unknown key"):
+        build_model("transformer", {"n_layer": 2})
+
+
+def test_paper_config_parameter_count():
+    cfg = TransformerConfig(
+        n_layers=12, d_model=512, n_heads=8, d_head=64, d_mlp=2048, n_ctx=512,
+        d_vocab=41, pos="rope", act="gelu", dropout=0.1,
+    )
+    with torch.device("meta"):  # no memory, no init cost
+        model = Transformer(cfg)
+    assert 37_500_000 <= model.num_params() <= 38_100_000

@@ -1,0 +1,114 @@
+"""End to end on the tiny profile: DVC, Snakemake, both in turn, and the shared cache.
+
+One module-scoped DVC run is shared by the tests below (each `dvc repro` of
+the tiny profile trains two seeds, so the suite runs it as few times as it can).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import project_copy, run
+
+pytestmark = pytest.mark.slow
+
+ARTIFACTS = [
+    "data/binding/programs.parquet",
+    "data/binding/trajectory/seed0.parquet",
+    "data/binding/trajectory/seed1.parquet",
+    "data/binding/phases/seed1.parquet",
+    "data/binding/predictions/seed0.parquet",
+    "data/binding/patching/seed0.parquet",
+    "data/binding/ablation/seed1.parquet",
+    "reports/metrics/binding.json",
+    "reports/metrics/binding_heuristics.json",
+    "reports/plots/binding_trajectory.csv",
+    "reports/binding.html",
+    "reports/index.html",
+]
+
+
+def ran_stages(output: str) -> list[str]:
+    return [line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")]
+
+
+def set_param(root: Path, section: str, key: str, value) -> None:
+    path = root / "params.yaml"
+    params = yaml.safe_load(path.read_text())
+    params[section][key] = value
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def digest(root: Path) -> dict[str, str]:
+    files = [p for p in sorted((root / "data").rglob("*"))
+             if p.is_file() and "scratch" not in p.parts and p.name != ".gitignore"]
+    files += [root / a for a in ARTIFACTS if a.startswith("reports/")]
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+@pytest.fixture(scope="module")
+def dvc_run(tmp_path_factory) -> Path:
+    root = project_copy(tmp_path_factory.mktemp("dvc"))
+    run(["dvc", "repro"], root)
+    return root
+
+
+def test_dvc_repro_builds_every_artifact(dvc_run):
+    for rel in ARTIFACTS:
+        assert (dvc_run / rel).is_file(), rel
+    for seed in (0, 1):
+        assert (dvc_run / f"data/binding/runs/seed{seed}/step30/model.safetensors").is_file()
+    traj = pd.read_parquet(dvc_run / "data/binding/trajectory/seed0.parquet")
+    assert {"seed", "step", "layer", "head", "metric", "hops", "value"} <= set(traj.columns)
+    assert set(yaml.safe_load((dvc_run / "params.yaml").read_text())["base"]["seeds"]) == {0, 1}
+    metrics = json.loads((dvc_run / "reports/metrics/binding.json").read_text())
+    assert metrics, "metrics file is empty"
+    assert 'href="binding.html"' in (dvc_run / "reports/index.html").read_text()
+
+
+def test_second_repro_runs_nothing_and_metrics_show(dvc_run):
+    out = run(["dvc", "repro"], dvc_run).stdout
+    assert ran_stages(out) == []
+    assert "binding" in run(["dvc", "metrics", "show"], dvc_run).stdout
+
+
+def test_analysis_param_reruns_only_that_analysis(dvc_run):
+    set_param(dvc_run, "binding_ablation", "n_programs", 12)
+    ran = ran_stages(run(["dvc", "repro"], dvc_run).stdout)
+    assert sorted(ran) == ["binding_ablation@0", "binding_ablation@1", "binding_report", "index_report"]
+
+
+def test_snakemake_after_dvc_leaves_dvc_clean(dvc_run):
+    """Deterministic stages: whatever Snakemake reruns, it writes the same bytes."""
+    before = digest(dvc_run)
+    run(["snakemake", "--cores", "2"], dvc_run)
+    assert digest(dvc_run) == before
+    assert "up to date" in run(["dvc", "status"], dvc_run).stdout
+
+
+def test_snakemake_alone_matches_dvc(dvc_run, tmp_path):
+    root = project_copy(tmp_path)
+    set_param(root, "binding_ablation", "n_programs", 12)  # as test_analysis_param... left dvc_run
+    run(["snakemake", "--cores", "2"], root)
+    assert digest(root) == digest(dvc_run)
+    assert "Nothing to be done" in run(["snakemake", "--cores", "2", "-n"], root).stdout + \
+        run(["snakemake", "--cores", "2", "-n"], root).stderr
+
+
+def test_push_then_fresh_clone_pulls_and_is_up_to_date(dvc_run, tmp_path):
+    remote = tmp_path / "remote"
+    run(["dvc", "remote", "modify", "--local", "shared", "url", str(remote)], dvc_run)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "lock"], dvc_run)
+    run(["dvc", "push"], dvc_run)
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", str(dvc_run), str(clone)], tmp_path)
+    run(["dvc", "remote", "modify", "--local", "shared", "url", str(remote)], clone)
+    run(["dvc", "pull"], clone)
+    assert "up to date" in run(["dvc", "status"], clone).stdout
+    assert ran_stages(run(["dvc", "repro"], clone).stdout) == []
+    assert digest(clone) == digest(dvc_run)

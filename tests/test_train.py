@@ -1,0 +1,248 @@
+"""Schedules, config validation, and the training loop: learning, clipping,
+publication, and bit-exact resume after an exception or a SIGKILL."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from emergence.io import PipelineError, read_parquet
+from emergence.train import TrainConfig, checkpoint_steps, list_checkpoints, load_checkpoint, lr_factor, train
+from test_checkpoint import tiny
+
+VOCAB, B, T = 8, 4, 6
+
+
+# ---- schedules --------------------------------------------------------------
+
+
+def test_warmup_rises_linearly_to_peak():
+    for kind in ("constant", "linear", "cosine"):
+        assert [lr_factor(s, 100, 4, kind) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+        assert lr_factor(4, 100, 4, kind) == 1.0
+
+
+def test_constant_ignores_min_ratio():
+    assert {lr_factor(s, 10, 0, "constant", 0.3) for s in range(11)} == {1.0}
+
+
+@pytest.mark.parametrize("kind, mid", [("linear", 0.55), ("cosine", 0.55)])
+def test_decay_endpoints_and_shape(kind, mid):
+    total, warmup, floor = 110, 10, 0.1
+    curve = [lr_factor(s, total, warmup, kind, floor) for s in range(warmup, total + 1)]
+    assert curve[0] == 1.0 and curve[-1] == pytest.approx(floor)
+    assert curve[50] == pytest.approx(mid)  # halfway through decay: both sit at (1 + floor) / 2
+    assert all(a > b for a, b in zip(curve, curve[1:]))
+    # cosine decays slowly at first
+    assert lr_factor(35, total, warmup, "cosine", floor) > lr_factor(35, total, warmup, "linear", floor)
+
+
+def test_unknown_schedule():
+    with pytest.raises(ValueError, match="unknown schedule 'step'"):
+        lr_factor(0, 10, 0, "step")
+
+
+def test_checkpoint_steps_contents():
+    steps = checkpoint_steps(1000, dense_until=5, n_log=4, every=300)
+    assert steps == [0, 1, 2, 3, 4, 5, 10, 100, 300, 600, 900, 1000]
+    assert checkpoint_steps(50, dense_until=0, n_log=0, every=0) == [0, 50]
+    assert checkpoint_steps(3, dense_until=10, n_log=0, every=0) == [0, 1, 2, 3]
+    dedup = checkpoint_steps(10, dense_until=0, n_log=30, every=0)  # more log points than steps
+    assert dedup == list(range(11))
+
+
+# ---- config -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"optimizer": "adam"}, "train.optimizer: must be adamw or sgd"),
+        ({"steps": 0}, "train.steps: must be a positive integer"),
+        ({"lr": -1.0}, "train.lr: must be a positive number"),
+        ({"schedule": "step"}, "train.schedule: must be one of"),
+        ({"warmup_steps": 20}, "train.warmup_steps: must be <= steps"),
+        ({"grad_clip": 0.0}, "train.grad_clip: must be null or > 0"),
+        ({"betas": (0.9, 1.5)}, "train.betas: must be two numbers"),
+        ({"device": "tpu"}, "train.device: must be auto, cpu or cuda"),
+        ({"batch_size": True}, "train.batch_size: must be a positive integer"),
+    ],
+)
+def test_validate_names_the_key(change, message):
+    cfg = dataclasses.replace(TrainConfig(steps=10, batch_size=2, lr=1e-3), **change)
+    with pytest.raises(PipelineError, match=message):
+        cfg.validate()
+
+
+def test_from_dict():
+    cfg = TrainConfig.from_dict({"steps": 5, "batch_size": 2, "lr": 0.1, "betas": [0.8, 0.9]}, where="study.train")
+    assert cfg.betas == (0.8, 0.9)
+    with pytest.raises(PipelineError, match="study.train.lrr: unknown key"):
+        TrainConfig.from_dict({"steps": 5, "batch_size": 2, "lrr": 0.1}, where="study.train")
+    with pytest.raises(PipelineError, match="train.lr: missing required key"):
+        TrainConfig.from_dict({"steps": 5, "batch_size": 2})
+
+
+# ---- the loop ---------------------------------------------------------------
+
+
+def batches(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next-token task `t -> t + 1 mod VOCAB`, a pure function of the step."""
+    gen = torch.Generator().manual_seed(10_000 + step)
+    idx = torch.randint(VOCAB, (B, T), generator=gen)
+    targets = (idx + 1) % VOCAB
+    targets[:, 0] = -1  # ignored positions must not break anything
+    return idx, targets
+
+
+def config(**overrides) -> TrainConfig:
+    base = dict(steps=12, batch_size=B, lr=0.05, n_log_checkpoints=4, resume_every=3, eval_every=5, device="cpu")
+    return TrainConfig(**{**base, **overrides})
+
+
+def probe(model, step):
+    assert not model.training and not torch.is_grad_enabled()
+    idx, targets = batches(-1)
+    return {"eval_loss": model(idx, targets)[1].item()}
+
+
+class Interrupt(Exception):
+    pass
+
+
+def run(tmp_path, name="run", fail_at=None, kill_at=None, seen=None, model_kw=None, **overrides):
+    """Train a fresh tiny model into tmp_path/name; optionally die at step `fail_at`/`kill_at`."""
+    model = tiny(seed=0, **(model_kw or {"dropout": 0.2}))
+
+    def batch_fn(step):
+        assert model.training  # eval_fn must hand the model back in train mode
+        if seen is not None:
+            seen.append(step)
+        if step == fail_at:
+            raise Interrupt
+        if step == kill_at:
+            os.kill(os.getpid(), 9)
+        return batches(step)
+
+    metrics = train(
+        model, batch_fn, config(**overrides), tmp_path / name, tmp_path / f"{name}.scratch",
+        eval_fn=probe, data_fingerprint="next-token-v1", progress=False,
+    )
+    return model, metrics
+
+
+def assert_same_run(dir_a, dir_b):
+    ckpts_a, ckpts_b = list_checkpoints(dir_a), list_checkpoints(dir_b)
+    assert [s for s, _ in ckpts_a] == [s for s, _ in ckpts_b]
+    for (_, a), (_, b) in zip(ckpts_a, ckpts_b):
+        state_a, state_b = load_checkpoint(a)[0].state_dict(), load_checkpoint(b)[0].state_dict()
+        assert state_a.keys() == state_b.keys()
+        assert all(torch.equal(state_a[k], state_b[k]) for k in state_a)
+        assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+    assert (dir_a / "metrics.parquet").read_bytes() == (dir_b / "metrics.parquet").read_bytes()
+
+
+def test_run_publishes_checkpoints_and_metrics(tmp_path):
+    model, metrics = run(tmp_path)
+    out = tmp_path / "run"
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.parquet"] + [f"step{s}" for s in (0, 1, 12, 2, 5)]
+    assert not (tmp_path / "run.scratch").exists()
+    disk = read_parquet(out / "metrics.parquet", {"step": "i", "tokens": "i", "loss": "f", "lr": "f", "grad_norm": "f"})
+    assert list(disk.columns) == ["step", "tokens", "eval_loss", "loss", "lr", "grad_norm"]  # no wall clock
+    pd.testing.assert_frame_equal(disk, metrics)
+    assert disk["step"].tolist() == list(range(13))
+    assert disk["tokens"].tolist() == [s * B * T for s in range(13)]
+    assert disk.dropna(subset="eval_loss")["step"].tolist() == [0, 1, 2, 5, 10, 12]
+    assert math.isnan(disk["loss"].iloc[-1])  # step 12 is the final model: evaluated, not trained
+    final, info = load_checkpoint(out / "step12")
+    assert info["meta"]["data_fingerprint"] == "next-token-v1" and info["meta"]["train"]["steps"] == 12
+    assert all(torch.equal(a, b) for a, b in zip(final.state_dict().values(), model.state_dict().values()))
+
+
+@pytest.mark.parametrize("optimizer, lr", [("adamw", 0.05), ("sgd", 0.5)])
+def test_loss_decreases(tmp_path, optimizer, lr):
+    _, metrics = run(tmp_path, steps=60, optimizer=optimizer, lr=lr, momentum=0.5 if optimizer == "sgd" else 0.0,
+                     schedule="cosine", warmup_steps=5, n_log_checkpoints=0, eval_every=0, resume_every=100)
+    first, last = metrics["loss"].iloc[:5].mean(), metrics["loss"].iloc[-6:-1].mean()
+    assert last < 0.5 * first, (first, last)
+    assert metrics["eval_loss"].iloc[-1] < 0.5 * metrics["eval_loss"].iloc[0]
+    assert metrics["lr"].iloc[0] == pytest.approx(lr / 5) and metrics["lr"].iloc[-2] < 0.01 * lr
+
+
+@pytest.mark.parametrize("clip", [None, 1e-3])
+def test_grad_clipping(tmp_path, clip):
+    # One plain SGD step with lr 1: the parameter update is exactly the (clipped) gradient.
+    model, metrics = run(tmp_path, steps=1, optimizer="sgd", lr=1.0, grad_clip=clip, model_kw={"dropout": 0.0})
+    start = tiny(seed=0)
+    moved = torch.cat([(a - b).flatten() for a, b in zip(model.parameters(), start.parameters())]).norm().item()
+    grad_norm = metrics["grad_norm"].iloc[0]
+    assert grad_norm > 0.01
+    assert moved == pytest.approx(grad_norm if clip is None else clip, rel=1e-3)
+
+
+def test_resume_after_exception_is_bit_exact(tmp_path):
+    run(tmp_path, "ref")
+    with pytest.raises(Interrupt):
+        run(tmp_path, "resumed", fail_at=8)
+    assert not (tmp_path / "resumed").exists()  # nothing published by an interrupted run
+    seen = []
+    run(tmp_path, "resumed", seen=seen)
+    assert seen[0] == 6  # continued from the last resume state, not from scratch
+    assert_same_run(tmp_path / "ref", tmp_path / "resumed")
+
+
+def test_resume_after_sigkill_is_bit_exact(tmp_path):
+    run(tmp_path, "ref")
+    code = f"import test_train, pathlib; test_train.run(pathlib.Path({str(tmp_path)!r}), 'killed', kill_at=10)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    assert not (tmp_path / "killed").exists()
+    seen = []
+    run(tmp_path, "killed", seen=seen)
+    assert seen[0] == 9
+    assert_same_run(tmp_path / "ref", tmp_path / "killed")
+
+
+def test_evaluation_does_not_perturb_training(tmp_path):
+    # Dropout is re-seeded per step, so an eval_fn that draws random numbers changes nothing.
+    def noisy_probe(model, step):
+        return {"noise": torch.rand(5).sum().item()}
+
+    results = []
+    for name, eval_fn in (("quiet", None), ("noisy", noisy_probe)):
+        model = tiny(seed=0, dropout=0.5)
+        metrics = train(model, batches, config(), tmp_path / name, tmp_path / "scratch", eval_fn=eval_fn,
+                        progress=False)
+        results.append((model, metrics[["loss", "grad_norm"]].dropna()))
+    (quiet, quiet_metrics), (noisy, noisy_metrics) = results
+    pd.testing.assert_frame_equal(quiet_metrics, noisy_metrics)
+    assert all(torch.equal(a, b) for a, b in zip(quiet.parameters(), noisy.parameters()))
+
+
+def test_changed_config_starts_fresh(tmp_path, capfd):
+    with pytest.raises(Interrupt):
+        run(tmp_path, "run", fail_at=8, checkpoint_every=1)  # leaves step3, step4, ... in scratch
+    seen = []
+    run(tmp_path, "run", seen=seen, lr=0.02)
+    assert seen[0] == 0
+    assert "fingerprint mismatch); starting fresh" in capfd.readouterr().err
+    run(tmp_path, "ref", lr=0.02)
+    assert_same_run(tmp_path / "ref", tmp_path / "run")  # also: no stale checkpoints published
+
+
+def test_out_dir_replaced_only_when_complete(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "old.txt").write_text("previous result")
+    with pytest.raises(Interrupt):
+        run(tmp_path, "run", fail_at=4)
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+    run(tmp_path, "run")
+    assert not (out / "old.txt").exists() and (out / "metrics.parquet").exists()

@@ -54,7 +54,7 @@ def make_counterfactual_pairs(df: pd.DataFrame, rng: np.random.Generator, n_pair
             raise PipelineError(f"programs table: chain_lines {list(row['chain_lines'])} do not end at the "
                                 f"constant that decides {base!r}")
         records.append(dict(base=base, cf=cf, base_answer=int(row["answer"]), cf_answer=cf_answer,
-                            hops=int(row["hops"]), chain_lines=list(row["chain_lines"]),
+                            hops=int(row["hops"]), chain_lines=[int(c) for c in row["chain_lines"]],
                             n_lines=int(row["n_lines"]), root_line=root, changed_pos=pos))
     return pd.DataFrame(records)
 
@@ -150,8 +150,11 @@ def _patch_batch(model: HookedModel, batch: pd.DataFrame, tok: CharTokenizer, ta
         for pos in range(idx.shape[1]):
             # Where the cf activation equals the base one the patch is a no-op: the pair
             # keeps its (correct) base answer without a forward pass. Causality makes this
-            # every position before the root constant, and all but it at layer 0.
+            # every position before the root constant, and all but it at layer 0. The last
+            # block's output reaches the answer only through the answer position itself.
             moved = (src[:, pos] != own[:, pos]).any(-1)
+            if layer == n_layers:
+                moved &= answer_pos == pos
             pred = base_ans.copy()
             if moved.any():
                 logits = _patched_logits(model, idx[moved], name, [pos], src[moved])
@@ -174,7 +177,7 @@ def patching_table(model: HookedModel, pairs: pd.DataFrame, tok: CharTokenizer, 
     """
     lengths = pairs["base"].str.len()
     if lengths.nunique() != 1:
-        raise PipelineError("counterfactual pairs: programs differ in length; build pairs with one n_lines")
+        raise PipelineError("counterfactual pairs: need at least one pair, all of one program length")
     tally = _Tally(model.config.n_layers + 1, int(lengths.iloc[0]))
     n_ok = sum(_patch_batch(model, pairs.iloc[s: s + batch_size].reset_index(drop=True), tok, tally)
                for s in range(0, len(pairs), batch_size))

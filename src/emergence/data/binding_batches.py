@@ -65,7 +65,7 @@ def encode_programs(texts: Sequence[str], answers: Sequence[int], tok: CharToken
     lengths = np.array([len(t) for t in texts])
     answer_pos = lengths - 1
     digit_ids = np.asarray(tok.digit_ids)
-    answers = np.asarray(answers, dtype=np.int64)
+    answers = np.array(answers, dtype=np.int64)  # a copy: pandas may hand out read-only views
     targets[np.arange(len(texts)), answer_pos] = digit_ids[answers]
     if fmt == "line_values":
         newline = tok.encode("\n")[0]

@@ -1,9 +1,10 @@
 """Cheap shortcut heuristics for variable-binding programs.
 
 Each heuristic guesses the answer digit from surface features, returning -1
-when it has nothing to say. The generator rejects programs so that every one
-of them matches the answer only at chance level (~10%); a model that learned
-a heuristic instead of binding would then score near chance.
+when it has nothing to say. The generator (binding.py) keeps every one of them
+at chance level (~10%), so a model that learned a heuristic instead of binding
+would score near chance. `evaluate` (the programs' Python semantics) lives
+here because the final-value heuristic needs it.
 
 Programs are duck-typed: anything with `.lines` ((lhs, rhs) pairs) and `.query`.
 """

@@ -39,15 +39,15 @@ def _last_steps(trajectory: pd.DataFrame) -> pd.Series:
     return trajectory.groupby("seed")["step"].max()
 
 
-def _overall(trajectory: pd.DataFrame, metric_prefix: str) -> pd.DataFrame:
-    """Rows of overall (hops -1) metrics starting with `metric_prefix`."""
-    t = trajectory[(trajectory["hops"] == -1) & trajectory["metric"].str.startswith(metric_prefix)]
+def _agreement(trajectory: pd.DataFrame) -> pd.DataFrame:
+    """Overall agreement rows, with the heuristic's name in a `heuristic` column."""
+    t = trajectory[(trajectory["hops"] == -1) & trajectory["metric"].str.startswith("agree_")]
     return t.assign(heuristic=t["metric"].str.removeprefix("agree_"))
 
 
 def _final_agreement(trajectory: pd.DataFrame) -> pd.DataFrame:
     """seed, heuristic, value: each heuristic's agreement with the model at the seed's last step."""
-    agree = _overall(trajectory, "agree_")
+    agree = _agreement(trajectory)
     last = agree["seed"].map(_last_steps(trajectory))
     return agree[agree["step"] == last][["seed", "heuristic", "value"]]
 
@@ -95,7 +95,7 @@ def binding_metrics(trajectory: pd.DataFrame, predictions: pd.DataFrame, heurist
         "best_heuristic": {"name": best["heuristic"], "match_rate": float(best["match_rate"])},
         "final_step": {s: int(v) for s, v in _last_steps(trajectory).items()},
         "n_test_programs": int(test.groupby("seed").size().max()),
-        "phases": {f"seed{s}": {b.name: {"reached": bool(b.reached),
+        "phases": {str(s): {b.name: {"reached": bool(b.reached),
                                          "start_step": None if not b.reached else int(b.start),
                                          "end_step": None if not b.reached else int(b.end)}
                                 for b in g.itertuples()} for s, g in bands.groupby("seed")},
@@ -127,9 +127,10 @@ def _headline(m: dict) -> str:
     rows = [("held-out test accuracy (all hops)", m["accuracy"]),
             (f"held-out test accuracy, deepest class ({m['accuracy_deepest']['hops']} hops)", m["accuracy_deepest"]),
             ("generalisation-set accuracy", m["generalisation_accuracy"])]
+    best = m["best_heuristic"]
     df = pd.DataFrame({"quantity": [r for r, _ in rows], "mean ± sd over seeds": [_fmt(s) for _, s in rows],
                        "per seed": [", ".join(f"{k}: {v:.3f}" for k, v in s["per_seed"].items()) for _, s in rows]})
-    best = m["best_heuristic"]
+    df.loc[len(df)] = [f"best heuristic ({best['name']}), training match rate", f"{best['match_rate']:.3f}", ""]
     return "\n".join([
         H.para(f"Final-checkpoint accuracy of the model on {m['n_test_programs']} held-out test programs "
                f"per seed, against the best shortcut heuristic: {best['name']} matches the answer on "
@@ -152,8 +153,8 @@ def _data_section(programs: pd.DataFrame) -> str:
 
 
 def _trajectory_section(trajectory: pd.DataFrame, phases: pd.DataFrame) -> str:
-    acc = _overall(trajectory, "accuracy")
-    agree = _overall(trajectory, "agree_")
+    acc = trajectory[(trajectory["metric"] == "accuracy") & (trajectory["hops"] == -1)]
+    agree = _agreement(trajectory)
     bands = phase_bands(phases, trajectory)
     missing = bands[~bands["reached"]]
     notes = [H.para(f"Seed {b.seed}: the {b.name} phase was not reached within {int(_last_steps(trajectory)[b.seed])} steps.",
@@ -228,8 +229,8 @@ def _patching_section(patching: pd.DataFrame) -> str:
     ]
     pairs = patching[patching["metric"] == "pairs_correct"]
     if len(pairs):
-        parts.append(H.para(f"Pairs the model answered correctly before patching: {pairs['value'].mean():.3f} "
-                            "(mean over seeds)."))
+        parts.append(H.para(f"Fraction of patching pairs the model answered correctly (pairs_correct): "
+                            f"{pairs['value'].mean():.3f}, mean over seeds."))
     return "\n".join(parts)
 
 
@@ -250,7 +251,8 @@ def _ablation_section(ablation: pd.DataFrame, routing: pd.DataFrame) -> str:
         H.para("Accuracy drop when one attention head is ablated (zeroed, or replaced by its mean output), "
                f"mean over seeds; red = the head matters. Unablated accuracy: {base_txt or 'n/a'}."),
         H.figure(plots.heatmap_grid(panels), "head ablation accuracy drop"),
-        H.para("Candidate routing heads, ranked by accuracy drop on the deepest hop class."),
+        H.para("Candidate routing heads as ranked by the ablation analysis (rank 1 = most important); "
+               "drop_all / drop_deep: accuracy drop on all programs / on the deepest hop class."),
         H.table(routing.sort_values("rank")[["rank", "layer", "head", "drop_all", "drop_deep"]]),
     ])
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 from typing import Iterable
 
 import matplotlib as mpl
@@ -61,8 +62,10 @@ def anchor(title: str) -> str:
 
 
 def _cell(value: object, float_format: str) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "&ndash;"
     if isinstance(value, float):
-        return "&ndash;" if value != value else esc(float_format.format(value))
+        return esc(float_format.format(value))
     return esc(value)
 
 

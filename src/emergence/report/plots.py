@@ -23,8 +23,7 @@ CLASS_COLOURS = {"query": "#c0392b", "chain_rhs": "#2e86c1", "chain_lhs": "#8e44
 def _style() -> Iterator[None]:
     with mpl.rc_context():
         mpl.rcdefaults()
-        mpl.rcParams.update({"font.size": 9, "axes.titlesize": 10, "legend.fontsize": 8,
-                             "figure.dpi": 100, "savefig.bbox": None})
+        mpl.rcParams.update({"font.size": 9, "axes.titlesize": 10, "legend.fontsize": 8})
         yield
 
 
@@ -39,6 +38,7 @@ def _step_axis(ax, steps: pd.Series) -> None:
     positive = steps[steps > 0]
     if len(positive) and steps.max() / positive.min() > 100:
         ax.set_xscale("symlog", linthresh=float(positive.min()), linscale=0.5)
+        ax.set_xlim(0, steps.max() * 1.1)
     ax.set_xlabel("training step")
 
 
@@ -81,7 +81,8 @@ def lines_by_class(df: pd.DataFrame, ylabel: str, legend_title: str) -> Figure:
         classes = sorted(df["cls"].unique())
         for i, c in enumerate(classes):
             d = df[df["cls"] == c].sort_values("step")
-            ax.plot(d["step"], d["value"], marker=".", color=cmap(i / max(len(classes) - 1, 1)), label=str(c))
+            shade = 0.85 * i / max(len(classes) - 1, 1)  # stop before viridis' pale yellow end
+            ax.plot(d["step"], d["value"], marker=".", color=cmap(shade), label=str(c))
         _step_axis(ax, df["step"])
         ax.set_ylim(-0.02, 1.02)
         ax.set_ylabel(ylabel)
@@ -118,8 +119,10 @@ def _heatmap(ax, mat: pd.DataFrame, title: str, cmap: str, vmin: float, vmax: fl
     if annotate:
         for (i, j), v in np.ndenumerate(mat.to_numpy(dtype=float)):
             if not np.isnan(v):
+                r, g, b, _ = im.cmap(im.norm(v))
+                dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5  # perceived luminance of the cell
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                        color="white" if (v - vmin) / (vmax - vmin or 1) < 0.5 else "black")
+                        color="white" if dark else "black")
     return im
 
 
@@ -142,11 +145,11 @@ def heatmap_grid(panels: dict[tuple[str, str], pd.DataFrame]) -> Figure:
     cols = list(dict.fromkeys(c for _, c in panels))
     vmax = max(float(np.nanmax(np.abs(m.to_numpy(dtype=float)))) for m in panels.values()) or 1.0
     with _style():
-        fig, axes = _figure(4.2 * len(cols), 3.2 * len(rows), len(rows), len(cols))
+        fig, axes = _figure(3.6 * len(cols) + 1, 3 * len(rows), len(rows), len(cols))
         for (r, c), mat in panels.items():
-            ax = axes[rows.index(r), cols.index(c)]
-            im = _heatmap(ax, mat, f"{r}: {c}", "RdBu_r", -vmax, vmax, annotate=mat.size <= 64)
-            fig.colorbar(im, ax=ax, shrink=0.8)
+            im = _heatmap(axes[rows.index(r), cols.index(c)], mat, f"{r}: {c}", "RdBu_r", -vmax, vmax,
+                          annotate=mat.size <= 64)
+        fig.colorbar(im, ax=axes, shrink=0.6)
     return fig
 
 
@@ -156,7 +159,7 @@ def patching(mat: pd.DataFrame, classes: pd.Series) -> Figure:
     mat: index layer, columns position; classes: position -> position_class.
     """
     with _style():
-        fig, axes = _figure(max(6.0, 0.16 * mat.shape[1] + 3), 0.35 * mat.shape[0] + 2.2, 2, 1,
+        fig, axes = _figure(min(12.0, max(6.0, 0.16 * mat.shape[1] + 3)), 0.35 * mat.shape[0] + 2.2, 2, 1,
                             sharex=True, gridspec_kw={"height_ratios": [1, max(mat.shape[0], 1)]})
         strip, ax = axes[0, 0], axes[1, 0]
         names = list(CLASS_COLOURS)

@@ -1,11 +1,12 @@
 """Training: the shared loop, its checkpoints and schedules."""
-from emergence.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from emergence.train.checkpoint import find_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from emergence.train.loop import TrainConfig, train
 from emergence.train.schedule import checkpoint_steps, lr_factor
 
 __all__ = [
     "TrainConfig",
     "checkpoint_steps",
+    "find_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
     "lr_factor",

@@ -91,6 +91,19 @@ def list_checkpoints(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def find_checkpoint(run_dir: str | os.PathLike, name: str, where: str = "checkpoint") -> tuple[int, Path]:
+    """(step, path) of checkpoint `name` in a run: "final" (the last one) or "step{N}"."""
+    ckpts = list_checkpoints(run_dir)
+    if not ckpts:
+        raise PipelineError(f"{run_dir}: no step{{N}} checkpoints in the run directory")
+    if name == "final":
+        return ckpts[-1]
+    for step, path in ckpts:
+        if path.name == name:
+            return step, path
+    raise PipelineError(f"{where}: no checkpoint '{name}' in {run_dir} (use final or step{{N}})")
+
+
 def publish_run(scratch_dir: Path, out_dir: Path, files: list[str]) -> None:
     """Atomically make `out_dir` hold scratch's checkpoints plus `files`.
 

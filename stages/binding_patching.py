@@ -1,0 +1,43 @@
+"""Residual-stream interchange interventions on one seed's trained model."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from emergence.analysis.binding_patching import make_counterfactual_pairs, patching_table
+from emergence.cli import set_threads, stage_main, stage_parser
+from emergence.config import from_dict, load_base, path_of, read_params, section
+from emergence.data.binding_io import load_programs, subset
+from emergence.data.tokenizer import CharTokenizer
+from emergence.io import PipelineError, write_parquet
+from emergence.train import find_checkpoint, load_checkpoint
+
+
+@dataclasses.dataclass
+class PatchingParams:
+    n_pairs: int = 200
+    checkpoint: str = "final"   # final | step{N}
+
+    def validate(self, where: str) -> None:
+        if self.n_pairs < 1:
+            raise PipelineError(f"{where}.n_pairs: must be >= 1, got {self.n_pairs}")
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    args = stage_parser(__doc__, per_seed=True).parse_args(argv)
+    params = read_params(args.params)
+    set_threads(load_base(params).threads)
+    p = from_dict(PatchingParams, section(params, "binding_patching"), "binding_patching")
+    run_dir = path_of(params, "binding_runs") / f"seed{args.seed}"
+    step, path = find_checkpoint(run_dir, p.checkpoint, "binding_patching.checkpoint")
+    model, _ = load_checkpoint(path)
+    test = subset(load_programs(path_of(params, "binding_programs")), "test")
+    pairs = make_counterfactual_pairs(test, np.random.default_rng(args.seed), p.n_pairs)
+    table = patching_table(model, pairs, CharTokenizer(), seed=args.seed, step=step)
+    write_parquet(table, path_of(params, "binding_patching") / f"seed{args.seed}.parquet")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,29 @@
+"""Write reports/index.html linking every study page that has been built."""
+from __future__ import annotations
+
+import os
+
+from emergence.cli import stage_main, stage_parser
+from emergence.config import path_of, read_params
+from emergence.io import write_text
+from emergence.report.index import index_page
+
+# (paths key of the study page, title, one-line summary); later studies append here.
+STUDY_PAGES = [
+    ("binding_report", "Variable binding",
+     "How a GPT-2-style model learns to follow chains of assignments (Wu, Geiger & Millière 2025)."),
+]
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    args = stage_parser(__doc__).parse_args(argv)
+    params = read_params(args.params)
+    index = path_of(params, "index_report")
+    pages = [(title, os.path.relpath(path_of(params, key), index.parent), summary)
+             for key, title, summary in STUDY_PAGES if path_of(params, key).exists()]
+    write_text(index_page(pages), index)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,136 @@
+"""Attention-head ablation on tiny random models."""
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from emergence.analysis.binding_ablation import (
+    ablate_heads, ablation_table, mean_head_activations, rank_routing_heads,
+)
+from emergence.analysis.binding_patching import answer_digits
+from emergence.data.binding import ProgramConfig, generate_table
+from emergence.data.binding_batches import encode_programs
+from test_binding_patching import N_LAYERS, TOK, digit_reader, no_hooks, one_thread, tiny_model  # noqa: F401
+
+N_HEADS, D_HEAD = 2, 16
+Z_NAMES = [f"blocks.{layer}.attn.hook_z" for layer in range(N_LAYERS)]
+COLUMNS = ["seed", "step", "layer", "head", "mode", "hops", "metric", "value", "n"]
+
+
+@pytest.fixture(scope="module")
+def programs() -> pd.DataFrame:
+    return generate_table(np.random.default_rng(0), ProgramConfig(n_lines=6, max_hops=3), 48, set_name="test")
+
+
+def idx_of(programs, n) -> torch.Tensor:
+    return torch.from_numpy(TOK.encode_batch(programs["program"][:n].tolist()))
+
+
+@torch.no_grad()
+def test_mean_over_one_program_is_its_own_activation(programs):
+    model, idx = tiny_model(), idx_of(programs, 1)
+    plain, cache = model.run_with_cache(idx, Z_NAMES)  # caching hook_pattern would change the path
+    mean_z = mean_head_activations(model, idx)
+    for layer in range(N_LAYERS):
+        assert torch.equal(mean_z[layer], cache[Z_NAMES[layer]][0])
+        for head in range(N_HEADS):
+            assert torch.equal(ablate_heads(model, idx, layer, head, "mean", mean_z), plain)
+    assert no_hooks(model)
+
+
+@torch.no_grad()
+def test_mean_skips_padding():
+    model = tiny_model()
+    texts = ["a=1\nb=a\n#b:", "a=1\nb=a\nc=b\n#c:"]
+    idx = torch.from_numpy(TOK.encode_batch(texts))  # (2, 15): the first is padded after 11
+    _, cache = model.run_with_cache(idx, Z_NAMES)
+    mean_z = mean_head_activations(model, idx, torch.tensor([len(t) for t in texts]), batch_size=1)
+    z = cache[Z_NAMES[1]]
+    torch.testing.assert_close(mean_z[1][:11], z[:, :11].mean(0))
+    torch.testing.assert_close(mean_z[1][11:], z[1, 11:])
+
+
+@torch.no_grad()
+def test_every_single_head_ablation_changes_the_output(programs):
+    model, idx = tiny_model(), idx_of(programs, 8)
+    plain, _ = model(idx)
+    mean_z = mean_head_activations(model, idx)
+    for layer in range(N_LAYERS):
+        for head in range(N_HEADS):
+            for mode in ("zero", "mean"):
+                assert not torch.equal(ablate_heads(model, idx, layer, head, mode, mean_z), plain)
+    assert no_hooks(model)
+
+
+@torch.no_grad()
+def test_zero_ablation_equals_cutting_the_heads_output_weights(programs):
+    model, idx = tiny_model(), idx_of(programs, 8)
+    for layer, heads in ((0, 1), (1, [0, 1])):
+        cut = copy.deepcopy(model)
+        for h in [heads] if isinstance(heads, int) else heads:
+            cut.blocks[layer].attn.out.weight[:, h * D_HEAD: (h + 1) * D_HEAD] = 0.0
+        torch.testing.assert_close(ablate_heads(model, idx, layer, heads, "zero"), cut(idx)[0])
+
+
+def test_bad_mode_or_missing_mean_is_rejected(programs):
+    model, idx = tiny_model(), idx_of(programs, 2)
+    with pytest.raises(ValueError, match="mode"):
+        ablate_heads(model, idx, 0, 0, "resample")
+    with pytest.raises(ValueError, match="mean_z"):
+        ablate_heads(model, idx, 0, 0, "mean")
+    assert no_hooks(model)
+
+
+@torch.no_grad()
+def test_ablation_table_rows_agree_with_direct_ablation(programs):
+    model = digit_reader()
+    enc = encode_programs(programs["program"].tolist(), [0] * len(programs), TOK)
+    own = answer_digits(model(enc.idx)[0], enc.answer_pos, TOK)  # the model is 'right' on every program
+    assert (own >= 0).all()
+    data = encode_programs(programs["program"].tolist(), own, TOK)
+    hops = programs["hops"].to_numpy()
+    table = ablation_table(model, data, hops, TOK, seed=1, step=9, batch_size=20)
+    assert list(table.columns) == COLUMNS and no_hooks(model)
+    assert (table["seed"] == 1).all() and (table["step"] == 9).all()
+
+    base = table[table["mode"] == "none"]
+    classes = [-1, *sorted(set(hops))]
+    assert base["hops"].tolist() == classes and (base["metric"] == "accuracy").all()
+    assert (base["value"] == 1.0).all() and base["n"].tolist() == [len(hops), *np.bincount(hops)[classes[1:]]]
+    ablated = table[table["mode"] != "none"]
+    assert len(ablated) == N_LAYERS * N_HEADS * 2 * len(classes) * 2
+    wide = ablated.pivot_table(index=["layer", "head", "mode", "hops"], columns="metric", values="value")
+    np.testing.assert_allclose(wide["accuracy_drop"], 1.0 - wide["accuracy"])
+
+    mean_z = mean_head_activations(model, data.idx)  # all programs have one length
+    for mode in ("zero", "mean"):
+        logits = ablate_heads(model, data.idx, 1, 0, mode, mean_z)
+        right = answer_digits(logits, data.answer_pos, TOK) == own
+        for k in classes:
+            mask = np.ones_like(right) if k == -1 else hops == k
+            assert wide.loc[(1, 0, mode, k), "accuracy"] == pytest.approx(right[mask].mean())
+    assert wide["accuracy_drop"].max() > 0
+
+
+def test_rank_routing_heads_orders_by_the_deepest_hop_drop():
+    drops = {  # (layer, head): {hops: drop}, same in both modes except (0, 1)
+        (0, 0): {-1: 0.10, 1: 0.0, 3: 0.20},
+        (0, 1): {-1: 0.30, 1: 0.5, 3: 0.05},
+        (1, 0): {-1: 0.05, 1: 0.0, 3: 0.40},
+        (1, 1): {-1: 0.20, 1: 0.1, 3: 0.20},
+    }
+    rows = [dict(seed=0, step=5, layer=l, head=h, mode=m, hops=k, metric="accuracy_drop",
+                 value=v + (0.1 if (l, h, m) == (0, 1, "mean") else 0.0), n=10)
+            for (l, h), by_hops in drops.items() for m in ("zero", "mean") for k, v in by_hops.items()]
+    rows.append(dict(seed=0, step=5, layer=-1, head=-1, mode="none", hops=3, metric="accuracy", value=0.9, n=10))
+    ranked = rank_routing_heads(pd.DataFrame(rows))
+    assert list(ranked.columns) == ["seed", "step", "layer", "head", "drop_all", "drop_deep", "rank"]
+    assert list(zip(ranked["layer"], ranked["head"])) == [(1, 0), (1, 1), (0, 0), (0, 1)]
+    assert ranked["rank"].tolist() == [1, 2, 3, 4]
+    assert ranked["drop_deep"].tolist() == pytest.approx([0.40, 0.20, 0.20, 0.10])
+    by_one = rank_routing_heads(pd.DataFrame(rows), deepest_hops=1)
+    assert (by_one.iloc[0]["layer"], by_one.iloc[0]["head"]) == (0, 1)
+    with pytest.raises(ValueError, match="hops=7"):
+        rank_routing_heads(pd.DataFrame(rows), deepest_hops=7)

@@ -1,0 +1,193 @@
+"""Residual-stream interchange interventions on tiny random models."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from emergence.analysis.binding_patching import (
+    answer_digits, make_counterfactual_pairs, patch_residual, patching_table, position_classes,
+)
+from emergence.data.binding import ProgramConfig, generate_table, trace
+from emergence.data.binding_batches import encode_programs, parse_program
+from emergence.data.tokenizer import CharTokenizer
+from emergence.io import PipelineError
+from emergence.models import build_model
+
+TOK = CharTokenizer()
+N_LAYERS = 2
+COLUMNS = ["seed", "step", "layer", "head", "position", "position_class", "metric", "value", "n"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # Tiny matmuls: a second thread only adds contention on the shared 2-core machine.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return build_model("transformer", dict(n_layers=N_LAYERS, d_model=32, n_heads=2, d_head=16, d_mlp=64,
+                                           n_ctx=80, d_vocab=len(TOK))).eval()
+
+
+def digit_reader() -> torch.nn.Module:
+    """A random model whose answer depends on the program's digits: only digits are embedded
+    and only digits can be predicted, so about half the counterfactual pairs change its answer."""
+    model = tiny_model()
+    other = torch.ones(len(TOK), dtype=torch.bool)
+    other[TOK.digit_ids] = False
+    with torch.no_grad():
+        model.embed.weight[other] = 0.0
+        model.unembed.weight[other] = 0.0
+    return model
+
+
+@pytest.fixture(scope="module")
+def programs() -> pd.DataFrame:
+    return generate_table(np.random.default_rng(0), ProgramConfig(n_lines=6, max_hops=3), 96, set_name="test")
+
+
+@pytest.fixture(scope="module")
+def pairs(programs) -> pd.DataFrame:
+    return make_counterfactual_pairs(programs, np.random.default_rng(1), 64)
+
+
+def encode(texts) -> torch.Tensor:
+    return torch.from_numpy(TOK.encode_batch(list(texts)))
+
+
+def no_hooks(model) -> bool:
+    return not any(point.has_hooks for point in model.hook_points().values())
+
+
+def test_pairs_differ_in_one_token_that_changes_the_answer(programs, pairs):
+    assert len(pairs) == 64 and pairs["base"].is_unique
+    base, cf = encode(pairs["base"]), encode(pairs["cf"])
+    assert base.shape == cf.shape
+    rows, cols = torch.nonzero(base != cf, as_tuple=True)
+    assert rows.tolist() == list(range(len(pairs)))  # exactly one differing token per pair
+    assert cols.tolist() == [4 * r + 2 for r in pairs["root_line"]] == pairs["changed_pos"].tolist()
+    assert (pairs["root_line"] == pairs["chain_lines"].map(lambda c: c[-1])).all()
+    for text, answer in zip(pairs["cf"], pairs["cf_answer"]):
+        assert trace(*parse_program(text))[0] == answer
+    assert (pairs["cf_answer"] != pairs["base_answer"]).all()
+    assert set(pairs["base"]) <= set(programs["program"])
+    again = make_counterfactual_pairs(programs, np.random.default_rng(1), 64)
+    pd.testing.assert_frame_equal(pairs, again)
+
+
+def test_pairs_need_one_program_length(programs):
+    shorter = generate_table(np.random.default_rng(2), ProgramConfig(n_lines=4, max_hops=2), 8, set_name="test")
+    mixed = pd.concat([programs, shorter], ignore_index=True)
+    with pytest.raises(PipelineError, match="n_lines"):
+        make_counterfactual_pairs(mixed, np.random.default_rng(0), 4)
+    picked = make_counterfactual_pairs(mixed, np.random.default_rng(0), 100, n_lines=4)
+    assert len(picked) == 8 and (picked["n_lines"] == 4).all()
+
+
+def test_position_classes_of_a_hand_written_program():
+    text = "a=1\nb=a\nc=3\n#b:"
+    assert trace(*parse_program(text)) == (1, (1, 0))
+    expected = ["chain_lhs", "other", "chain_root", "other",
+                "chain_lhs", "other", "chain_rhs", "other",
+                "other", "other", "other", "other",
+                "query", "query", "query"]
+    assert position_classes(text, [1, 0]) == expected
+
+
+@pytest.mark.parametrize("layer", range(N_LAYERS + 1))
+def test_identity_patch_changes_nothing(pairs, layer):
+    model, idx = tiny_model(), encode(pairs["base"][:8])
+    plain, _ = model(idx)
+    T = idx.shape[1]
+    for positions in (range(T), [0, T - 1], [5]):
+        assert torch.equal(patch_residual(model, idx, idx, layer, positions), plain)
+    assert no_hooks(model)
+
+
+@pytest.mark.parametrize("layer", range(N_LAYERS + 1))
+def test_patching_every_position_gives_the_counterfactual_run(pairs, layer):
+    model = tiny_model()
+    base, cf = encode(pairs["base"][:8]), encode(pairs["cf"][:8])
+    cf_logits, _ = model(cf)
+    patched = patch_residual(model, base, cf, layer, range(base.shape[1]))
+    assert torch.equal(patched, cf_logits)
+    assert not torch.equal(model(base)[0], cf_logits)  # so the test could fail
+    assert no_hooks(model)
+
+
+def test_layer_out_of_range_is_rejected(pairs):
+    idx = encode(pairs["base"][:2])
+    with pytest.raises(ValueError, match="layer 3"):
+        patch_residual(tiny_model(), idx, idx, N_LAYERS + 1, [0])
+
+
+def self_labelled(model, pairs) -> pd.DataFrame:
+    """The pairs whose base and cf answers differ under `model`, relabelled with its answers,
+    so the model is 'correct' on all of them and every pair counts in the table."""
+    preds = []
+    for col in ("base", "cf"):
+        enc = encode_programs(pairs[col].tolist(), [0] * len(pairs), TOK)
+        preds.append(answer_digits(model(enc.idx)[0], enc.answer_pos, TOK))
+    keep = preds[0] != preds[1]
+    return pairs.assign(base_answer=preds[0], cf_answer=preds[1])[keep].reset_index(drop=True)
+
+
+def brute_force(model, pairs, layer, pos) -> tuple[np.ndarray, np.ndarray]:
+    enc = encode_programs(pairs["base"].tolist(), pairs["base_answer"].tolist(), TOK)
+    logits = patch_residual(model, enc.idx, encode(pairs["cf"]), layer, [pos])
+    pred = answer_digits(logits, enc.answer_pos, TOK)
+    return pred == pairs["cf_answer"].to_numpy(), pred == pairs["base_answer"].to_numpy()
+
+
+@torch.no_grad()
+def test_patching_table_matches_one_patch_at_a_time(pairs):
+    model = digit_reader()
+    kept = self_labelled(model, pairs)
+    assert len(kept) >= 16
+    table = patching_table(model, kept, TOK, seed=3, step=7, batch_size=12)
+    assert list(table.columns) == COLUMNS and no_hooks(model)
+    assert (table["seed"] == 3).all() and (table["step"] == 7).all() and (table["head"] == -1).all()
+    summary = table[table["metric"] == "pairs_correct"]
+    assert summary[["layer", "position", "value", "n"]].values.tolist() == [[-1, -1, 1.0, len(kept)]]
+
+    cells = table[table["metric"] != "pairs_correct"]
+    T = len(kept["base"].iloc[0])
+    assert set(cells["layer"]) == set(range(N_LAYERS + 1)) and set(cells["position"]) == set(range(T))
+    # Each (layer, position, metric) splits the pairs among the position's classes.
+    assert (cells.groupby(["layer", "position", "metric"])["n"].sum() == len(kept)).all()
+    hits = (cells["value"] * cells["n"]).round().astype(int)
+    totals = hits.groupby([cells["metric"], cells["layer"], cells["position"]]).sum()
+    for layer in range(N_LAYERS + 1):
+        for pos in range(T):
+            to_cf, to_base = brute_force(model, kept, layer, pos)
+            assert totals["patch_success", layer, pos] == to_cf.sum()
+            assert totals["base_kept", layer, pos] == to_base.sum()
+
+    # Sanity of the intervention itself: at the embeddings only the root constant differs,
+    # and after the last block only the answer position feeds the answer.
+    first = cells[cells["layer"] == 0].pivot_table(index="position_class", columns="metric", values="value")
+    assert first.loc["chain_root", "patch_success"] == 1.0
+    assert (first.drop("chain_root")["base_kept"] == 1.0).all()
+    last = cells[cells["layer"] == N_LAYERS]
+    at_answer = last["position"] == T - 1
+    assert (last[at_answer & (last["metric"] == "patch_success")]["value"] == 1.0).all()
+    assert (last[~at_answer & (last["metric"] == "base_kept")]["value"] == 1.0).all()
+
+
+@torch.no_grad()
+def test_patching_table_counts_only_pairs_the_model_gets_right(pairs):
+    model = tiny_model()  # untrained: (almost) never right on both runs
+    table = patching_table(model, pairs, TOK, seed=0, step=0)
+    enc_b = encode_programs(pairs["base"].tolist(), pairs["base_answer"].tolist(), TOK)
+    enc_c = encode_programs(pairs["cf"].tolist(), pairs["cf_answer"].tolist(), TOK)
+    right = ((answer_digits(model(enc_b.idx)[0], enc_b.answer_pos, TOK) == pairs["base_answer"].to_numpy())
+             & (answer_digits(model(enc_c.idx)[0], enc_c.answer_pos, TOK) == pairs["cf_answer"].to_numpy()))
+    summary = table[table["metric"] == "pairs_correct"].iloc[0]
+    assert summary["value"] == right.mean() and summary["n"] == len(pairs)
+    cells = table[table["metric"] != "pairs_correct"]
+    assert (cells.groupby(["layer", "position", "metric"])["n"].sum() == right.sum()).all()
+    assert list(table.columns) == COLUMNS and no_hooks(model)

@@ -1,0 +1,204 @@
+"""Report library: tiny hand-made tables (2 seeds, 5 steps) with hand-computed expectations."""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from emergence.report import html as H
+from emergence.report import binding
+from emergence.report.binding import binding_metrics, binding_page, binding_plot_table, phase_bands
+from emergence.report.index import index_page
+
+SEEDS, STEPS = (0, 1), (0, 1, 10, 100, 1000)  # > 2 decades: symlog step axis
+HEURS = ("last_constant", "first_constant")
+EVIL = "a=1\nb=a\n#b:<script>x</script>"
+
+
+def _programs() -> pd.DataFrame:
+    rows = []
+    for i, (split, hops, ans, last, first) in enumerate([
+            ("train", 0, 1, 1, 2), ("train", 2, 3, 4, 3), ("test", 0, 5, 5, 5), ("test", 2, 7, 1, 2)]):
+        rows.append(dict(program=f"a={ans}\n#a:", query="a", answer=ans, hops=hops, chain_lines=[0],
+                         n_lines=hops + 2, split=split, set="main", heur_last_constant=last,
+                         heur_first_constant=first, heur_most_frequent_digit=-1,
+                         heur_query_first_assignment=-1, heur_most_common_final_value=-1))
+    rows.append({**rows[0], "set": "gen", "split": "test", "n_lines": 3, "hops": 1})
+    return pd.DataFrame(rows)
+
+
+def _trajectory() -> pd.DataFrame:
+    rows = []
+    final_acc = {0: 0.75, 1: 0.25}
+    final_agree = {(0, "last_constant"): 0.2, (1, "last_constant"): 0.4,
+                   (0, "first_constant"): 0.1, (1, "first_constant"): 0.1}
+    for s in SEEDS:
+        for step in STEPS:
+            last = step == STEPS[-1]
+            for hops in (-1, 0, 2):
+                rows.append((s, step, "accuracy", hops, final_acc[s] if last else 0.1 * (hops + 2) * step / 1000))
+            for h in HEURS:
+                rows.append((s, step, f"agree_{h}", -1, final_agree[(s, h)] if last else 0.9))
+            rows.append((s, step, "train_loss", -1, 2.0 / (step + 1)))
+    df = pd.DataFrame(rows, columns=["seed", "step", "metric", "hops", "value"])
+    return df.assign(layer=-1, head=-1, n=100)
+
+
+def _phases() -> pd.DataFrame:
+    rows = [(0, 1, "random", 0, 10, ""), (0, 2, "heuristic", 10, 100, "last_constant"),
+            (0, 3, "traversal", 100, -1, ""), (1, 1, "random", 0, 100, ""),
+            (1, 2, "heuristic", 100, -1, "first_constant"), (1, 3, "traversal", -1, -1, "")]
+    return pd.DataFrame(rows, columns=["seed", "phase", "name", "start_step", "end_step", "detail"])
+
+
+def _predictions() -> pd.DataFrame:
+    rows = []
+    outcomes = {0: [True, True, True, False], 1: [True, False, False, False]}
+    for s in SEEDS:
+        for pid, (hops, ok) in enumerate(zip((0, 0, 2, 2), outcomes[s])):
+            rows.append((s, "main", "test", hops + 2, hops, pid, ok))
+        rows.append((s, "main", "train", 4, 2, 10, False))  # not held out: must not count
+        for pid, ok in zip((20, 21), [(True, False), (True, True)][s]):
+            rows.append((s, "gen", "test", 5, 3, pid, ok))
+    df = pd.DataFrame(rows, columns=["seed", "set", "split", "n_lines", "hops", "program_id", "correct"])
+    df["step"] = 1000
+    df["answer"] = 7
+    df["pred"] = df["answer"].where(df["correct"], 3)
+    df["program"] = "a=7\nb=a\n#b:"
+    df.loc[(df["seed"] == 0) & (df["program_id"] == 0), "program"] = EVIL
+    return df
+
+
+def _patching() -> pd.DataFrame:
+    classes = ["other", "chain_lhs", "chain_rhs", "other", "query", "other"]
+    rows = [(s, layer, pos, cls, "patch_success", 0.1 * layer + 0.1 * pos)
+            for s in SEEDS for layer in (0, 1) for pos, cls in enumerate(classes)]
+    rows += [(s, layer, pos, cls, "base_kept", 0.5) for s in SEEDS for layer in (0, 1)
+             for pos, cls in enumerate(classes)]
+    rows += [(s, -1, -1, "other", "pairs_correct", 0.9) for s in SEEDS]
+    df = pd.DataFrame(rows, columns=["seed", "layer", "position", "position_class", "metric", "value"])
+    return df.assign(step=1000, head=-1, n=20)
+
+
+def _ablation() -> pd.DataFrame:
+    rows = [(s, -1, -1, "none", hops, "accuracy", 0.5) for s in SEEDS for hops in (-1, 2)]
+    rows += [(s, layer, head, mode, hops, metric, 0.1 * (layer + head))
+             for s in SEEDS for layer in (0, 1) for head in (0, 1) for mode in ("zero", "mean")
+             for hops in (-1, 2) for metric in ("accuracy", "accuracy_drop")]
+    df = pd.DataFrame(rows, columns=["seed", "layer", "head", "mode", "hops", "metric", "value"])
+    return df.assign(step=1000, n=10)
+
+
+def _routing() -> pd.DataFrame:
+    return pd.DataFrame({"layer": [1, 0], "head": [1, 1], "drop_all": [0.2, 0.1],
+                         "drop_deep": [0.2, 0.1], "rank": [1, 2]})
+
+
+def _heuristics() -> pd.DataFrame:
+    return pd.DataFrame({"heuristic": list(HEURS), "match_rate": [0.12, 0.09], "n": [100, 100]})
+
+
+PROVENANCE = {"params": {"report": {"n_examples": 8}, "note": "x<y"}, "git_revision": "abc123",
+              "seeds": [0, 1], "data_hashes": {"data/binding/programs.parquet": "deadbeef"}}
+
+
+def _page(phases: pd.DataFrame | None = None) -> str:
+    return binding_page(_programs(), _heuristics(), _trajectory(), _phases() if phases is None else phases,
+                        _predictions(), _patching(), _ablation(), _routing(), PROVENANCE, n_examples=4)
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    return _page()
+
+
+def test_page_has_sections_embedded_images_and_no_links_out(page):
+    for heading in ["Headline numbers", "Data", "Training trajectory and phases", "Accuracy by hop count",
+                    "Generalisation", "Shortcut heuristics", "Activation patching",
+                    "Head ablation and routing heads", "Example programs", "Provenance"]:
+        assert f"<h2>{heading}</h2>" in page
+    assert page.count('src="data:image/png;base64,') == 6  # trajectory, hops x2, gen, patching, ablation
+    assert "http://" not in page and "https://" not in page
+    assert not re.search(r"<(link|script)\b", page)
+
+
+def test_page_escapes_text(page):
+    assert "#b:&lt;script&gt;x&lt;/script&gt;" in page
+    assert "<script>" not in page
+    assert "x&lt;y" in page  # params dump is escaped too
+
+
+def test_page_states_unreached_phase(page):
+    assert "Seed 1: the traversal phase was not reached within 1000 steps." in page
+    assert "Seed 0: the traversal phase was not reached" not in page
+
+
+def test_trajectory_section_survives_missing_phase_table():
+    empty = _phases().iloc[0:0]
+    bands = phase_bands(empty, _trajectory())
+    assert len(bands) == 6 and not bands["reached"].any()
+    html = binding._trajectory_section(_trajectory(), empty)
+    assert html.count("phase was not reached") == 6
+
+
+def test_page_is_deterministic(page):
+    assert _page() == page
+
+
+def test_metrics_values_by_hand():
+    m = binding_metrics(_trajectory(), _predictions(), _heuristics(), _phases())
+    sd = math.sqrt(2 * 0.25 ** 2)  # sample sd of (0.75, 0.25)
+    assert m["accuracy"] == {"mean": 0.5, "sd": round(sd, 6), "per_seed": {"0": 0.75, "1": 0.25}}
+    assert m["accuracy_by_hops"]["0"]["per_seed"] == {"0": 1.0, "1": 0.5}
+    assert m["accuracy_deepest"] == {"hops": 2, "mean": 0.25, "sd": round(sd, 6), "per_seed": {"0": 0.5, "1": 0.0}}
+    assert m["generalisation_accuracy"]["per_seed"] == {"0": 0.5, "1": 1.0}
+    assert m["generalisation_accuracy"]["mean"] == 0.75
+    assert m["heuristic_agreement"]["last_constant"]["mean"] == 0.3
+    assert m["heuristic_agreement"]["first_constant"]["per_seed"] == {"0": 0.1, "1": 0.1}
+    assert m["best_heuristic"] == {"name": "last_constant", "match_rate": 0.12}
+    assert m["final_step"] == {"0": 1000, "1": 1000}
+    assert m["n_test_programs"] == 4
+    assert m["phases"]["0"]["traversal"] == {"reached": True, "start_step": 100, "end_step": 1000}
+    assert m["phases"]["1"]["heuristic"] == {"reached": True, "start_step": 100, "end_step": 1000}
+    assert m["phases"]["1"]["traversal"] == {"reached": False, "start_step": None, "end_step": None}
+
+
+def test_metrics_json_ready_with_sorted_keys():
+    m = binding_metrics(_trajectory(), _predictions(), _heuristics(), _phases())
+    assert json.loads(json.dumps(m, allow_nan=False)) == m
+
+    def check(d):
+        assert list(d) == sorted(d)
+        for v in d.values():
+            if isinstance(v, dict):
+                check(v)
+    check(m)
+
+
+def test_plot_table():
+    t = binding_plot_table(_trajectory())
+    assert list(t.columns) == ["step", "accuracy", "accuracy_hops0", "accuracy_hops2",
+                               "accuracy_seed0", "accuracy_seed1"]
+    assert t["step"].tolist() == list(STEPS)
+    last = t.iloc[-1]
+    assert last["accuracy"] == 0.5 and last["accuracy_seed0"] == 0.75 and last["accuracy_seed1"] == 0.25
+    assert t.set_index("step").loc[10, "accuracy_hops2"] == pytest.approx(0.004)  # 0.1 * 4 * 10 / 1000, same both seeds
+
+
+def test_table_escapes_and_marks_missing():
+    df = pd.DataFrame({"name": ["<b>"], "x": [float("nan")], "y": [0.5], "k": pd.array([pd.NA], "Int64")})
+    out = H.table(df, caption="a&b")
+    assert "&lt;b&gt;" in out and "<b>" not in out and "a&amp;b" in out
+    assert out.count("&ndash;") == 2 and "0.500" in out and "NA" not in out
+
+
+def test_index_links():
+    html = index_page([("Variable binding", "binding.html", "chains <of> copies"),
+                       ("Other", "sub/other page.html", "x")])
+    assert '<a href="binding.html">Variable binding</a>' in html
+    assert '<a href="sub/other page.html">Other</a>' in html
+    assert "chains &lt;of&gt; copies" in html
+    assert "No study pages" in index_page([])

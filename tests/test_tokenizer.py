@@ -1,0 +1,51 @@
+import string
+
+import numpy as np
+import pytest
+
+from emergence.data.binding import ProgramConfig, generate_table
+from emergence.data.tokenizer import CharTokenizer
+from emergence.io import PipelineError
+
+
+def test_vocab_is_fixed():
+    tok = CharTokenizer()
+    assert len(tok) == 41
+    assert tok.vocab[:5] == ("<pad>", "\n", "=", "#", ":")
+    assert tok.pad_id == 0 and tok.vocab[0] == "<pad>"
+    assert [tok.vocab[i] for i in tok.digit_ids] == list(string.digits)
+    assert tok.digit_ids == list(range(5, 15))
+    assert tok.encode(string.ascii_lowercase) == list(range(15, 41))
+    assert CharTokenizer().vocab == tok.vocab  # nothing is learned from data
+
+
+def test_round_trip_on_generated_programs():
+    tok = CharTokenizer()
+    texts = generate_table(np.random.default_rng(0), ProgramConfig(), 50, set_name="t")["program"]
+    for text in texts:
+        ids = tok.encode(text)
+        assert tok.pad_id not in ids
+        assert tok.decode(ids) == text
+    assert tok.encode("a=1\nb=a\n#b:") == [15, 2, 6, 1, 16, 2, 15, 1, 3, 16, 4]
+
+
+def test_encode_names_bad_character_and_position():
+    tok = CharTokenizer()
+    with pytest.raises(PipelineError, match=r"'B' at position 4"):
+        tok.encode("a=1\nB=a")
+    with pytest.raises(PipelineError, match=r"' ' at position 1"):
+        tok.encode("a =1")
+
+
+def test_encode_batch_right_pads():
+    tok = CharTokenizer()
+    texts = ["a=1\n#a:", "a=1\nb=a\n#b:"]
+    batch = tok.encode_batch(texts)
+    assert batch.shape == (2, 11) and batch.dtype == np.int64
+    assert batch[0, :7].tolist() == tok.encode(texts[0])
+    assert (batch[0, 7:] == tok.pad_id).all()
+    assert tok.decode(batch[0]) == texts[0]
+    wide = tok.encode_batch(texts, pad_to=16)
+    assert wide.shape == (2, 16) and (wide[:, 11:] == tok.pad_id).all()
+    with pytest.raises(PipelineError, match="pad_to=5"):
+        tok.encode_batch(texts, pad_to=5)

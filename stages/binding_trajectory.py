@@ -10,7 +10,7 @@ from emergence.config import from_dict, load_base, path_of, read_params, section
 from emergence.data.binding_batches import encode_programs, predict_answers
 from emergence.data.binding_io import load_programs, subset
 from emergence.data.tokenizer import CharTokenizer
-from emergence.io import read_parquet, write_parquet
+from emergence.io import PipelineError, read_parquet, write_parquet
 from emergence.train import list_checkpoints, load_checkpoint
 
 
@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> None:
     data = encode_programs(test["program"], test["answer"], tok)
     run_dir = path_of(params, "binding_runs") / f"seed{args.seed}"
     ckpts = list_checkpoints(run_dir)
+    if not ckpts:
+        raise PipelineError(f"{run_dir}: no step{{N}} checkpoints in the run directory")
     models = ((step, load_checkpoint(path)[0]) for step, path in tqdm(ckpts, desc="checkpoints"))
     traj = trajectory_table(models, data, test, tok, args.seed)
     metrics = read_parquet(run_dir / "metrics.parquet", {"step": "i", "loss": "f"})

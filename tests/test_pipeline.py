@@ -46,7 +46,7 @@ def set_param(root: Path, section: str, key: str, value) -> None:
 
 def digest(root: Path) -> dict[str, str]:
     files = [p for p in sorted((root / "data").rglob("*"))
-             if p.is_file() and "scratch" not in p.parts and p.name != ".gitignore"]
+             if p.is_file() and "scratch" not in p.parts and p.name not in (".gitignore", ".snakemake_timestamp")]
     files += [root / a for a in ARTIFACTS if a.startswith("reports/")]
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
@@ -112,3 +112,11 @@ def test_push_then_fresh_clone_pulls_and_is_up_to_date(dvc_run, tmp_path):
     assert "up to date" in run(["dvc", "status"], clone).stdout
     assert ran_stages(run(["dvc", "repro"], clone).stdout) == []
     assert digest(clone) == digest(dvc_run)
+
+
+def test_adding_a_seed_trains_only_that_seed(dvc_run):
+    """Runs last: it leaves three seeds in dvc_run."""
+    set_param(dvc_run, "base", "seeds", [0, 1, 2])
+    ran = ran_stages(run(["dvc", "repro"], dvc_run).stdout)
+    assert sorted(ran) == ["binding_ablation@2", "binding_patching@2", "binding_report", "binding_train@2",
+                           "binding_trajectory@2", "index_report"]

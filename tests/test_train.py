@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from emergence.config import from_dict
 from emergence.io import PipelineError, read_parquet
 from emergence.train import TrainConfig, checkpoint_steps, list_checkpoints, load_checkpoint, lr_factor, train
 from test_checkpoint import tiny
@@ -80,13 +81,15 @@ def test_validate_names_the_key(change, message):
         cfg.validate()
 
 
-def test_from_dict():
-    cfg = TrainConfig.from_dict({"steps": 5, "batch_size": 2, "lr": 0.1, "betas": [0.8, 0.9]}, where="study.train")
+def test_from_params():
+    cfg = from_dict(TrainConfig, {"steps": 5, "batch_size": 2, "lr": 0.1, "betas": [0.8, 0.9]}, "study.train")
     assert cfg.betas == (0.8, 0.9)
     with pytest.raises(PipelineError, match="study.train.lrr: unknown key"):
-        TrainConfig.from_dict({"steps": 5, "batch_size": 2, "lrr": 0.1}, where="study.train")
-    with pytest.raises(PipelineError, match="train.lr: missing required key"):
-        TrainConfig.from_dict({"steps": 5, "batch_size": 2})
+        from_dict(TrainConfig, {"steps": 5, "batch_size": 2, "lrr": 0.1}, "study.train")
+    with pytest.raises(PipelineError, match="train.lr: required key missing"):
+        from_dict(TrainConfig, {"steps": 5, "batch_size": 2}, "train")
+    with pytest.raises(PipelineError, match="train.optimizer: must be adamw or sgd"):
+        from_dict(TrainConfig, {"steps": 5, "batch_size": 2, "lr": 0.1, "optimizer": "adam"}, "train")
 
 
 # ---- the loop ---------------------------------------------------------------

@@ -7,6 +7,7 @@ import sys
 from typing import Callable
 
 import torch
+from tqdm import tqdm
 
 from emergence.config import PARAMS_FILE
 from emergence.io import PipelineError
@@ -28,14 +29,22 @@ def stage_main(fn: Callable[[list[str] | None], None]) -> Callable[[list[str] | 
         try:
             fn(argv)
         except PipelineError as e:
-            print(f"error: {e}", file=sys.stderr)
+            _fail(f"error: {e}")
             return 1
         except KeyboardInterrupt:
-            print("error: interrupted; no partial artifact was written", file=sys.stderr)
+            _fail("error: interrupted; no partial artifact was written")
             return 130
         return 0
 
     return main
+
+
+def _fail(message: str) -> None:
+    # A progress bar left open by the exception (its frame lives on in the traceback)
+    # would redraw after, and on the same line as, the error: close it first.
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
+    print(message, file=sys.stderr)
 
 
 def set_threads(n: int) -> None:

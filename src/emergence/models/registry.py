@@ -41,7 +41,10 @@ def make_config(arch: str, values: dict[str, Any], where: str = "model") -> Any:
     unknown = sorted(set(values) - names)
     if unknown:
         raise PipelineError(f"{where}.{unknown[0]}: unknown key for architecture '{arch}'")
-    return config_cls(**values)
+    config = config_cls(**values)
+    if hasattr(config, "validate"):  # name the caller's key (binding_model.n_heads), not "model.n_heads"
+        config.validate(where)
+    return config
 
 
 def build_model(arch: str, config: Any | dict[str, Any], where: str = "model") -> nn.Module:

@@ -58,22 +58,6 @@ class TrainConfig:
     eval_every: int = 0  # call eval_fn every N steps (and at every checkpoint)
     device: str = "auto"  # auto -> cuda if available else cpu
 
-    @classmethod
-    def from_dict(cls, values: dict[str, Any], where: str = "train") -> TrainConfig:
-        """Build from params (e.g. YAML), naming unknown or missing keys; validates."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        if unknown := sorted(set(values) - names):
-            raise PipelineError(f"{where}.{unknown[0]}: unknown key")
-        for f in dataclasses.fields(cls):
-            if f.default is dataclasses.MISSING and f.name not in values:
-                raise PipelineError(f"{where}.{f.name}: missing required key")
-        values = dict(values)
-        if isinstance(values.get("betas"), list):  # YAML has no tuples
-            values["betas"] = tuple(values["betas"])
-        cfg = cls(**values)
-        cfg.validate(where)
-        return cfg
-
     def validate(self, where: str = "train") -> None:
         def check(key: str, ok: bool, rule: str) -> None:
             if not ok:

@@ -1,0 +1,326 @@
+"""Bad input ends a stage cleanly: one error line naming the file or key, a
+non-zero exit, and no partial artifact (outputs absent, or byte-identical to
+what was there before). Every case runs the real CLI (`python -m stages.X`)
+in its own copy of a tiny workspace; an interrupted training run leaves no
+published run and resumes to the same bits as an uninterrupted one.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import pytest
+import safetensors.torch
+import torch
+import yaml
+
+from conftest import ROOT
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}  # `stages` is importable from the project root only
+RUN0 = "data/binding/runs/seed0"
+FINAL = f"{RUN0}/step30"  # tiny profile: 30 steps
+PROGRAMS = "data/binding/programs.parquet"
+
+
+def stage(root: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", f"stages.{name}", *args]
+    return subprocess.run(cmd, cwd=root, env=ENV, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    """programs.parquet and seed 0's trained run at the tiny profile, threads 1."""
+    root = tmp_path_factory.mktemp("workspace")
+    shutil.copy(ROOT / "params.yaml", root / "params.yaml")
+    subprocess.run([sys.executable, "-m", "emergence.profile", str(ROOT / "profiles" / "tiny.yaml")],
+                   cwd=root, env=ENV, check=True, capture_output=True)
+    for name, *args in (("binding_data",), ("binding_train", "--seed", "0")):
+        proc = stage(root, name, *args)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (root / FINAL / "model.safetensors").is_file()
+    return root
+
+
+# ---- breaking a workspace ---------------------------------------------------
+
+
+def set_param(dotted: str, value: Any) -> Callable[[Path], None]:
+    def apply(root: Path) -> None:
+        params = yaml.safe_load((root / "params.yaml").read_text())
+        *parents, key = dotted.split(".")
+        node = params
+        for name in parents:
+            node = node[name]
+        node[key] = value
+        (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return apply
+
+
+def broken_yaml(root: Path) -> None:
+    with open(root / "params.yaml", "a") as f:
+        f.write("binding_ablation: [zero, mean\n")
+
+
+def truncate(rel: str) -> Callable[[Path], None]:
+    def apply(root: Path) -> None:
+        path = root / rel
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    return apply
+
+
+def write_json(rel: str, obj: dict) -> Callable[[Path], None]:
+    return lambda root: (root / rel).write_text(json.dumps(obj))
+
+
+def foreign_weights(root: Path) -> None:
+    safetensors.torch.save_file({"wte.weight": torch.zeros(3, 4)}, str(root / FINAL / "model.safetensors"))
+
+
+def rewrite_parquet(rel: str, edit: Callable[[pd.DataFrame], pd.DataFrame]) -> Callable[[Path], None]:
+    def apply(root: Path) -> None:
+        edit(pd.read_parquet(root / rel)).to_parquet(root / rel)
+    return apply
+
+
+def text_file(rel: str, text: str) -> Callable[[Path], None]:
+    def apply(root: Path) -> None:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return apply
+
+
+def metrics_only_run(root: Path) -> None:
+    (root / "data/binding/runs/seed7").mkdir()
+    shutil.copy(root / RUN0 / "metrics.parquet", root / "data/binding/runs/seed7")
+
+
+HF_CONFIG = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768, "n_layer": 12}
+OWN_FORMAT = {"format": "emergence-checkpoint-v1", "arch": "transformer", "step": 30}
+
+
+@dataclass
+class Case:
+    breaks: Callable[[Path], None]
+    argv: list[str]           # stage name and arguments
+    names: list[str]          # what the error line must name: file, dotted key, column
+    seed: int = 0             # whose outputs must stay untouched
+    existing: dict[str, str] = field(default_factory=dict)  # outputs present before the run
+
+
+CASES = {
+    # malformed params
+    "params_unknown_key": Case(set_param("binding_data.n_hops", 2), ["binding_data"], ["binding_data.n_hops"]),
+    "params_wrong_type": Case(set_param("binding_train.lr", "fast"), ["binding_train", "--seed", "0"],
+                              ["binding_train.lr"]),
+    "params_hops_exceed_lines": Case(set_param("binding_data.max_hops", 6), ["binding_data"],
+                                     ["binding_data.max_hops"]),
+    "params_context_too_small": Case(set_param("binding_model.n_ctx", 8), ["binding_train", "--seed", "0"],
+                                     ["binding_model.n_ctx"]),
+    "params_bad_model_value": Case(set_param("binding_model.n_heads", 0), ["binding_train", "--seed", "0"],
+                                   ["binding_model.n_heads"]),
+    "params_duplicate_seed": Case(set_param("base.seeds", [0, 0]), ["binding_train", "--seed", "0"], ["base.seeds"]),
+    "params_missing_step": Case(set_param("binding_patching.checkpoint", "step999"),
+                                ["binding_patching", "--seed", "0"], ["binding_patching.checkpoint", "step999"]),
+    "params_invalid_yaml": Case(broken_yaml, ["binding_ablation", "--seed", "0"], ["params.yaml"]),
+    # truncated, foreign or missing checkpoints
+    "checkpoint_truncated_trajectory": Case(truncate(f"{FINAL}/model.safetensors"),
+                                            ["binding_trajectory", "--seed", "0"], [f"{FINAL}/model.safetensors"]),
+    "checkpoint_truncated_ablation": Case(truncate(f"{FINAL}/model.safetensors"),
+                                          ["binding_ablation", "--seed", "0"], [f"{FINAL}/model.safetensors"],
+                                          existing={"data/binding/ablation/seed0.parquet": "from an earlier run"}),
+    "checkpoint_foreign_config": Case(write_json(f"{FINAL}/config.json", HF_CONFIG),
+                                      ["binding_patching", "--seed", "0"], [f"{FINAL}/config.json"]),
+    "checkpoint_bad_config_value": Case(write_json(f"{FINAL}/config.json", {**OWN_FORMAT, "config": {"n_layers": 0}}),
+                                        ["binding_ablation", "--seed", "0"], [f"{FINAL}/config.json", "n_layers"]),
+    "checkpoint_foreign_weights": Case(foreign_weights, ["binding_ablation", "--seed", "0"],
+                                       [f"{FINAL}/model.safetensors"]),
+    "checkpoint_missing_run": Case(lambda root: None, ["binding_trajectory", "--seed", "7"],
+                                   ["data/binding/runs/seed7"], seed=7),
+    "checkpoint_empty_run": Case(metrics_only_run, ["binding_trajectory", "--seed", "7"],
+                                 ["data/binding/runs/seed7"], seed=7),
+    # Parquet inputs with the wrong schema
+    "parquet_missing_column": Case(rewrite_parquet(PROGRAMS, lambda df: df.drop(columns="hops")),
+                                   ["binding_train", "--seed", "0"], [PROGRAMS, "hops"]),
+    "parquet_wrong_dtype": Case(rewrite_parquet(PROGRAMS, lambda df: df.assign(hops=df["hops"].astype(str))),
+                                ["binding_ablation", "--seed", "0"], [PROGRAMS, "hops"]),
+    "parquet_not_parquet": Case(text_file(PROGRAMS, "program,answer\na=1#a:,1\n"),
+                                ["binding_trajectory", "--seed", "0"], [PROGRAMS],
+                                existing={"data/binding/trajectory/seed0.parquet": "from an earlier run"}),
+    "parquet_metrics_schema": Case(rewrite_parquet(f"{RUN0}/metrics.parquet", lambda df: df.drop(columns="loss")),
+                                   ["binding_trajectory", "--seed", "0"], [f"{RUN0}/metrics.parquet", "loss"]),
+}
+
+
+# ---- running every case ------------------------------------------------------
+
+
+def stage_outputs(root: Path, stage_name: str, seed: int) -> list[str]:
+    """The stage's outs and metrics as dvc.yaml declares them, resolved with this workspace's paths."""
+    spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][stage_name]
+    paths = yaml.safe_load((root / "params.yaml").read_text())["paths"]
+
+    def resolve(template: str) -> str:
+        return re.sub(r"\$\{paths\.(\w+)\}", lambda m: paths[m.group(1)], template).replace("${item.seed}", str(seed))
+    return [resolve(out) for out in spec.get("outs", []) + spec.get("metrics", [])]
+
+
+def snapshot(path: Path) -> str | dict[str, str] | None:
+    if path.is_file():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    if path.is_dir():
+        return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(path.rglob("*")) if p.is_file()}
+    return None
+
+
+# Starting an interpreter and importing torch costs seconds, so the cases share
+# one: it imports the stages' libraries once, then per case forks a child that
+# runs `stages.X` as __main__ exactly as `python -m` does (argv, cwd, stdout and
+# stderr files, exit status, interpreter shutdown included).
+FORK_RUNNER = r"""
+import gc, json, os, runpy, sys
+import emergence.analysis.binding_ablation, emergence.analysis.binding_patching, emergence.train  # the slow imports
+gc.freeze()  # children's shutdown then leaves the shared pages alone: ~2x faster
+for cwd, log, module, *args in json.loads(sys.argv[1]):
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.chdir(cwd)
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            os.dup2(os.open(f"{log}.{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+        sys.argv = [module, *args]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        sys.exit(0)
+    with open(f"{log}.code", "w") as f:
+        f.write(str(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])))
+"""
+
+
+@dataclass
+class Outcome:
+    root: Path
+    code: int
+    stderr: str
+    before: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def outcomes(workspace, tmp_path_factory) -> dict[str, Outcome]:
+    base = tmp_path_factory.mktemp("cases")
+    jobs, before = [], {}
+    for name, case in CASES.items():
+        root = base / name
+        shutil.copytree(workspace, root)
+        outputs = stage_outputs(root, case.argv[0], case.seed)  # before the params may be broken
+        for rel, text in case.existing.items():
+            text_file(rel, text)(root)
+        case.breaks(root)
+        before[name] = {rel: snapshot(root / rel) for rel in outputs}
+        jobs.append([str(root), str(base / f"{name}.log"), f"stages.{case.argv[0]}", *case.argv[1:]])
+    subprocess.run([sys.executable, "-c", FORK_RUNNER, json.dumps(jobs)], env=ENV, check=True, timeout=600)
+    # stderr as bytes: text mode would turn the progress bars' \r into line breaks
+    return {name: Outcome(base / name, int((base / f"{name}.log.code").read_text()),
+                          (base / f"{name}.log.stderr").read_bytes().decode(), before[name]) for name in CASES}
+
+
+def error_line(stderr: str) -> str:
+    """The one error line, which must come last; anything before it may only be progress-bar redraws."""
+    lines = stderr.rstrip("\n").split("\n")
+    assert lines[-1].startswith("error: "), stderr[-3000:]
+    assert all(line.startswith("\r") for line in lines[:-1]), stderr[-3000:]
+    return lines[-1]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_bad_input_fails_with_one_line_naming_it(outcomes, name):
+    outcome = outcomes[name]
+    assert outcome.code == 1, outcome.stderr[-3000:]
+    line = error_line(outcome.stderr)
+    for expected in CASES[name].names:
+        assert expected in line
+    if name.startswith("params_"):  # params are checked before any work, so nothing else is printed
+        assert outcome.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_bad_input_leaves_no_partial_artifact(outcomes, name):
+    outcome = outcomes[name]
+    assert outcome.before, "the stage declares outputs"
+    after = {rel: snapshot(outcome.root / rel) for rel in outcome.before}
+    assert after == outcome.before  # absent stays absent, existing stays byte-identical
+    for rel, text in CASES[name].existing.items():
+        assert (outcome.root / rel).read_text() == text
+    leftovers = [p for top in ("data", "reports") for p in (outcome.root / top).rglob(".*.tmp")]
+    assert leftovers == []
+
+
+# ---- interrupted training -----------------------------------------------------
+
+
+def launch(root: Path) -> subprocess.Popen:
+    # Python only turns SIGINT into KeyboardInterrupt if SIGINT is not ignored when it starts.
+    return subprocess.Popen([sys.executable, "-m", "stages.binding_train", "--seed", "1"], cwd=root, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def step_dirs(scratch: Path) -> set[str]:
+    return {p.name for p in scratch.glob("step*")} if scratch.is_dir() else set()
+
+
+def interrupt_when(proc: subprocess.Popen, ready: Callable[[], bool], sig: int) -> tuple[int, str]:
+    deadline = time.monotonic() + 120
+    while not ready():
+        assert proc.poll() is None, f"the run ended before it could be interrupted:\n{proc.stderr.read()}"
+        assert time.monotonic() < deadline, "the run never got far enough to be interrupted"
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err
+
+
+def test_interrupted_training_publishes_nothing_and_resumes_exactly(workspace, tmp_path):
+    shutil.copytree(workspace, tmp_path / "run")
+    root = tmp_path / "run"
+    set_param("binding_train.steps", 150)(root)  # long enough to be caught mid-run
+    shutil.copytree(root, tmp_path / "reference")
+    reference = launch(tmp_path / "reference")  # the same run, never interrupted (concurrently: threads are fixed)
+    scratch, published = root / "data/scratch/binding/seed1", root / "data/binding/runs/seed1"
+
+    code, err = interrupt_when(launch(root), lambda: (scratch / "resume.pt").exists(), signal.SIGINT)
+    assert code == 130
+    assert err.count("\n") == 1 and err.startswith("error: interrupted"), err
+    assert not published.exists()
+    assert [p for p in (root / "data").rglob(".*.tmp")] == []
+    reached = step_dirs(scratch)
+
+    code, err = interrupt_when(launch(root), lambda: len(step_dirs(scratch)) > len(reached), signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    assert "resuming from step" in err
+    assert not published.exists()
+
+    final = stage(root, "binding_train", "--seed", "1")
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert "resuming from step" in final.stderr
+    assert reference.wait(timeout=300) == 0, reference.stderr.read()[-3000:]
+    expected = tmp_path / "reference/data/binding/runs/seed1"
+    files = sorted(str(p.relative_to(published)) for p in published.rglob("*") if p.is_file())
+    assert files == sorted(str(p.relative_to(expected)) for p in expected.rglob("*") if p.is_file())
+    for rel in files:
+        if rel.endswith(".safetensors"):
+            got, want = safetensors.torch.load_file(published / rel), safetensors.torch.load_file(expected / rel)
+            assert got.keys() == want.keys()
+            assert all(torch.equal(got[k], want[k]) for k in want), rel
+        else:  # config.json, metrics.parquet
+            assert (published / rel).read_bytes() == (expected / rel).read_bytes(), rel

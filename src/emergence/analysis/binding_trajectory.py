@@ -89,8 +89,8 @@ def detect_phases(traj: pd.DataFrame, p: PhaseParams) -> pd.DataFrame:
     trav_hit = (deep >= CHANCE + p.traversal_margin) & (deep > best_agree)
     t3 = _first(steps, trav_hit)
     t2 = _first(steps, heur_hit & (steps < t3 if t3 >= 0 else True))
-    first_non_random = min(s for s in (t2, t3, steps[-1] + 1) if s >= 0)
-    spans = [(0, first_non_random), (t2, t3 if t3 >= 0 else -1), (t3, -1)]
+    left_random = min((s for s in (t2, t3) if s >= 0), default=-1)  # -1: random to the end
+    spans = [(0, left_random), (t2, t3), (t3, -1)]
     details = ["predictions match no heuristic and no chain above chance",
                _heuristic_detail(best_name, best_agree, steps, t2, t3),
                f"deepest hop class ({int(acc.columns.max())} hops) accuracy {deep[-1]:.3f} at the last checkpoint"]

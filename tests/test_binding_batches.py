@@ -1,0 +1,85 @@
+"""Training formats, evaluation encoding, the batch sampler and prediction read-out."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from emergence.data.binding import ProgramConfig, generate_table
+from emergence.data.binding_batches import (
+    IGNORE,
+    encode_programs,
+    line_values,
+    parse_program,
+    predict_answers,
+    sampler,
+)
+from emergence.data.tokenizer import CharTokenizer
+from emergence.io import PipelineError
+
+TOK = CharTokenizer()
+
+
+def test_parse_and_line_values_follow_python_semantics():
+    lines, query = parse_program("a=1\nb=a\na=2\nc=b\n#c:")
+    assert query == "c" and lines[2] == ("a", "2")
+    assert line_values(lines) == [1, 1, 2, 1]
+
+
+@pytest.mark.parametrize("bad", ["a=1\nb=a", "a=1\nbb=a\n#b:", "a:1\n#a:"])
+def test_parse_rejects_malformed_programs(bad):
+    with pytest.raises(PipelineError, match="program"):
+        parse_program(bad)
+
+
+def test_answer_only_has_one_target_at_the_final_colon():
+    enc = encode_programs(["a=3\n#a:", "a=1\nb=a\n#b:"], [3, 1], TOK)
+    assert enc.idx.shape == (2, 11)
+    for i, text in enumerate(["a=3\n#a:", "a=1\nb=a\n#b:"]):
+        assert TOK.decode(enc.idx[i].tolist()) == text
+        (where,) = torch.nonzero(enc.targets[i] != IGNORE, as_tuple=True)
+        assert where.tolist() == [len(text) - 1] == [enc.answer_pos[i].item()]
+    assert enc.targets[1, 10].item() == TOK.digit_ids[1]
+
+
+def test_line_values_adds_one_target_per_newline_and_keeps_inputs():
+    text = "a=4\nb=a\na=7\n#b:"
+    plain = encode_programs([text], [4], TOK)
+    dense = encode_programs([text], [4], TOK, "line_values")
+    assert torch.equal(plain.idx, dense.idx)
+    targets = {p: TOK.vocab[t] for p, t in enumerate(dense.targets[0].tolist()) if t != IGNORE}
+    assert targets == {3: "4", 7: "4", 11: "7", 14: "4"}
+
+
+def test_unknown_format_names_the_key():
+    with pytest.raises(PipelineError, match="binding_train.format"):
+        encode_programs(["a=1\n#a:"], [1], TOK, "scratchpad")
+
+
+def test_sampler_is_a_pure_function_of_seed_and_step():
+    df = generate_table(np.random.default_rng(0), ProgramConfig(n_lines=4, max_hops=2), 50, set_name="main")
+    data = encode_programs(df["program"], df["answer"], TOK, "line_values")
+    a, b = sampler(data, 8, seed=3), sampler(data, 8, seed=3)
+    assert torch.equal(a(5)[0], b(5)[0]) and torch.equal(a(5)[1], b(5)[1])
+    assert not torch.equal(a(5)[0], a(6)[0])
+    assert not torch.equal(a(5)[0], sampler(data, 8, seed=4)(5)[0])
+
+
+class _Oracle(torch.nn.Module):
+    """Puts all mass on a fixed token at every position."""
+
+    def __init__(self, token: int):
+        super().__init__()
+        self.token = token
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, idx, targets=None):
+        logits = torch.zeros(*idx.shape, len(TOK))
+        logits[..., self.token] = 1.0
+        return logits, None
+
+
+def test_predict_answers_reads_the_answer_position_and_flags_non_digits():
+    enc = encode_programs(["a=3\n#a:", "a=1\nb=a\n#b:"], [3, 1], TOK)
+    assert predict_answers(_Oracle(TOK.digit_ids[7]), enc, TOK, batch_size=1).tolist() == [7, 7]
+    assert predict_answers(_Oracle(TOK.encode("=")[0]), enc, TOK).tolist() == [-1, -1]

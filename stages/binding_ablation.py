@@ -4,13 +4,13 @@ from __future__ import annotations
 import dataclasses
 
 from emergence.analysis.binding_ablation import MODES, ablation_table
-from emergence.cli import set_threads, stage_main, stage_parser
-from emergence.config import from_dict, load_base, path_of, read_params, section
+from emergence.cli import stage_main, start_stage
+from emergence.config import from_dict, path_of, section
 from emergence.data.binding_batches import encode_programs
 from emergence.data.binding_io import load_programs, subset
 from emergence.data.tokenizer import CharTokenizer
 from emergence.io import PipelineError, write_parquet
-from emergence.train import find_checkpoint, load_checkpoint
+from emergence.train import load_named_checkpoint
 
 
 @dataclasses.dataclass
@@ -28,13 +28,10 @@ class AblationParams:
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    args = stage_parser(__doc__, per_seed=True).parse_args(argv)
-    params = read_params(args.params)
-    set_threads(load_base(params).threads)
+    args, params = start_stage(__doc__, argv, per_seed=True)
     p = from_dict(AblationParams, section(params, "binding_ablation"), "binding_ablation")
     run_dir = path_of(params, "binding_runs") / f"seed{args.seed}"
-    step, path = find_checkpoint(run_dir, p.checkpoint, "binding_ablation.checkpoint")
-    model, _ = load_checkpoint(path)
+    step, model = load_named_checkpoint(run_dir, p.checkpoint, "binding_ablation.checkpoint")
     tok = CharTokenizer()
     test = subset(load_programs(path_of(params, "binding_programs")), "test", n=p.n_programs)
     data = encode_programs(test["program"], test["answer"], tok)

@@ -6,8 +6,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from emergence.cli import stage_main, stage_parser
-from emergence.config import from_dict, path_of, read_params, section
+from emergence.cli import stage_main, start_stage
+from emergence.config import from_dict, path_of, section
 from emergence.data.binding import ProgramConfig, generalisation_table, generate_table, heuristic_table
 from emergence.io import PipelineError, write_json, write_parquet
 
@@ -65,8 +65,7 @@ def build_programs(data: DataParams, cfg: ProgramConfig) -> pd.DataFrame:
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    args = stage_parser(__doc__).parse_args(argv)
-    params = read_params(args.params)
+    _, params = start_stage(__doc__, argv)
     data, cfg = load_data_params(params)
     programs = build_programs(data, cfg)
     train = programs[(programs["set"] == "main") & (programs["split"] == "train")]

@@ -6,12 +6,12 @@ import dataclasses
 import numpy as np
 
 from emergence.analysis.binding_patching import make_counterfactual_pairs, patching_table
-from emergence.cli import set_threads, stage_main, stage_parser
-from emergence.config import from_dict, load_base, path_of, read_params, section
+from emergence.cli import stage_main, start_stage
+from emergence.config import from_dict, path_of, section
 from emergence.data.binding_io import load_programs, subset
 from emergence.data.tokenizer import CharTokenizer
 from emergence.io import PipelineError, write_parquet
-from emergence.train import find_checkpoint, load_checkpoint
+from emergence.train import load_named_checkpoint
 
 
 @dataclasses.dataclass
@@ -26,13 +26,10 @@ class PatchingParams:
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    args = stage_parser(__doc__, per_seed=True).parse_args(argv)
-    params = read_params(args.params)
-    set_threads(load_base(params).threads)
+    args, params = start_stage(__doc__, argv, per_seed=True)
     p = from_dict(PatchingParams, section(params, "binding_patching"), "binding_patching")
     run_dir = path_of(params, "binding_runs") / f"seed{args.seed}"
-    step, path = find_checkpoint(run_dir, p.checkpoint, "binding_patching.checkpoint")
-    model, _ = load_checkpoint(path)
+    step, model = load_named_checkpoint(run_dir, p.checkpoint, "binding_patching.checkpoint")
     test = subset(load_programs(path_of(params, "binding_programs")), "test")
     pairs = make_counterfactual_pairs(test, np.random.default_rng(args.seed), p.n_pairs)
     table = patching_table(model, pairs, CharTokenizer(), seed=args.seed, step=step)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 
 from emergence.analysis.binding_ablation import rank_routing_heads
-from emergence.cli import stage_main, stage_parser
-from emergence.config import load_base, path_of, read_params, section
+from emergence.cli import stage_main, start_stage
+from emergence.config import load_base, path_of, section
 from emergence.data.binding import heuristic_table
 from emergence.data.binding_io import load_programs, subset
 from emergence.io import PipelineError, atomic_path, file_sha256, read_parquet, write_json, write_text
@@ -33,8 +33,7 @@ def per_seed_files(params: dict, seeds: list[int]) -> dict[str, list[Path]]:
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    args = stage_parser(__doc__).parse_args(argv)
-    params = read_params(args.params)
+    _, params = start_stage(__doc__, argv)
     seeds = load_base(params).seeds
     n_examples = section(params, "report").get("n_examples", 8)
     if not isinstance(n_examples, int) or n_examples < 0:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from emergence.cli import set_threads, stage_main, stage_parser
-from emergence.config import from_dict, load_base, path_of, read_params, section
+from emergence.cli import stage_main, start_stage
+from emergence.config import from_dict, load_base, path_of, section
 from emergence.data.binding_batches import encode_programs, predict_answers, sampler
 from emergence.data.binding_io import load_programs, subset
 from emergence.data.tokenizer import CharTokenizer
@@ -37,10 +37,8 @@ def train_params(params: dict, seed: int, device: str) -> tuple[str, int, TrainC
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    args = stage_parser(__doc__, per_seed=True).parse_args(argv)
-    params = read_params(args.params)
+    args, params = start_stage(__doc__, argv, per_seed=True)
     base = load_base(params)
-    set_threads(base.threads)
     programs_path = path_of(params, "binding_programs")
     programs = load_programs(programs_path)
     tok = CharTokenizer()

@@ -5,8 +5,8 @@ import pandas as pd
 from tqdm import tqdm
 
 from emergence.analysis.binding_trajectory import PhaseParams, detect_phases, trajectory_table, training_rows
-from emergence.cli import set_threads, stage_main, stage_parser
-from emergence.config import from_dict, load_base, path_of, read_params, section
+from emergence.cli import stage_main, start_stage
+from emergence.config import from_dict, path_of, section
 from emergence.data.binding_batches import encode_programs, predict_answers
 from emergence.data.binding_io import load_programs, subset
 from emergence.data.tokenizer import CharTokenizer
@@ -23,9 +23,7 @@ def final_predictions(model, programs: pd.DataFrame, tok: CharTokenizer, seed: i
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    args = stage_parser(__doc__, per_seed=True).parse_args(argv)
-    params = read_params(args.params)
-    set_threads(load_base(params).threads)
+    args, params = start_stage(__doc__, argv, per_seed=True)
     p = from_dict(PhaseParams, section(params, "binding_trajectory"), "binding_trajectory")
     tok = CharTokenizer()
     programs = load_programs(path_of(params, "binding_programs"))

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 
-from emergence.cli import stage_main, stage_parser
-from emergence.config import path_of, read_params
+from emergence.cli import stage_main, start_stage
+from emergence.config import path_of
 from emergence.io import write_text
 from emergence.report.index import index_page
 
@@ -17,8 +17,7 @@ STUDY_PAGES = [
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    args = stage_parser(__doc__).parse_args(argv)
-    params = read_params(args.params)
+    _, params = start_stage(__doc__, argv)
     index = path_of(params, "index_report")
     pages = [(title, os.path.relpath(path_of(params, key), index.parent), summary)
              for key, title, summary in STUDY_PAGES if path_of(params, key).exists()]

@@ -9,7 +9,7 @@ from typing import Callable
 import torch
 from tqdm import tqdm
 
-from emergence.config import PARAMS_FILE
+from emergence.config import PARAMS_FILE, load_base, read_params
 from emergence.io import PipelineError
 
 
@@ -19,6 +19,14 @@ def stage_parser(description: str, per_seed: bool = False) -> argparse.ArgumentP
     if per_seed:
         parser.add_argument("--seed", type=int, required=True, help="training seed of this stage instance")
     return parser
+
+
+def start_stage(description: str, argv: list[str] | None, per_seed: bool = False) -> tuple[argparse.Namespace, dict]:
+    """Parse the CLI, read params.yaml and fix the thread count: the first lines of every stage."""
+    args = stage_parser(description, per_seed).parse_args(argv)
+    params = read_params(args.params)
+    set_threads(load_base(params).threads)
+    return args, params
 
 
 def stage_main(fn: Callable[[list[str] | None], None]) -> Callable[[list[str] | None], int]:

@@ -16,7 +16,6 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import safetensors.torch
@@ -102,6 +101,12 @@ def find_checkpoint(run_dir: str | os.PathLike, name: str, where: str = "checkpo
         if path.name == name:
             return step, path
     raise PipelineError(f"{where}: no checkpoint '{name}' in {run_dir} (use final or step{{N}})")
+
+
+def load_named_checkpoint(run_dir: str | os.PathLike, name: str, where: str = "checkpoint") -> tuple[int, nn.Module]:
+    """(step, model in eval mode) of checkpoint `name` ("final" or "step{N}") of a run."""
+    step, path = find_checkpoint(run_dir, name, where)
+    return step, load_checkpoint(path)[0]
 
 
 def publish_run(scratch_dir: Path, out_dir: Path, files: list[str]) -> None:

@@ -27,6 +27,17 @@ def shared_data() -> Path:
 GIT_DATES = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny matmuls: a second thread only adds contention on the 2-core machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def run(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, **GIT_DATES, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)

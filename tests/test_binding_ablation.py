@@ -12,7 +12,9 @@ from emergence.analysis.binding_ablation import (
 from emergence.analysis.binding_patching import answer_digits
 from emergence.data.binding import ProgramConfig, generate_table
 from emergence.data.binding_batches import encode_programs
-from test_binding_patching import N_LAYERS, TOK, digit_reader, no_hooks, one_thread, tiny_model  # noqa: F401
+from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 N_HEADS, D_HEAD = 2, 16
 Z_NAMES = [f"blocks.{layer}.attn.hook_z" for layer in range(N_LAYERS)]

@@ -9,40 +9,11 @@ from emergence.analysis.binding_patching import (
 )
 from emergence.data.binding import ProgramConfig, generate_table, trace
 from emergence.data.binding_batches import encode_programs, parse_program
-from emergence.data.tokenizer import CharTokenizer
 from emergence.io import PipelineError
-from emergence.models import build_model
+from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
-TOK = CharTokenizer()
-N_LAYERS = 2
+pytestmark = pytest.mark.usefixtures("one_thread")
 COLUMNS = ["seed", "step", "layer", "head", "position", "position_class", "metric", "value", "n"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Tiny matmuls: a second thread only adds contention on the shared 2-core machine.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def tiny_model() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return build_model("transformer", dict(n_layers=N_LAYERS, d_model=32, n_heads=2, d_head=16, d_mlp=64,
-                                           n_ctx=80, d_vocab=len(TOK))).eval()
-
-
-def digit_reader() -> torch.nn.Module:
-    """A random model whose answer depends on the program's digits: only digits are embedded
-    and only digits can be predicted, so about half the counterfactual pairs change its answer."""
-    model = tiny_model()
-    other = torch.ones(len(TOK), dtype=torch.bool)
-    other[TOK.digit_ids] = False
-    with torch.no_grad():
-        model.embed.weight[other] = 0.0
-        model.unembed.weight[other] = 0.0
-    return model
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +30,6 @@ def encode(texts) -> torch.Tensor:
     return torch.from_numpy(TOK.encode_batch(list(texts)))
 
 
-def no_hooks(model) -> bool:
-    return not any(point.has_hooks for point in model.hook_points().values())
 
 
 def test_pairs_differ_in_one_token_that_changes_the_answer(programs, pairs):

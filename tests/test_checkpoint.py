@@ -1,21 +1,13 @@
-"""Checkpoint round trips, every bad-checkpoint case, and resume state.
-
-Also defines `tiny_mlp_test`, the tiny zoo model the training tests use, so
-they never depend on a real architecture.
-"""
+"""Checkpoint round trips, every bad-checkpoint case, and resume state."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pytest
 import safetensors.torch
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 from emergence.io import PipelineError
-from emergence.models.registry import build_model, register
 from emergence.train.checkpoint import (
     list_checkpoints,
     load_checkpoint,
@@ -24,40 +16,9 @@ from emergence.train.checkpoint import (
     save_checkpoint,
     save_resume_state,
 )
+from tiny_models import tiny
 
 
-@dataclass
-class TinyCfg:
-    vocab: int = 8
-    d: int = 16
-    dropout: float = 0.0
-    tie: bool = False
-
-
-@register("tiny_mlp_test", TinyCfg)
-class TinyModel(nn.Module):
-    """embedding -> dropout -> layernorm -> linear: enough to learn a token map."""
-
-    def __init__(self, config: TinyCfg):
-        super().__init__()
-        self.config = config
-        self.emb = nn.Embedding(config.vocab, config.d)
-        self.drop = nn.Dropout(config.dropout)
-        self.ln = nn.LayerNorm(config.d)
-        self.head = nn.Linear(config.d, config.vocab)
-        if config.tie:
-            self.head.weight = self.emb.weight
-
-    def forward(self, idx, targets=None):
-        logits = self.head(self.ln(self.drop(self.emb(idx))))  # (B, T, vocab)
-        if targets is None:
-            return logits, None
-        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1)
-
-
-def tiny(seed: int = 0, **config) -> TinyModel:
-    torch.manual_seed(seed)
-    return build_model("tiny_mlp_test", config)
 
 
 IDX = torch.arange(8).reshape(2, 4)

@@ -15,7 +15,7 @@ import torch
 from emergence.config import from_dict
 from emergence.io import PipelineError, read_parquet
 from emergence.train import TrainConfig, checkpoint_steps, list_checkpoints, load_checkpoint, lr_factor, train
-from test_checkpoint import tiny
+from tiny_models import tiny
 
 VOCAB, B, T = 8, 4, 6
 

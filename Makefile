@@ -9,7 +9,6 @@ PROFILE ?=
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 	# One pip call with the constraints file, so nothing can pull a CUDA torch.
 	$(BIN)/pip install --quiet -c constraints.txt -r requirements.txt
 	$(BIN)/pip install --quiet --no-deps -e .

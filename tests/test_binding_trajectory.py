@@ -40,7 +40,7 @@ def synthetic(steps, deep_acc, agree) -> pd.DataFrame:
 
 
 def test_three_phases_in_order():
-    traj = synthetic([0, 10, 20, 40, 80], deep_acc=[0.1, 0.1, 0.15, 0.6, 0.99], agree=[0.1, 0.4, 0.5, 0.2, 0.1])
+    traj = synthetic([0, 10, 20, 40, 80], deep_acc=[0.1, 0.1, 0.15, 0.85, 0.99], agree=[0.1, 0.4, 0.5, 0.2, 0.1])
     phases = detect_phases(traj, PhaseParams()).set_index("name")
     assert phases.loc["random", ["start_step", "end_step"]].tolist() == [0, 10]
     assert phases.loc["heuristic", ["start_step", "end_step"]].tolist() == [10, 40]

@@ -73,7 +73,7 @@ def _predictions() -> pd.DataFrame:
 
 
 def _patching() -> pd.DataFrame:
-    classes = ["other", "chain_lhs", "chain_rhs", "other", "query", "other"]
+    classes = ["chain_root", "chain_lhs", "chain_rhs", "other", "query", "other"]
     rows = [(s, layer, pos, cls, "patch_success", 0.1 * layer + 0.1 * pos)
             for s in SEEDS for layer in (0, 1) for pos, cls in enumerate(classes)]
     rows += [(s, layer, pos, cls, "base_kept", 0.5) for s in SEEDS for layer in (0, 1)
@@ -202,3 +202,10 @@ def test_index_links():
     assert '<a href="sub/other page.html">Other</a>' in html
     assert "chains &lt;of&gt; copies" in html
     assert "No study pages" in index_page([])
+
+
+def test_every_patching_position_class_has_a_colour():
+    from emergence.analysis.binding_patching import POSITION_CLASSES
+    from emergence.report.plots import CLASS_COLOURS
+
+    assert set(CLASS_COLOURS) == set(POSITION_CLASSES)

@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from emergence.data.binding_batches import EncodedPrograms, predict_answers
 from emergence.data.tokenizer import CharTokenizer
@@ -99,12 +100,12 @@ def ablation_table(model: HookedModel, data: EncodedPrograms, hops: np.ndarray, 
     rows = _accuracy_rows(correct, groups, dict(layer=-1, head=-1, mode="none"), None)
     baseline = {row["hops"]: row["value"] for row in rows}
     mean_z = mean_head_activations(model, data.idx, data.answer_pos + 1, batch_size) if "mean" in modes else None
-    for layer in range(model.config.n_layers):
-        for head in range(model.config.n_heads):
-            for mode in modes:
-                with model.hooks([_ablation_hook(layer, head, mode, mean_z)]):
-                    correct = predict_answers(model, data, tok, batch_size) == answers
-                rows += _accuracy_rows(correct, groups, dict(layer=layer, head=head, mode=mode), baseline)
+    cells = [(layer, head, mode) for layer in range(model.config.n_layers)
+             for head in range(model.config.n_heads) for mode in modes]
+    for layer, head, mode in tqdm(cells, desc="head ablations", disable=None):
+        with model.hooks([_ablation_hook(layer, head, mode, mean_z)]):
+            correct = predict_answers(model, data, tok, batch_size) == answers
+        rows += _accuracy_rows(correct, groups, dict(layer=layer, head=head, mode=mode), baseline)
     table = pd.DataFrame(rows)
     table.insert(0, "step", np.int64(step))
     table.insert(0, "seed", np.int64(seed))

@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from emergence.data.binding import trace
 from emergence.data.binding_batches import encode_programs, parse_program
@@ -179,8 +180,9 @@ def patching_table(model: HookedModel, pairs: pd.DataFrame, tok: CharTokenizer, 
     if lengths.nunique() != 1:
         raise PipelineError("counterfactual pairs: need at least one pair, all of one program length")
     tally = _Tally(model.config.n_layers + 1, int(lengths.iloc[0]))
+    starts = tqdm(range(0, len(pairs), batch_size), desc="patching batches", disable=None)
     n_ok = sum(_patch_batch(model, pairs.iloc[s: s + batch_size].reset_index(drop=True), tok, tally)
-               for s in range(0, len(pairs), batch_size))
+               for s in starts)
     layer, pos, cls = np.nonzero(tally.n)
     n = tally.n[layer, pos, cls]
     cells = dict(seed=seed, step=step, layer=layer, head=-1, position=pos,

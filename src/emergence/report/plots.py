@@ -16,7 +16,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 PHASE_COLOURS = {"random": "#bbbbbb", "heuristic": "#f5b041", "traversal": "#58d68d"}
-CLASS_COLOURS = {"query": "#c0392b", "chain_rhs": "#2e86c1", "chain_lhs": "#8e44ad", "other": "#d5d8dc"}
+CLASS_COLOURS = {"query": "#c0392b", "chain_root": "#f39c12", "chain_rhs": "#2e86c1", "chain_lhs": "#8e44ad",
+                 "other": "#d5d8dc"}
 
 
 @contextlib.contextmanager

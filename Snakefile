@@ -4,6 +4,8 @@ configfile: "params.yaml"
 
 include: "rules/common.smk"
 include: "rules/binding.smk"
+include: "rules/assoc.smk"
+include: "rules/index.smk"
 
 
 rule all:

@@ -6,7 +6,8 @@
 rule binding_data:
     input:
         "stages/binding_data.py",
-        "src/emergence/data",
+        "src/emergence/data/binding.py",
+        "src/emergence/data/binding_heuristics.py",
     output:
         P["binding_programs"],
         P["binding_heuristics"],
@@ -21,8 +22,12 @@ rule binding_data:
 rule binding_train:
     input:
         "stages/binding_train.py",
-        "src/emergence/data",
-        "src/emergence/models",
+        "src/emergence/data/binding_batches.py",
+        "src/emergence/data/binding_io.py",
+        "src/emergence/data/tokenizer.py",
+        "src/emergence/models/registry.py",
+        "src/emergence/models/hooks.py",
+        "src/emergence/models/transformer.py",
         "src/emergence/train",
         P["binding_programs"],
     output:
@@ -41,7 +46,8 @@ rule binding_train:
 rule binding_trajectory:
     input:
         "stages/binding_trajectory.py",
-        "src/emergence/analysis",
+        "src/emergence/analysis/binding_trajectory.py",
+        "src/emergence/data/binding_batches.py",
         P["binding_programs"],
         P["binding_runs"] + "/seed{seed}",
     output:
@@ -60,7 +66,8 @@ rule binding_trajectory:
 rule binding_patching:
     input:
         "stages/binding_patching.py",
-        "src/emergence/analysis",
+        "src/emergence/analysis/binding_patching.py",
+        "src/emergence/data/binding_batches.py",
         P["binding_programs"],
         P["binding_runs"] + "/seed{seed}",
     output:
@@ -77,7 +84,8 @@ rule binding_patching:
 rule binding_ablation:
     input:
         "stages/binding_ablation.py",
-        "src/emergence/analysis",
+        "src/emergence/analysis/binding_ablation.py",
+        "src/emergence/data/binding_batches.py",
         P["binding_programs"],
         P["binding_runs"] + "/seed{seed}",
     output:
@@ -94,7 +102,10 @@ rule binding_ablation:
 rule binding_report:
     input:
         "stages/binding_report.py",
-        "src/emergence/report",
+        "src/emergence/report/binding.py",
+        "src/emergence/report/html.py",
+        "src/emergence/report/plots.py",
+        "src/emergence/report/provenance.py",
         P["binding_programs"],
         per_seed("binding_trajectory"),
         per_seed("binding_phases"),
@@ -112,16 +123,3 @@ rule binding_report:
         "logs/binding_report.log",
     shell:
         "python -m stages.binding_report 2> {log}"
-
-
-rule index_report:
-    input:
-        "stages/index_report.py",
-        "src/emergence/report",
-        P["binding_report"],
-    output:
-        P["index_report"],
-    log:
-        "logs/index_report.log",
-    shell:
-        "python -m stages.index_report 2> {log}"

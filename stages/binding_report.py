@@ -1,7 +1,6 @@
 """Render reports/binding.html, the DVC metrics JSON and the plots CSV from the analyses."""
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -11,20 +10,11 @@ from emergence.cli import stage_main, start_stage
 from emergence.config import load_base, path_of, section
 from emergence.data.binding import heuristic_table
 from emergence.data.binding_io import load_programs, subset
-from emergence.io import PipelineError, atomic_path, file_sha256, read_parquet, write_json, write_text
+from emergence.io import PipelineError, atomic_path, read_parquet, write_json, write_text
+from emergence.report.provenance import provenance
 from emergence.report.binding import binding_metrics, binding_page, binding_plot_table
 
 PER_SEED = ("binding_trajectory", "binding_phases", "binding_predictions", "binding_patching", "binding_ablation")
-
-
-def git_revision() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-    return rev + (" (uncommitted changes)" if dirty else "")
 
 
 def per_seed_files(params: dict, seeds: list[int]) -> dict[str, list[Path]]:
@@ -45,13 +35,10 @@ def main(argv: list[str] | None = None) -> None:
               for key, paths in files.items()}
     heuristics = heuristic_table(subset(programs, "train"))
     routing = rank_routing_heads(tables["binding_ablation"])
-    provenance = {
-        "params": params, "git_revision": git_revision(), "seeds": seeds,
-        "data_hashes": {str(p): file_sha256(p) for p in [programs_path, *sum(files.values(), [])]},
-    }
+    record = provenance(params, seeds, [programs_path, *sum(files.values(), [])])
     html = binding_page(programs, heuristics, tables["binding_trajectory"], tables["binding_phases"],
                         tables["binding_predictions"], tables["binding_patching"], tables["binding_ablation"],
-                        routing, provenance, n_examples=n_examples)
+                        routing, record, n_examples=n_examples)
     metrics = binding_metrics(tables["binding_trajectory"], tables["binding_predictions"], heuristics,
                               tables["binding_phases"])
     with atomic_path(path_of(params, "binding_plots")) as tmp:

@@ -12,6 +12,8 @@ from emergence.report.index import index_page
 STUDY_PAGES = [
     ("binding_report", "Variable binding",
      "How a GPT-2-style model learns to follow chains of assignments (Wu, Geiger & Millière 2025)."),
+    ("assoc_report", "Token associations",
+     "Early weights of an attention-only model equal closed forms of corpus statistics (Im et al. 2026)."),
 ]
 
 

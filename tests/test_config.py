@@ -74,7 +74,12 @@ def test_profiles_merge_into_params_keeping_comments(tmp_path):
     merged = yaml.safe_load(params.read_text())
     assert merged["binding_model"]["n_layers"] == 12 and merged["binding_model"]["d_model"] == 512
     assert merged["base"]["seeds"] == [0, 1, 2, 3, 4, 5]
-    assert merged["paths"] == yaml.safe_load((ROOT / "params.yaml").read_text())["paths"]
+    default_paths = yaml.safe_load((ROOT / "params.yaml").read_text())["paths"]
+    # artifacts stay where they are; only the association corpus becomes the user's TinyStories file
+    assert {k: v for k, v in merged["paths"].items() if k != "assoc_source"} == \
+        {k: v for k, v in default_paths.items() if k != "assoc_source"}
+    assert merged["paths"]["assoc_source"].endswith("TinyStories-train.txt")
+    assert merged["assoc_corpus"]["vocab_size"] == 3000 and merged["assoc_train"]["batch_size"] == 2048
     assert "# Every artifact path is written once" in params.read_text()
 
 

@@ -18,6 +18,7 @@ def dvc_stages() -> dict[str, dict]:
             stage.cmd: {
                 "name": stage.addressing,
                 "outs": sorted(str(o.def_path) for o in stage.outs),
+                "deps": sorted(str(d.def_path) for d in stage.deps if not hasattr(d, "params")),
                 "params": sorted(key for dep in stage.deps if hasattr(dep, "params") for key in dep.params),
             }
             for stage in repo.index.stages
@@ -30,10 +31,12 @@ def snakemake_jobs() -> dict[str, dict]:
     jobs: dict[str, dict] = {}
     for block in (proc.stdout + proc.stderr).split("\nrule ")[1:]:
         outs = re.search(r"^\s+output: (.*)$", block, re.M)
+        inputs = re.search(r"^\s+input: (.*)$", block, re.M)
         shell = re.search(r"^Shell command: (.*)$", block, re.M)
         if outs and shell:  # `rule all` has neither
             cmd = re.sub(r"\s+2>\s*\S+$", "", shell.group(1).strip())
-            jobs[cmd] = {"rule": block.split(":")[0], "outs": sorted(outs.group(1).split(", "))}
+            jobs[cmd] = {"rule": block.split(":")[0], "outs": sorted(outs.group(1).split(", ")),
+                         "deps": sorted(inputs.group(1).split(", ")) if inputs else []}
     return jobs
 
 
@@ -53,9 +56,28 @@ def test_same_outputs(both):
         assert stage["outs"] == smk[cmd]["outs"], stage["name"]
 
 
+def test_same_dependencies(both):
+    """Code and data inputs agree, so both engines rerun a stage on the same edits."""
+    dvc, smk = both
+    for cmd, stage in dvc.items():
+        assert stage["deps"] == as_dvc_dirs(smk[cmd]["deps"], stage["deps"]), stage["name"]
+
+
+def as_dvc_dirs(inputs: list[str], dvc_deps: list[str]) -> list[str]:
+    """Snakemake lists per-seed files where DVC depends on their directory: fold them."""
+    def fold(path: str) -> str:
+        return next((d for d in dvc_deps if path.startswith(d + "/")), path)
+
+    return sorted({fold(p) for p in inputs})
+
+
+def all_rules() -> str:
+    return "\n".join(path.read_text() for path in sorted((ROOT / "rules").glob("*.smk")))
+
+
 def test_rules_declare_the_params_their_stage_reads():
     """Snakemake reruns on a params edit only through `params:`; DVC through `params:` too."""
-    rules = (ROOT / "rules" / "binding.smk").read_text()
+    rules = all_rules()
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     for name, stage in dvc.items():
         body = rules[rules.index(f"rule {name}:"):]
@@ -67,5 +89,5 @@ def test_rules_declare_the_params_their_stage_reads():
 
 
 def test_every_rule_logs():
-    rules = (ROOT / "rules" / "binding.smk").read_text()
+    rules = all_rules()
     assert rules.count("\nrule ") + rules.startswith("rule ") == rules.count("    log:")

@@ -29,6 +29,17 @@ ARTIFACTS = [
     "reports/metrics/binding_heuristics.json",
     "reports/plots/binding_trajectory.csv",
     "reports/binding.html",
+    "data/assoc/corpus.safetensors",
+    "data/assoc/basis.safetensors",
+    "data/assoc/cosines/L1_seed0.parquet",
+    "data/assoc/cosines/L2_seed0.parquet",
+    "data/assoc/causal/L2_seed0.parquet",
+    "data/assoc/order.parquet",
+    "data/assoc/words.parquet",
+    "reports/metrics/assoc_corpus.json",
+    "reports/metrics/associations.json",
+    "reports/plots/assoc_cosines.csv",
+    "reports/associations.html",
     "reports/index.html",
 ]
 
@@ -68,7 +79,12 @@ def test_dvc_repro_builds_every_artifact(dvc_run):
     assert set(yaml.safe_load((dvc_run / "params.yaml").read_text())["base"]["seeds"]) == {0, 1}
     metrics = json.loads((dvc_run / "reports/metrics/binding.json").read_text())
     assert metrics, "metrics file is empty"
-    assert 'href="binding.html"' in (dvc_run / "reports/index.html").read_text()
+    index = (dvc_run / "reports/index.html").read_text()
+    assert 'href="binding.html"' in index and 'href="associations.html"' in index
+    cosines = pd.read_parquet(dvc_run / "data/assoc/cosines/L2_seed0.parquet")
+    assert {"step", "seed", "layer", "weight", "cosine"} <= set(cosines.columns)
+    early = cosines[cosines["in_window"]]
+    assert set(early["weight"]) == {"W", "V", "W_O", "P"} and early["cosine"].min() > 0.99
 
 
 def test_second_repro_runs_nothing_and_metrics_show(dvc_run):
@@ -83,6 +99,12 @@ def test_analysis_param_reruns_only_that_analysis(dvc_run):
     assert sorted(ran) == ["binding_ablation@0", "binding_ablation@1", "binding_report", "index_report"]
 
 
+def test_assoc_param_reruns_only_its_analysis(dvc_run):
+    set_param(dvc_run, "assoc_compare", "window_epochs", 3)  # drops checkpoints 4 and 5 from the window
+    ran = ran_stages(run(["dvc", "repro"], dvc_run).stdout)
+    assert sorted(ran) == ["assoc_compare@1-0", "assoc_compare@2-0", "assoc_report", "index_report"]
+
+
 def test_snakemake_after_dvc_leaves_dvc_clean(dvc_run):
     """Deterministic stages: whatever Snakemake reruns, it writes the same bytes."""
     before = digest(dvc_run)
@@ -93,7 +115,8 @@ def test_snakemake_after_dvc_leaves_dvc_clean(dvc_run):
 
 def test_snakemake_alone_matches_dvc(dvc_run, tmp_path):
     root = project_copy(tmp_path)
-    set_param(root, "binding_ablation", "n_programs", 12)  # as test_analysis_param... left dvc_run
+    set_param(root, "binding_ablation", "n_programs", 12)  # as the param tests above left dvc_run
+    set_param(root, "assoc_compare", "window_epochs", 3)
     run(["snakemake", "--cores", "2"], root)
     assert digest(root) == digest(dvc_run)
     assert "Nothing to be done" in run(["snakemake", "--cores", "2", "-n"], root).stdout + \

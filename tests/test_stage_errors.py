@@ -31,6 +31,9 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}  # `stages` is importable from the
 RUN0 = "data/binding/runs/seed0"
 FINAL = f"{RUN0}/step30"  # tiny profile: 30 steps
 PROGRAMS = "data/binding/programs.parquet"
+USER_CORPUS = "data/user/stories.txt"
+ASSOC_CORPUS = "data/assoc/corpus.safetensors"
+ASSOC_L1 = ["--layers", "1", "--seed", "0"]
 
 
 def stage(root: Path, name: str, *args: str) -> subprocess.CompletedProcess:
@@ -100,6 +103,15 @@ def text_file(rel: str, text: str) -> Callable[[Path], None]:
     return apply
 
 
+def assoc_source(content: bytes) -> Callable[[Path], None]:
+    """Point the association study at a user corpus file holding `content`."""
+    def apply(root: Path) -> None:
+        (root / USER_CORPUS).parent.mkdir(parents=True, exist_ok=True)
+        (root / USER_CORPUS).write_bytes(content)
+        set_param("paths.assoc_source", USER_CORPUS)(root)
+    return apply
+
+
 def metrics_only_run(root: Path) -> None:
     (root / "data/binding/runs/seed7").mkdir()
     shutil.copy(root / RUN0 / "metrics.parquet", root / "data/binding/runs/seed7")
@@ -157,6 +169,18 @@ CASES = {
     "parquet_not_parquet": Case(text_file(PROGRAMS, "program,answer\na=1#a:,1\n"),
                                 ["binding_trajectory", "--seed", "0"], [PROGRAMS],
                                 existing={"data/binding/trajectory/seed0.parquet": "from an earlier run"}),
+    # association corpora (tiny profile: T = 12, vocabulary 48)
+    "corpus_empty": Case(assoc_source(b""), ["assoc_corpus"], [USER_CORPUS]),
+    "corpus_one_type": Case(assoc_source(b"dog dog dog dog dog dog dog dog dog dog dog dog dog dog\n" * 5),
+                            ["assoc_corpus"], [USER_CORPUS, "one"]),
+    "corpus_too_short": Case(assoc_source(b"the dog ran.<|endoftext|>a cat sat."), ["assoc_corpus"],
+                             [USER_CORPUS, "13 tokens"]),
+    "corpus_not_utf8": Case(assoc_source(b"the dog ran \xff\xfe and sat"), ["assoc_corpus"], [USER_CORPUS]),
+    "corpus_bad_format": Case(set_param("assoc_corpus.format", "csv"), ["assoc_corpus"], ["assoc_corpus.format"]),
+    "corpus_corrupt_for_training": Case(text_file(ASSOC_CORPUS, "not safetensors"), ["assoc_train", *ASSOC_L1],
+                                        [ASSOC_CORPUS]),
+    "params_assoc_run_not_listed": Case(lambda root: None, ["assoc_train", "--layers", "5", "--seed", "0"],
+                                        ["assoc_runs"]),
     "parquet_metrics_schema": Case(rewrite_parquet(f"{RUN0}/metrics.parquet", lambda df: df.drop(columns="loss")),
                                    ["binding_trajectory", "--seed", "0"], [f"{RUN0}/metrics.parquet", "loss"]),
 }
@@ -171,7 +195,7 @@ def stage_outputs(root: Path, stage_name: str, seed: int) -> list[str]:
     paths = yaml.safe_load((root / "params.yaml").read_text())["paths"]
 
     def resolve(template: str) -> str:
-        return re.sub(r"\$\{paths\.(\w+)\}", lambda m: paths[m.group(1)], template).replace("${item.seed}", str(seed))
+        return re.sub(r"\$\{paths\.(\w+)\}", lambda m: paths[m.group(1)], template).replace("${item.seed}", str(seed)).replace("${item.layers}", "1")
     return [resolve(out) for out in spec.get("outs", []) + spec.get("metrics", [])]
 
 

@@ -7,6 +7,8 @@ adding `mamba2` or `lstm` later means one new module and one decorator.
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 from typing import Any, Callable
 
 import torch.nn as nn
@@ -68,5 +70,10 @@ def _lookup(arch: str, where: str) -> tuple[type, type[nn.Module]]:
 
 
 def _import_builtin_models() -> None:
-    # Importing the modules runs their @register decorators.
-    from emergence.models import transformer  # noqa: F401
+    # Importing every module of the package runs its @register decorators; discovering
+    # them (instead of listing them here) keeps this file, a dependency of every
+    # training stage, unchanged when an architecture is added.
+    import emergence.models as package
+
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{module.name}")

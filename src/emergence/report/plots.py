@@ -21,20 +21,20 @@ CLASS_COLOURS = {"query": "#c0392b", "chain_root": "#f39c12", "chain_rhs": "#2e8
 
 
 @contextlib.contextmanager
-def _style() -> Iterator[None]:
+def plot_style() -> Iterator[None]:
     with mpl.rc_context():
         mpl.rcdefaults()
         mpl.rcParams.update({"font.size": 9, "axes.titlesize": 10, "legend.fontsize": 8})
         yield
 
 
-def _figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw) -> tuple[Figure, np.ndarray]:
+def new_figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw) -> tuple[Figure, np.ndarray]:
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
     return fig, axes
 
 
-def _step_axis(ax, steps: pd.Series) -> None:
+def step_axis(ax, steps: pd.Series) -> None:
     """Log-like x for checkpoints spanning > 2 decades; symlog keeps step 0 visible."""
     positive = steps[steps > 0]
     if len(positive) and steps.max() / positive.min() > 100:
@@ -52,8 +52,8 @@ def trajectory(acc: pd.DataFrame, agree: pd.DataFrame, bands: pd.DataFrame) -> F
     seeds = sorted(acc["seed"].unique())
     heuristics = sorted(agree["heuristic"].unique())
     colours = mpl.colormaps["tab10"]
-    with _style():
-        fig, axes = _figure(8, 2.4 * len(seeds), len(seeds), 1, sharex=True)
+    with plot_style():
+        fig, axes = new_figure(8, 2.4 * len(seeds), len(seeds), 1, sharex=True)
         for ax, seed in zip(axes[:, 0], seeds):
             for b in bands[bands["seed"] == seed].itertuples():
                 ax.axvspan(b.start, b.end, color=PHASE_COLOURS[b.name], alpha=0.25, lw=0)
@@ -65,7 +65,7 @@ def trajectory(acc: pd.DataFrame, agree: pd.DataFrame, bands: pd.DataFrame) -> F
             ax.axhline(0.1, color="grey", lw=0.8, ls=":")
             ax.set_ylim(-0.02, 1.02)
             ax.set_ylabel(f"seed {seed}")
-        _step_axis(axes[-1, 0], acc["step"])
+        step_axis(axes[-1, 0], acc["step"])
         handles, labels = axes[0, 0].get_legend_handles_labels()
         handles += [Patch(color=c, alpha=0.25) for c in PHASE_COLOURS.values()]
         labels += [f"phase: {n}" for n in PHASE_COLOURS]
@@ -75,8 +75,8 @@ def trajectory(acc: pd.DataFrame, agree: pd.DataFrame, bands: pd.DataFrame) -> F
 
 def lines_by_class(df: pd.DataFrame, ylabel: str, legend_title: str) -> Figure:
     """One line per class over training. df: step, cls, value."""
-    with _style():
-        fig, axes = _figure(7, 3.2)
+    with plot_style():
+        fig, axes = new_figure(7, 3.2)
         ax = axes[0, 0]
         cmap = mpl.colormaps["viridis"]
         classes = sorted(df["cls"].unique())
@@ -84,7 +84,7 @@ def lines_by_class(df: pd.DataFrame, ylabel: str, legend_title: str) -> Figure:
             d = df[df["cls"] == c].sort_values("step")
             shade = 0.85 * i / max(len(classes) - 1, 1)  # stop before viridis' pale yellow end
             ax.plot(d["step"], d["value"], marker=".", color=cmap(shade), label=str(c))
-        _step_axis(ax, df["step"])
+        step_axis(ax, df["step"])
         ax.set_ylim(-0.02, 1.02)
         ax.set_ylabel(ylabel)
         fig.legend(title=legend_title, loc="outside right upper")
@@ -93,8 +93,8 @@ def lines_by_class(df: pd.DataFrame, ylabel: str, legend_title: str) -> Figure:
 
 def bars(df: pd.DataFrame, xlabel: str, ylabel: str, chance: float | None = None) -> Figure:
     """Bar per row with an sd error bar. df: label, mean, sd (NaN sd draws no bar)."""
-    with _style():
-        fig, axes = _figure(5, 3)
+    with plot_style():
+        fig, axes = new_figure(5, 3)
         ax = axes[0, 0]
         x = np.arange(len(df))
         ax.bar(x, df["mean"], yerr=df["sd"].fillna(0), capsize=3, color="#5d6d7e")
@@ -129,8 +129,8 @@ def _heatmap(ax, mat: pd.DataFrame, title: str, cmap: str, vmin: float, vmax: fl
 
 def heatmap(mat: pd.DataFrame, title: str, vmin: float = 0.0, vmax: float = 1.0) -> Figure:
     """A single annotated heat map; rows/columns as in `mat` (named index/columns become axis labels)."""
-    with _style():
-        fig, axes = _figure(max(4.0, 0.4 * mat.shape[1] + 2), max(3.0, 0.3 * mat.shape[0] + 1.5))
+    with plot_style():
+        fig, axes = new_figure(max(4.0, 0.4 * mat.shape[1] + 2), max(3.0, 0.3 * mat.shape[0] + 1.5))
         im = _heatmap(axes[0, 0], mat, title, "viridis", vmin, vmax, annotate=mat.size <= 400)
         fig.colorbar(im, ax=axes[0, 0], shrink=0.8)
     return fig
@@ -145,8 +145,8 @@ def heatmap_grid(panels: dict[tuple[str, str], pd.DataFrame]) -> Figure:
     rows = list(dict.fromkeys(r for r, _ in panels))
     cols = list(dict.fromkeys(c for _, c in panels))
     vmax = max(float(np.nanmax(np.abs(m.to_numpy(dtype=float)))) for m in panels.values()) or 1.0
-    with _style():
-        fig, axes = _figure(3.6 * len(cols) + 1, 3 * len(rows), len(rows), len(cols))
+    with plot_style():
+        fig, axes = new_figure(3.6 * len(cols) + 1, 3 * len(rows), len(rows), len(cols))
         for (r, c), mat in panels.items():
             im = _heatmap(axes[rows.index(r), cols.index(c)], mat, f"{r}: {c}", "RdBu_r", -vmax, vmax,
                           annotate=mat.size <= 64)
@@ -159,8 +159,8 @@ def patching(mat: pd.DataFrame, classes: pd.Series) -> Figure:
 
     mat: index layer, columns position; classes: position -> position_class.
     """
-    with _style():
-        fig, axes = _figure(min(12.0, max(6.0, 0.16 * mat.shape[1] + 3)), 0.35 * mat.shape[0] + 2.2, 2, 1,
+    with plot_style():
+        fig, axes = new_figure(min(12.0, max(6.0, 0.16 * mat.shape[1] + 3)), 0.35 * mat.shape[0] + 2.2, 2, 1,
                             sharex=True, gridspec_kw={"height_ratios": [1, max(mat.shape[0], 1)]})
         strip, ax = axes[0, 0], axes[1, 0]
         names = list(CLASS_COLOURS)

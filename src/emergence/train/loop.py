@@ -113,7 +113,7 @@ def train(
     _seed_everything(cfg.seed)
     train_dict = dataclasses.asdict(cfg)
     fingerprint = run_fingerprint(train_dict, model, data_fingerprint)  # before .to(): hashes init weights
-    device = _resolve_device(cfg.device)
+    device = resolve_device(cfg.device)
     model.to(device).train()
     optimizer = _make_optimizer(model, cfg)
     resumed = load_resume_state(scratch_dir / RESUME, fingerprint, model, optimizer, device)
@@ -196,7 +196,7 @@ def _make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer
     return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
 
 
-def _resolve_device(device: str) -> str:
+def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device

@@ -1,0 +1,91 @@
+"""Train one attention-only model of the association study (one run per layer count and seed).
+
+Plain SGD from exactly zero weights, as the theory assumes: no momentum, no
+weight decay, no clipping, constant learning rate. With minibatches every
+epoch visits a seed-dependent permutation of the corpus in whole batches.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from emergence.analysis.assoc_compare import AssocRuns, corpus_loss, run_name
+from emergence.cli import stage_main, start_stage
+from emergence.config import from_dict, load_base, path_of, section
+from emergence.data.text_corpus import load_corpus
+from emergence.io import PipelineError, file_sha256
+from emergence.models import build_model
+from emergence.train import TrainConfig, train
+
+
+@dataclasses.dataclass
+class AssocTrainParams:
+    lr: float
+    epochs: int
+    batch_size: int = 0            # 0 = full batch
+    dense_until: int = 20
+    n_log_checkpoints: int = 30
+    checkpoint_every_epochs: int = 0
+    dtype: str = "float32"
+
+    def validate(self, where: str) -> None:
+        if self.lr <= 0:
+            raise PipelineError(f"{where}.lr: must be > 0, got {self.lr}")
+        for key in ("epochs", "batch_size", "checkpoint_every_epochs"):
+            if getattr(self, key) < (1 if key == "epochs" else 0):
+                raise PipelineError(f"{where}.{key}: must be >= {1 if key == 'epochs' else 0}, got {getattr(self, key)}")
+
+
+def epoch_batches(sequences: np.ndarray, batch_size: int, seed: int):
+    """batch_fn(step) -> (inputs, next tokens), each (batch, T): a pure function of (seed, step)."""
+    n = len(sequences)
+    per_epoch = n // batch_size
+
+    def batch_fn(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if batch_size == n:  # full batch: the same corpus every step
+            rows = sequences
+        else:
+            order = np.random.default_rng([seed, step // per_epoch]).permutation(n)
+            rows = sequences[np.sort(order[(step % per_epoch) * batch_size:][:batch_size])]
+        block = torch.from_numpy(rows.astype(np.int64))
+        return block[:, :-1], block[:, 1:]
+
+    return batch_fn
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    args, params = start_stage(__doc__, argv, per_seed=True, per_layers=True)
+    runs = from_dict(AssocRuns, section(params, "assoc_runs"), "assoc_runs")
+    p = from_dict(AssocTrainParams, section(params, "assoc_train"), "assoc_train")
+    if args.layers not in runs.layers or args.seed not in runs.seeds:
+        raise PipelineError(f"assoc_runs: run L{args.layers} seed {args.seed} is not in layers x seeds")
+    corpus_path = path_of(params, "assoc_corpus")
+    corpus = load_corpus(corpus_path)
+    n = len(corpus.sequences)
+    batch = p.batch_size or n
+    if batch > n:
+        raise PipelineError(f"assoc_train.batch_size: the corpus has only {n} sequences, got {batch}")
+    per_epoch = n // batch
+    cfg = TrainConfig(
+        steps=p.epochs * per_epoch, batch_size=batch, lr=p.lr, optimizer="sgd", weight_decay=0.0,
+        schedule="constant", grad_clip=None, seed=args.seed, dense_until=p.dense_until,
+        n_log_checkpoints=p.n_log_checkpoints, checkpoint_every=p.checkpoint_every_epochs * per_epoch,
+        device=load_base(params).device,
+    )
+    model = build_model("attn_only", dict(n_layers=args.layers, d_vocab=len(corpus.vocab),
+                                          n_ctx=corpus.sequences.shape[1] - 1, dtype=p.dtype), "assoc_train")
+    run = run_name(args.layers, args.seed)
+
+    def eval_fn(model: torch.nn.Module, step: int) -> dict[str, float]:
+        return {"corpus_loss": corpus_loss(model, corpus.sequences)}  # minibatch losses are noisy
+
+    train(model, epoch_batches(corpus.sequences, batch, args.seed), cfg,
+          out_dir=path_of(params, "assoc_runs") / run, scratch_dir=path_of(params, "assoc_scratch") / run,
+          eval_fn=eval_fn, data_fingerprint=file_sha256(corpus_path))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

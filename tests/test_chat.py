@@ -1,0 +1,74 @@
+import shutil
+
+import pytest
+
+from emergence.data.chat import read_chat_file, speech_documents, speech_words
+from emergence.io import PipelineError
+
+EVE = "childes/Brown-Eve-010600a.cha"
+HEADER = """@UTF8
+@Begin
+@Languages:\teng
+@Participants:\tCHI Target_Child, MOT Mother
+@ID:\teng|x|CHI|1;06.00|female|||Target_Child|||
+@ID:\teng|x|MOT||female|||Mother|||
+"""
+
+
+@pytest.fixture(scope="module")
+def eve_lines(shared_data):
+    docs = speech_documents(shared_data / EVE)
+    assert len(docs) == 1
+    return docs[0].split("\n")
+
+
+def test_eve_has_one_line_per_real_utterance(shared_data, eve_lines):
+    assert len(read_chat_file(shared_data / EVE).utterances()) == 1589  # incl. one header change
+    assert len(eve_lines) == 1588
+    assert eve_lines[0] == "more cookie ."  # the [+ IMP] postcode is gone
+
+
+def test_eve_words_hold_no_chat_codes(eve_lines):
+    words = {w for line in eve_lines for w in line.split(" ")}
+    assert "" not in words
+    for w in words:
+        assert not w.startswith(("+", "&", "[")), w
+        assert not {"‡", "„", "_", ":", "(", ")"} & set(w), w
+        assert w.lower() not in {"xxx", "yyy", "www"}
+    assert {".", "?", "!"} <= words
+    assert "how about another graham cracker ?" in eve_lines  # how_about, graham_cracker split
+    assert "mhm ." in eve_lines  # m:hm [?] .
+
+
+def test_speech_words_filters_codes_and_splits_compounds(tmp_path):
+    cha = tmp_path / "t.cha"
+    cha.write_text(HEADER + "*CHI:\tmi:lk doggie@c ice+cream &-um yyy &+fr ‡ go(ing) he [/] he ran !\n"
+                            "*MOT:\tcall Grandma and talk +...\n@End\n")
+    chi, mot = read_chat_file(cha).utterances()
+    assert speech_words(chi) == ["milk", "doggie", "ice", "cream", "going", "he", "ran", "!"]
+    assert speech_words(mot) == ["call", "Grandma", "and", "talk"]
+
+
+def test_directory_is_read_recursively_in_order(shared_data, tmp_path):
+    (tmp_path / "b").mkdir()
+    shutil.copy(shared_data / EVE, tmp_path / "b" / "eve.cha")
+    (tmp_path / "a.cha").write_text(HEADER + "*MOT:\thello Eve .\n@End\n")
+    (tmp_path / "notes.txt").write_text("ignored")
+    docs = speech_documents(tmp_path)
+    assert len(docs) == 2
+    assert docs[0] == "hello Eve ."
+    assert docs[1] == speech_documents(shared_data / EVE)[0]
+
+
+def test_bad_inputs_name_the_file(tmp_path):
+    with pytest.raises(PipelineError, match="missing.cha: CHAT file or directory not found"):
+        speech_documents(tmp_path / "missing.cha")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PipelineError, match="empty: directory holds no .cha files"):
+        speech_documents(tmp_path / "empty")
+    (tmp_path / "prose.cha").write_text("just some text\n")
+    with pytest.raises(PipelineError, match="prose.cha: no utterances"):
+        speech_documents(tmp_path / "prose.cha")
+    (tmp_path / "latin1.cha").write_bytes(HEADER.encode() + "*MOT:\tcaf\xe9 .\n@End\n".encode("latin-1"))
+    with pytest.raises(PipelineError, match="latin1.cha: not a readable CHAT file"):
+        read_chat_file(tmp_path / "latin1.cha")

@@ -1,0 +1,188 @@
+import re
+import shutil
+import stat
+import tempfile
+import zipfile
+
+import pytest
+
+from emergence.data.childes import extract_turns, turn_counts, validate_chat
+from emergence.io import PipelineError
+
+EVE = "childes/Brown-Eve-010600a.cha"
+HEADER = """@UTF8
+@Begin
+@Languages:\teng
+@Participants:\tCHI Target_Child, MOT Mother
+@ID:\teng|x|CHI|1;06.00|female|||Target_Child|||
+@ID:\teng|x|MOT||female|||Mother|||
+"""
+# line 7: the first main tier after HEADER
+TURNS = """*MOT:\tlook (.) at &=laughs the [/] the ice+cream &-uh ‡ xxx teddy_bear . [+ IMP]
+%act:\tgives Eve the tape+recorder , [+ foo] and a teddy_bear
+%sit:\tEve sits (on the floor)
+%gpx:\t<bef> points at CHI's cup
+*CHI:\tyes „ you &=0v do +...
+%act:\t<aft> drops cup
+@Comment:\ta header between turns
+*CHI:\tmi:lk
+\tplease !
+@End
+"""
+
+
+def cha(tmp_path, body, name="t.cha"):
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(HEADER + body)
+    return path
+
+
+@pytest.fixture(scope="module")
+def eve(shared_data):
+    return extract_turns(shared_data / EVE)
+
+
+def test_eve_counts_match_the_transcript(shared_data):
+    assert turn_counts(shared_data / EVE) == {"utterances": 1588, "act": 18, "sit": 2, "gpx": 9}
+
+
+def test_eve_rows_point_at_their_main_tiers(shared_data, eve):
+    lines = (shared_data / EVE).read_text().split("\n")
+    assert len(eve) == 1588 and eve["line"].dtype == "int64"
+    assert set(eve["file"]) == {"Brown-Eve-010600a.cha"}
+    for row in eve.itertuples():  # the None item at index 742 must not shift later lines
+        assert lines[row.line - 1].startswith(f"*{row.speaker}:\t"), row.line
+    first = eve.iloc[0]
+    assert (first.line, first.speaker, first.lan, first.env) == (14, "CHI", ["more", "cookie"], [])
+    assert first.tokens == ["<CHI>", "more<LAN>", "cookie<LAN>"]  # [+ IMP] and '.' gone
+
+
+def test_eve_env_tokens_follow_the_scopes(eve):
+    by_line = eve.set_index("line")["tokens"]
+    # *MOT: want me to turn it ?  %act: <aft> winds box
+    assert by_line[1138] == ["<MOT>", *(w + "<LAN>" for w in "want me to turn it".split()),
+                             "winds<ENV>", "box<ENV>"]
+    # *MOT: that's your spoon .  %act: <bef> gives Eve more tapioca
+    assert by_line[7592][:6] == ["<MOT>", "gives<ENV>", "eve<ENV>", "more<ENV>", "tapioca<ENV>",
+                                 "that's<LAN>"]
+    # *CHI: xxx do it .  %sit: <aft> doorbell rings
+    assert by_line[4344] == ["<CHI>", "do<LAN>", "it<LAN>", "doorbell<ENV>", "rings<ENV>"]
+    assert by_line[2685] == ["<CHI>", "pointed<ENV>", "at<ENV>", "tape_recorder<ENV>", "hot<LAN>"]
+    words = {w for col in ("env", "lan") for ws in eve[col] for w in ws}
+    for w in words:
+        assert w == w.lower() and w[0].isalnum() and not set(w) & set("+&[]()‡„.?!,:<> "), w
+    assert {"graham_cracker", "tape_recorder"} <= words and "xxx" not in words
+
+
+def test_turn_order_and_cleaning(tmp_path):
+    df = extract_turns(cha(tmp_path, TURNS))
+    assert df["line"].tolist() == [7, 11, 14]  # a continuation line and a mid-file header in between
+    assert df["speaker"].tolist() == ["MOT", "CHI", "CHI"]
+    mot, chi, chi2 = df.to_dict("records")
+    assert mot["lan"] == ["look", "at", "the", "ice_cream", "teddy_bear"]
+    sit = ["eve", "sits", "on", "the", "floor"]
+    bef = ["points", "at", "chi's", "cup"]  # %gpx <bef>
+    act = ["gives", "eve", "the", "tape_recorder", "and", "a", "teddy_bear"]
+    assert mot["env"] == sit + bef + act
+    assert mot["tokens"] == (["<MOT>"] + [w + "<ENV>" for w in sit + bef + act]
+                             + [w + "<LAN>" for w in mot["lan"]])
+    assert chi["tokens"] == ["<CHI>", "yes<LAN>", "you<LAN>", "do<LAN>", "drops<ENV>", "cup<ENV>"]
+    assert chi2["lan"] == ["milk", "please"]
+
+
+def test_split_compounds_applies_to_every_tier(tmp_path):
+    mot = extract_turns(cha(tmp_path, TURNS), split_compounds=True).iloc[0]
+    assert mot.lan == ["look", "at", "the", "ice", "cream", "teddy", "bear"]
+    assert mot.env[-6:] == ["tape", "recorder", "and", "a", "teddy", "bear"]
+
+
+def test_directory_and_zip_give_the_same_rows(tmp_path):
+    src = tmp_path / "corpus"
+    cha(src, "*CHI:\tball .\n%act:\tthrows ball\n@End\n", "Eve/b.cha")
+    cha(src, "*MOT:\thello .\n@End\n", "a.cha")
+    (src / "notes.txt").write_text("not a transcript")
+    from_dir = extract_turns(src)
+    assert from_dir["file"].tolist() == ["Eve/b.cha", "a.cha"]  # sorted, recursive, only .cha
+    assert from_dir["line"].tolist() == [7, 7]
+    archive = tmp_path / "Corpus.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for f in ("Eve/b.cha", "a.cha", "notes.txt"):
+            zf.write(src / f, f"Corpus/{f}")
+    from_zip = extract_turns(archive)
+    assert from_zip["file"].tolist() == ["Corpus/" + f for f in from_dir["file"]]
+    assert from_zip.drop(columns="file").equals(from_dir.drop(columns="file"))
+    assert turn_counts(archive) == {"utterances": 2, "act": 1, "sit": 0, "gpx": 0}
+
+
+def _symlink_member(name: str, target: str) -> tuple[zipfile.ZipInfo, str]:
+    info = zipfile.ZipInfo(name)
+    info.external_attr = (stat.S_IFLNK | 0o777) << 16
+    return info, target
+
+
+@pytest.mark.parametrize("member, reason", [
+    ("../evil.cha", "'..' component"),
+    ("Corpus/../../evil.cha", "'..' component"),
+    ("{tmp_path}/abs-evil.cha", "absolute path"),  # inside tmp_path, should the guard ever fail
+    ("Corpus/link.cha", "symbolic link"),
+])
+def test_zip_members_escaping_the_target_are_refused(tmp_path, monkeypatch, member, reason):
+    member = member.format(tmp_path=tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where extraction would happen
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    archive = work / "bad.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("Corpus/ok.cha", HEADER + "*CHI:\thi .\n@End\n")
+        if reason == "symbolic link":
+            zf.writestr(*_symlink_member(member, "/etc/passwd"))
+        else:
+            zf.writestr(member, HEADER + "*CHI:\tgotcha .\n@End\n")
+    with pytest.raises(PipelineError, match=rf"bad.zip: refusing member '{re.escape(member)}' \({reason}\)"):
+        extract_turns(archive)
+    assert not (tmp_path / "evil.cha").exists() and not (tmp_path / "a" / "evil.cha").exists()
+    assert not (work / "evil.cha").exists()
+    assert not list(scratch.iterdir())  # the temporary extraction directory is gone
+    assert not (tmp_path / "abs-evil.cha").exists()
+
+
+@pytest.mark.parametrize("text, line, message", [
+    (HEADER.replace("@Begin\n", "") + "*CHI:\thi .\n@End\n", 2, "missing @Begin"),
+    (HEADER + "*CHI:\thi .\n%act:\truns\n", 8, "missing @End"),
+    (HEADER + "%act:\truns\n*CHI:\thi .\n@End\n", 7, "dependent tier %act before any main tier"),
+    (HEADER + "*CHI:\thi .\n*FAT:\thello .\n@End\n", 8, "speaker FAT is not declared in @Participants"),
+    (HEADER + "*CHI:\thi .\n@End\n*CHI:\tagain .\n", 9, "text after @End"),
+])
+def test_malformed_chat_names_file_and_line(tmp_path, text, line, message):
+    path = tmp_path / "bad.cha"
+    path.write_text(text)
+    with pytest.raises(PipelineError, match=rf"bad.cha: line {line}: {message}"):
+        validate_chat(path)
+    with pytest.raises(PipelineError, match=rf"bad.cha: line {line}: {message}"):
+        extract_turns(tmp_path)  # the extractor checks before it parses
+
+
+def test_bad_encoding_names_the_line_of_the_first_bad_byte(tmp_path):
+    path = tmp_path / "latin1.cha"
+    path.write_bytes((HEADER + "*CHI:\thi .\n").encode() + "*MOT:\tcaf\xe9 .\n@End\n".encode("latin-1"))
+    with pytest.raises(PipelineError, match=r"latin1.cha: line 8: not UTF-8 \(byte 0xe9\)"):
+        validate_chat(path)
+
+
+def test_missing_inputs_are_named(tmp_path):
+    with pytest.raises(PipelineError, match="nope.cha: CHAT file not found"):
+        validate_chat(tmp_path / "nope.cha")
+    with pytest.raises(PipelineError, match="nope: CHAT file or directory not found"):
+        extract_turns(tmp_path / "nope")
+    (tmp_path / "fake.zip").write_text("not a zip")
+    with pytest.raises(PipelineError, match="fake.zip: not a readable zip"):
+        extract_turns(tmp_path / "fake.zip")
+
+
+def test_eve_copy_in_a_directory_keeps_its_relative_name(shared_data, tmp_path):
+    (tmp_path / "Brown" / "Eve").mkdir(parents=True)
+    shutil.copy(shared_data / EVE, tmp_path / "Brown" / "Eve" / "010600a.cha")
+    assert turn_counts(tmp_path)["utterances"] == 1588

@@ -1,0 +1,165 @@
+from collections import Counter
+
+import numpy as np
+import pytest
+from safetensors.numpy import save
+
+from emergence.data.stories import StoryConfig, generate_stories, write_stories
+from emergence.data.text_corpus import (CorpusConfig, build_corpus, load_corpus, read_text_documents,
+                                        save_corpus, word_tokens)
+from emergence.io import PipelineError, file_sha256
+
+
+def word_corpus(docs, vocab_size=2, seq_len=1, **kw):
+    return build_corpus(docs, CorpusConfig(vocab_size, seq_len, **kw), "src.txt")
+
+
+# --- tokeniser ------------------------------------------------------------------------------
+
+def test_word_tokens_rules():
+    assert word_tokens("Tom's dog, 2 cats!") == ["tom", "'", "s", "dog", ",", "2", "cats", "!"]
+    assert word_tokens("Élan  café\n\tx_y 42\"") == ["élan", "café", "x", "_", "y", "4", "2", '"']
+    assert word_tokens(" \n ") == []
+
+
+# --- vocabulary and windows -----------------------------------------------------------------
+
+def test_top_k_ties_broken_by_string():
+    c = word_corpus(["d b a c b a c b a e e"], vocab_size=3)
+    assert c.vocab == ["a", "b", "c"]  # a=b=3 by string, then c(2) beats e(2); d(1) is out
+    assert (c.n_types, c.n_tokens) == (5, 11)
+    assert c.coverage == pytest.approx(8 / 11)
+
+
+def test_windows_are_non_overlapping_within_documents_and_in_vocabulary():
+    #           windows of 2: (a b) (a b) (z a) (b a) (b a); z is out of a top-2 vocabulary
+    c = word_corpus(["a b a b z a b a b a"])
+    assert c.vocab == ["a", "b"]
+    assert c.sequences.dtype == np.int32 and c.seq_len == 1
+    assert c.sequences.tolist() == [[0, 1], [0, 1], [1, 0], [1, 0]]
+    assert c.n_windows == 5
+    # windows never span a document boundary; the ragged tail of each is dropped
+    c = word_corpus(["a b a", "b a b"])
+    assert c.sequences.tolist() == [[0, 1], [1, 0]]
+    assert word_corpus(["a b a b z a b a b a"], max_sequences=3).sequences.shape == (3, 2)
+
+
+@pytest.mark.parametrize("docs, vocab_size, seq_len, message", [
+    ([], 4, 2, "src.txt: empty corpus"),
+    (["  \n "], 4, 2, "src.txt: empty corpus"),
+    (["a a a A"], 4, 2, "src.txt: vocabulary of one type"),
+    (["a b c", "b a"], 4, 3, r"src.txt: sequences shorter than T\+1=4"),
+    (["a x b y a z b w"], 2, 1, r"src.txt: sequences shorter than T\+1=2"),  # every window has an OOV
+])
+def test_bad_corpora_name_the_source(docs, vocab_size, seq_len, message):
+    with pytest.raises(PipelineError, match=message):
+        word_corpus(docs, vocab_size, seq_len)
+
+
+@pytest.mark.parametrize("cfg, key", [
+    (CorpusConfig(1, 4), "corpus.vocab_size"),
+    (CorpusConfig(8, 0), "corpus.seq_len"),
+    (CorpusConfig(8, 4, tokenizer="char"), "corpus.tokenizer"),
+    (CorpusConfig(8, 4, max_sequences=-1), "corpus.max_sequences"),
+])
+def test_config_validation_names_the_key(cfg, key):
+    with pytest.raises(PipelineError, match=key):
+        cfg.validate("corpus")
+
+
+def test_bpe_round_trip_and_determinism():
+    docs = generate_stories(StoryConfig(n_stories=60, seed=3))
+    cfg = CorpusConfig(vocab_size=80, seq_len=8, tokenizer="bpe")
+    c = build_corpus(docs, cfg, "stories")
+    assert c.sequences.ndim == 2 and c.sequences.shape[1] == 9 and len(c.sequences) > 100
+    assert c.sequences.dtype == np.int32
+    assert len(c.vocab) <= 80 and c.sequences.max() < len(c.vocab)
+    # the pieces of the first window spell the start of the first story, lower-cased, spaces dropped
+    first = "".join(c.vocab[i] for i in c.sequences[0])
+    assert "".join(docs[0].lower().split()).startswith(first)
+    # ids follow frequency: id 0 is at least as common as id 1, ...
+    counts = np.bincount(c.sequences.ravel(), minlength=len(c.vocab))
+    assert counts[0] == counts.max()
+    again = build_corpus(docs, cfg, "stories")
+    assert again.vocab == c.vocab and np.array_equal(again.sequences, c.sequences)
+
+
+# --- reading text ---------------------------------------------------------------------------
+
+def test_read_text_documents_file_and_directory(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "two.txt").write_text("Third story.\n<|endoftext|>\n")
+    (tmp_path / "a.txt").write_text("First story.\n<|endoftext|>\n  \n<|endoftext|>\nSecond\nstory.\n")
+    (tmp_path / "notes.md").write_text("ignored")
+    assert read_text_documents(tmp_path / "a.txt") == ["First story.", "Second\nstory."]
+    assert read_text_documents(tmp_path) == ["First story.", "Second\nstory.", "Third story."]
+
+
+def test_read_text_documents_errors(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("ok text ".encode() + b"\xff\xfe more")
+    with pytest.raises(PipelineError, match=r"bad\.txt: not UTF-8 .*offset 8"):
+        read_text_documents(tmp_path)
+    with pytest.raises(PipelineError, match="missing.txt: text file or directory not found"):
+        read_text_documents(tmp_path / "missing.txt")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PipelineError, match="empty: directory holds no .txt files"):
+        read_text_documents(tmp_path / "empty")
+
+
+# --- embedded stories -----------------------------------------------------------------------
+
+def test_stories_are_deterministic_and_round_trip(tmp_path):
+    cfg = StoryConfig(n_stories=50, seed=7)
+    stories = generate_stories(cfg)
+    assert len(stories) == 50 and len(set(stories)) > 40
+    assert stories != generate_stories(StoryConfig(n_stories=50, seed=8))
+    write_stories(stories, tmp_path / "a.txt")
+    write_stories(generate_stories(cfg), tmp_path / "b.txt")
+    assert file_sha256(tmp_path / "a.txt") == file_sha256(tmp_path / "b.txt")
+    assert read_text_documents(tmp_path / "a.txt") == stories
+
+
+def test_default_stories_vocabulary():
+    counts = Counter(t for s in generate_stories(StoryConfig()) for t in word_tokens(s))
+    assert 150 <= len(counts) <= 400
+    top = sum(n for _, n in counts.most_common(128)) / sum(counts.values())
+    assert top > 0.9
+    assert {'"', "!", "?", ","} <= counts.keys()
+
+
+def test_story_config_validation():
+    with pytest.raises(PipelineError, match="stories.n_stories"):
+        generate_stories(StoryConfig(n_stories=0))
+
+
+# --- artifact -------------------------------------------------------------------------------
+
+def test_save_load_round_trip_is_deterministic(tmp_path):
+    c = word_corpus(["a b a b z a b a b a", "b b a"], vocab_size=2, max_sequences=0)
+    save_corpus(c, tmp_path / "c.safetensors")
+    save_corpus(c, tmp_path / "d.safetensors")
+    assert file_sha256(tmp_path / "c.safetensors") == file_sha256(tmp_path / "d.safetensors")
+    back = load_corpus(tmp_path / "c.safetensors")
+    assert np.array_equal(back.sequences, c.sequences) and back.sequences.dtype == np.int32
+    assert back.vocab == c.vocab and back.coverage == c.coverage
+    assert (back.tokenizer, back.n_documents, back.n_tokens, back.n_types, back.n_windows) == \
+        (c.tokenizer, c.n_documents, c.n_tokens, c.n_types, c.n_windows)
+
+
+def test_load_corpus_errors_name_the_file(tmp_path):
+    good = tmp_path / "good.safetensors"
+    save_corpus(word_corpus(["a b a b"]), good)
+    (tmp_path / "garbage.safetensors").write_bytes(b"\x00" * 40)
+    (tmp_path / "truncated.safetensors").write_bytes(good.read_bytes()[:-3])
+    (tmp_path / "nometa.safetensors").write_bytes(save({"sequences": np.zeros((2, 3), np.int32)}))
+    meta = {"corpus": '{"vocab": ["a"], "tokenizer": "word", "n_documents": 1, "n_tokens": 1,'
+                      ' "n_types": 1, "coverage": 1.0, "n_windows": 1}'}
+    (tmp_path / "badids.safetensors").write_bytes(save({"sequences": np.ones((2, 3), np.int32)}, meta))
+    with pytest.raises(PipelineError, match="missing.safetensors: corpus file not found"):
+        load_corpus(tmp_path / "missing.safetensors")
+    for name in ("garbage", "truncated", "nometa"):
+        with pytest.raises(PipelineError, match=f"{name}.safetensors: not a readable corpus file"):
+            load_corpus(tmp_path / f"{name}.safetensors")
+    with pytest.raises(PipelineError, match="badids.safetensors: token ids outside the vocabulary of 1"):
+        load_corpus(tmp_path / "badids.safetensors")

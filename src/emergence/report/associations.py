@@ -5,7 +5,7 @@ import matplotlib as mpl
 import numpy as np
 import pandas as pd
 
-from emergence.analysis.assoc_compare import min_cosine_table, order_slopes
+from emergence.analysis.assoc_compare import departures, min_cosine_table, order_slopes
 from emergence.report import html as H
 from emergence.report.plots import new_figure, plot_style, step_axis
 
@@ -104,7 +104,16 @@ def _cosine_section(cosines: pd.DataFrame, tokenizer: str) -> str:
                "zero (W_O before step 1, V before step 2, W and P before step 3)."),
         H.table(t, caption=f"Table 1: minimum cosine over the window (epoch ends); paper column: "
                            f"{tokenizer}-level TinyStories, lr 0.005, 100 epochs", float_format="{:.6f}"),
+        H.para("How early is early: the first checkpoint at which each weight's cosine falls below its bar, "
+               "and the full-corpus loss there (a dash: never within the run). The initial loss is ln |V|."),
+        H.table(_departure_table(cosines), float_format="{:.4f}"),
     ])
+
+
+def _departure_table(cosines: pd.DataFrame) -> pd.DataFrame:
+    t = departures(cosines, THRESHOLD)
+    t["layer"] = t["layer"].map(_layer_label)
+    return t
 
 
 def _order_section(order: pd.DataFrame) -> str:

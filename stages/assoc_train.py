@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import torch
 
 from emergence.analysis.assoc_compare import AssocRuns, corpus_loss, run_name
@@ -18,6 +17,7 @@ from emergence.data.text_corpus import load_corpus
 from emergence.io import PipelineError, file_sha256
 from emergence.models import build_model
 from emergence.train import TrainConfig, train
+from emergence.train.batches import epoch_batches
 
 
 @dataclasses.dataclass
@@ -36,23 +36,6 @@ class AssocTrainParams:
         for key in ("epochs", "batch_size", "checkpoint_every_epochs"):
             if getattr(self, key) < (1 if key == "epochs" else 0):
                 raise PipelineError(f"{where}.{key}: must be >= {1 if key == 'epochs' else 0}, got {getattr(self, key)}")
-
-
-def epoch_batches(sequences: np.ndarray, batch_size: int, seed: int):
-    """batch_fn(step) -> (inputs, next tokens), each (batch, T): a pure function of (seed, step)."""
-    n = len(sequences)
-    per_epoch = n // batch_size
-
-    def batch_fn(step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if batch_size == n:  # full batch: the same corpus every step
-            rows = sequences
-        else:
-            order = np.random.default_rng([seed, step // per_epoch]).permutation(n)
-            rows = sequences[np.sort(order[(step % per_epoch) * batch_size:][:batch_size])]
-        block = torch.from_numpy(rows.astype(np.int64))
-        return block[:, :-1], block[:, 1:]
-
-    return batch_fn
 
 
 @stage_main

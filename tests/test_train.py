@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -249,3 +250,19 @@ def test_out_dir_replaced_only_when_complete(tmp_path):
     assert [p.name for p in out.iterdir()] == ["old.txt"]
     run(tmp_path, "run")
     assert not (out / "old.txt").exists() and (out / "metrics.parquet").exists()
+
+
+def test_epoch_batches_visit_every_window_once_per_epoch():
+    from emergence.train.batches import epoch_batches
+
+    windows = np.arange(10 * 4).reshape(10, 4)  # 10 windows of T + 1 = 4 tokens
+    batch_fn = epoch_batches(windows, 3, seed=0)  # 3 batches per epoch, one window sits out
+    for epoch in range(2):
+        seen = np.concatenate([batch_fn(epoch * 3 + i)[0][:, 0].numpy() // 4 for i in range(3)])
+        assert len(set(seen)) == 9
+    x, y = batch_fn(0)
+    assert torch.equal(x[:, 1:], y[:, :-1])  # next-token targets
+    assert torch.equal(batch_fn(4)[0], epoch_batches(windows, 3, seed=0)(4)[0])  # pure function of step
+    assert not torch.equal(batch_fn(0)[0], epoch_batches(windows, 3, seed=1)(0)[0])
+    full = epoch_batches(windows, 10, seed=0)
+    assert torch.equal(full(0)[0], full(7)[0])

@@ -5,6 +5,7 @@ configfile: "params.yaml"
 include: "rules/common.smk"
 include: "rules/binding.smk"
 include: "rules/assoc.smk"
+include: "rules/grounding.smk"
 include: "rules/index.smk"
 
 

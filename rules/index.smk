@@ -8,6 +8,7 @@ rule index_report:
         "src/emergence/report/html.py",
         P["binding_report"],
         P["assoc_report"],
+        P["grounding_report"],
     output:
         P["index_report"],
     log:

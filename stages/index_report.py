@@ -14,6 +14,8 @@ STUDY_PAGES = [
      "How a GPT-2-style model learns to follow chains of assignments (Wu, Geiger & Millière 2025)."),
     ("assoc_report", "Token associations",
      "Early weights of an attention-only model equal closed forms of corpus statistics (Im et al. 2026)."),
+    ("grounding_report", "Symbol grounding (child-directed speech)",
+     "Does seeing an object make its word less surprising? Transformer, Mamba-2 and LSTM (Wu et al. 2025)."),
 ]
 
 

@@ -84,7 +84,10 @@ def test_rules_declare_the_params_their_stage_reads():
         body = body[: body.find("\nrule ", 1) if "\nrule " in body[1:] else len(body)]
         for key in stage.get("params", []):
             section, _, sub = key.partition(".")
-            wanted = f'config["{section}"]["{sub}"]' if sub else f'config["{section}"]'
+            if sub.startswith("${item."):  # a per-instance section, e.g. grounding_models.${item.arch}
+                wanted = f'config["{section}"][w.{sub[len("${item."):-1]}]'
+            else:
+                wanted = f'config["{section}"]["{sub}"]' if sub else f'config["{section}"]'
             assert wanted in body or (key == "base.seeds" and "SEEDS" in body), f"{name}: rule lacks {key}"
 
 

@@ -40,6 +40,16 @@ ARTIFACTS = [
     "reports/metrics/associations.json",
     "reports/plots/assoc_cosines.csv",
     "reports/associations.html",
+    "data/grounding/turns.parquet",
+    "data/grounding/vocab.json",
+    "data/grounding/eval.parquet",
+    "data/grounding/gain/transformer_seed0.parquet",
+    "data/grounding/gain/mamba2_seed0.parquet",
+    "data/grounding/gain/lstm_seed0.parquet",
+    "reports/metrics/childes_counts.json",
+    "reports/metrics/grounding.json",
+    "reports/plots/grounding_gain.csv",
+    "reports/grounding.html",
     "reports/index.html",
 ]
 
@@ -80,7 +90,9 @@ def test_dvc_repro_builds_every_artifact(dvc_run):
     metrics = json.loads((dvc_run / "reports/metrics/binding.json").read_text())
     assert metrics, "metrics file is empty"
     index = (dvc_run / "reports/index.html").read_text()
-    assert 'href="binding.html"' in index and 'href="associations.html"' in index
+    assert all(f'href="{page}.html"' in index for page in ("binding", "associations", "grounding"))
+    gain = pd.read_parquet(dvc_run / "data/grounding/gain/mamba2_seed0.parquet")
+    assert {"arch", "seed", "step", "word", "s_matched", "s_mismatched", "gain"} <= set(gain.columns)
     cosines = pd.read_parquet(dvc_run / "data/assoc/cosines/L2_seed0.parquet")
     assert {"step", "seed", "layer", "weight", "cosine"} <= set(cosines.columns)
     early = cosines[cosines["in_window"]]

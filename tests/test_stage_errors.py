@@ -34,6 +34,8 @@ PROGRAMS = "data/binding/programs.parquet"
 USER_CORPUS = "data/user/stories.txt"
 ASSOC_CORPUS = "data/assoc/corpus.safetensors"
 ASSOC_L1 = ["--layers", "1", "--seed", "0"]
+USER_CHAT = "data/user/session.cha"
+TURNS = "data/grounding/turns.parquet"
 
 
 def stage(root: Path, name: str, *args: str) -> subprocess.CompletedProcess:
@@ -112,6 +114,27 @@ def assoc_source(content: bytes) -> Callable[[Path], None]:
     return apply
 
 
+CHAT_OK = ("@UTF8\n@Begin\n@Languages:\teng\n@Participants:\tCHI Target_Child, MOT Mother\n"
+           "*MOT:\tlook at the ball .\n%act:\tpicks up ball\n*CHI:\tball !\n@End\n")
+
+
+def chat_source(text: str) -> Callable[[Path], None]:
+    """Point the grounding study at one CHAT file holding `text`."""
+    def apply(root: Path) -> None:
+        (root / USER_CHAT).parent.mkdir(parents=True, exist_ok=True)
+        (root / USER_CHAT).write_text(text)
+        set_param("paths.childes_source", USER_CHAT)(root)
+    return apply
+
+
+def few_noun_turns(root: Path) -> None:
+    turns = pd.DataFrame({"file": ["a.cha"], "line": [5], "speaker": ["MOT"], "env": [["ball"]],
+                          "lan": [["ball"]], "tokens": [["<MOT>", "ball<ENV>", "ball<LAN>"]]})
+    (root / TURNS).parent.mkdir(parents=True, exist_ok=True)
+    turns.to_parquet(root / TURNS)
+    set_param("grounding_vocab.min_count", 1)(root)
+
+
 def metrics_only_run(root: Path) -> None:
     (root / "data/binding/runs/seed7").mkdir()
     shutil.copy(root / RUN0 / "metrics.parquet", root / "data/binding/runs/seed7")
@@ -181,6 +204,13 @@ CASES = {
                                         [ASSOC_CORPUS]),
     "params_assoc_run_not_listed": Case(lambda root: None, ["assoc_train", "--layers", "5", "--seed", "0"],
                                         ["assoc_runs"]),
+    # CHAT transcripts and the grounding vocabulary
+    "chat_missing_end": Case(chat_source(CHAT_OK.replace("@End\n", "")), ["childes_extract"], [USER_CHAT, "@End"]),
+    "chat_unknown_speaker": Case(chat_source(CHAT_OK.replace("*CHI:", "*FAT:")), ["childes_extract"],
+                                 [USER_CHAT, "line 7", "FAT"]),
+    "chat_tier_before_main": Case(chat_source(CHAT_OK.replace("*MOT:\tlook at the ball .\n", "")),
+                                  ["childes_extract"], [USER_CHAT, "line 5"]),
+    "grounding_too_few_nouns": Case(few_noun_turns, ["grounding_vocab"], ["grounding_vocab.n_words", "only 1 nouns"]),
     "parquet_metrics_schema": Case(rewrite_parquet(f"{RUN0}/metrics.parquet", lambda df: df.drop(columns="loss")),
                                    ["binding_trajectory", "--seed", "0"], [f"{RUN0}/metrics.parquet", "loss"]),
 }
@@ -195,7 +225,7 @@ def stage_outputs(root: Path, stage_name: str, seed: int) -> list[str]:
     paths = yaml.safe_load((root / "params.yaml").read_text())["paths"]
 
     def resolve(template: str) -> str:
-        return re.sub(r"\$\{paths\.(\w+)\}", lambda m: paths[m.group(1)], template).replace("${item.seed}", str(seed)).replace("${item.layers}", "1")
+        return re.sub(r"\$\{paths\.(\w+)\}", lambda m: paths[m.group(1)], template).replace("${item.seed}", str(seed)).replace("${item.layers}", "1").replace("${item.arch}", "transformer")
     return [resolve(out) for out in spec.get("outs", []) + spec.get("metrics", [])]
 
 

@@ -13,21 +13,25 @@ from emergence.config import PARAMS_FILE, load_base, read_params
 from emergence.io import PipelineError
 
 
-def stage_parser(description: str, per_seed: bool = False, per_layers: bool = False) -> argparse.ArgumentParser:
+def stage_parser(description: str, per_seed: bool = False, per_layers: bool = False,
+                 per_arch: bool = False) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--params", default=PARAMS_FILE, help="params file (default: %(default)s)")
     if per_seed:
         parser.add_argument("--seed", type=int, required=True, help="training seed of this stage instance")
     if per_layers:
         parser.add_argument("--layers", type=int, required=True, help="layer count of this stage instance")
+    if per_arch:
+        parser.add_argument("--arch", required=True, help="architecture of this stage instance")
     return parser
 
 
 def start_stage(
-    description: str, argv: list[str] | None, per_seed: bool = False, per_layers: bool = False
+    description: str, argv: list[str] | None, per_seed: bool = False, per_layers: bool = False,
+    per_arch: bool = False,
 ) -> tuple[argparse.Namespace, dict]:
     """Parse the CLI, read params.yaml and fix the thread count: the first lines of every stage."""
-    args = stage_parser(description, per_seed, per_layers).parse_args(argv)
+    args = stage_parser(description, per_seed, per_layers, per_arch).parse_args(argv)
     params = read_params(args.params)
     set_threads(load_base(params).threads)
     return args, params

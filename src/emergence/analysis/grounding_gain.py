@@ -1,0 +1,75 @@
+"""Grounding gain (Wu et al., arXiv 2510.13796): does seeing v<ENV> lower the surprisal of v<LAN>?
+
+G(v) = mean_n mean_{u != v} [ s(v<LAN> | c_n(u<ENV>)) - s(v<LAN> | c_n(v<ENV>)) ],
+surprisal s in nats, c_n the n-th held-out context of v and c_n(u<ENV>) the
+same context with v<ENV> swapped for another target's u<ENV>.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from emergence.data.grounding import encode, lan, mismatched
+
+
+@torch.no_grad()
+def target_surprisal(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
+                     batch_size: int = 256) -> np.ndarray:
+    """-ln p(target | context) for each (context, target), read after the context's last token.
+
+    Contexts are right-padded: every zoo model is causal, so padding after the
+    last real token cannot change its prediction.
+    """
+    device = next(model.parameters()).device
+    out = []
+    for start in range(0, len(contexts), batch_size):
+        chunk = contexts[start: start + batch_size]
+        lengths = torch.tensor([len(c) for c in chunk], device=device)
+        idx = torch.zeros(len(chunk), int(lengths.max()), dtype=torch.long, device=device)
+        for i, c in enumerate(chunk):
+            idx[i, : len(c)] = torch.tensor(c, device=device)
+        logits, _ = model(idx)                                          # (B, T, V)
+        last = logits[torch.arange(len(chunk), device=device), lengths - 1].float().log_softmax(-1)  # (B, V)
+        tgt = torch.tensor(targets[start: start + batch_size], device=device)
+        out.append((-last.gather(1, tgt[:, None])[:, 0]).cpu().numpy())
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def gain_rows(model: torch.nn.Module, eval_set: pd.DataFrame, index: dict[str, int]) -> pd.DataFrame:
+    """One row per evaluation context: s_matched, s_mismatched (mean over the others), gain."""
+    contexts, targets, owner = [], [], []
+    for row, (context, word, others) in enumerate(zip(eval_set["context"], eval_set["word"], eval_set["others"])):
+        target = index[lan(word)]
+        for other in [None, *others]:
+            tokens = list(context) if other is None else mismatched(context, word, other)
+            contexts.append(encode(tokens, index))
+            targets.append(target)
+            owner.append((row, other is None))
+    s = target_surprisal(model, contexts, targets)
+    rows, matched = np.array([o[0] for o in owner]), np.array([o[1] for o in owner])
+    s_matched = np.zeros(len(eval_set))
+    s_matched[rows[matched]] = s[matched]
+    s_mismatched = np.bincount(rows[~matched], weights=s[~matched], minlength=len(eval_set))
+    s_mismatched /= np.maximum(np.bincount(rows[~matched], minlength=len(eval_set)), 1)
+    return pd.DataFrame({"context": np.arange(len(eval_set)), "word": eval_set["word"].to_numpy(),
+                         "s_matched": s_matched, "s_mismatched": s_mismatched,
+                         "gain": s_mismatched - s_matched})
+
+
+def word_gains(rows: pd.DataFrame, keys: Sequence[str] = ("arch", "seed", "step")) -> pd.DataFrame:
+    """G(v): the mean gain over each word's contexts, per run and checkpoint."""
+    return (rows.groupby([*keys, "word"], as_index=False)[["s_matched", "s_mismatched", "gain"]].mean())
+
+
+def sign_flip_test(diffs: np.ndarray, n_perm: int = 10000, seed: int = 0) -> float:
+    """One-sided paired test of mean(diffs) > 0: random sign flips of the paired differences."""
+    diffs = np.asarray(diffs, dtype=float)
+    if len(diffs) == 0:
+        return float("nan")
+    rng = np.random.default_rng(seed)
+    flips = rng.choice([-1.0, 1.0], size=(n_perm, len(diffs)))
+    null = (flips * np.abs(diffs)).mean(axis=1)
+    return float((1 + np.sum(null >= diffs.mean())) / (1 + n_perm))

@@ -1,0 +1,145 @@
+"""Study G's token data: target nouns, vocabulary, training windows, evaluation contexts.
+
+Input is the turn table of `childes.extract_turns` (one row per turn, its
+`tokens` already ordered: `<MOT>`, situation/event words as `w<ENV>`, speech
+as `w<LAN>`). Grounding is measured on *held-out* turns in which a target
+noun appears in the environment and is then named: the context is the turn
+up to the first `v<LAN>` (the paper's `<CHI> asked for a new book<ENV> <CHI>
+i love this` -> `book<LAN>`), and the mismatched contexts swap `v<ENV>` for
+another target's `u<ENV>`. Those turns never enter the training windows.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from emergence.io import PipelineError
+
+ENV, LAN = "<ENV>", "<LAN>"
+UNK = "<unk>"
+ARCHS = ("transformer", "mamba2", "lstm")
+
+
+@dataclass
+class GroundingRuns:
+    archs: list[str]
+    seeds: list[int]
+
+    def validate(self, where: str) -> None:
+        if not self.archs or set(self.archs) - set(ARCHS):
+            raise PipelineError(f"{where}.archs: a non-empty subset of {list(ARCHS)}, got {self.archs}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise PipelineError(f"{where}.seeds: distinct seeds, at least one, got {self.seeds}")
+
+
+def run_name(arch: str, seed: int) -> str:
+    return f"{arch}_seed{seed}"
+
+
+def env(word: str) -> str:
+    return word + ENV
+
+
+def lan(word: str) -> str:
+    return word + LAN
+
+
+@dataclass
+class VocabParams:
+    n_words: int = 100          # target nouns
+    min_count: int = 100        # each of v<ENV> and v<LAN> at least this often
+    min_token_count: int = 1    # rarer tokens become <unk>
+
+    def validate(self, where: str) -> None:
+        for key in ("n_words", "min_count", "min_token_count"):
+            if getattr(self, key) < 1:
+                raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
+
+
+def token_counts(token_lists: Iterable[Sequence[str]]) -> Counter:
+    counts: Counter = Counter()
+    for tokens in token_lists:
+        counts.update(tokens)
+    return counts
+
+
+def select_targets(counts: Counter, candidates: Sequence[str], n_words: int, min_count: int,
+                   where: str = "grounding_vocab") -> list[str]:
+    """The n_words candidate nouns whose rarer form is most frequent, each form >= min_count."""
+    passing = [(min(counts[env(w)], counts[lan(w)]), w) for w in dict.fromkeys(candidates)]
+    passing = [(c, w) for c, w in passing if c >= min_count]
+    if len(passing) < n_words:
+        raise PipelineError(f"{where}.n_words: only {len(passing)} nouns have both forms >= min_count="
+                            f"{min_count} times, {n_words} requested (lower n_words or min_count)")
+    return [w for _, w in sorted(passing, key=lambda cw: (-cw[0], cw[1]))[:n_words]]
+
+
+def build_vocab(counts: Counter, targets: Sequence[str], min_token_count: int) -> list[str]:
+    """<unk> first, then every token seen >= min_token_count times (targets' forms always),
+    by frequency then spelling: deterministic ids."""
+    keep = {t for t, c in counts.items() if c >= min_token_count} | {f(w) for w in targets for f in (env, lan)}
+    return [UNK] + sorted(keep, key=lambda t: (-counts[t], t))
+
+
+def evaluation_turns(turns: pd.DataFrame, targets: Sequence[str], max_per_word: int, seed: int) -> pd.DataFrame:
+    """Held-out contexts: turns where v<ENV> precedes the turn's first v<LAN>.
+
+    Columns: turn (row index in `turns`), word, context (tokens before that v<LAN>).
+    At most max_per_word per word, drawn with `seed`.
+    """
+    rows = []
+    wanted = set(targets)
+    for i, tokens in zip(turns.index, turns["tokens"]):
+        seen_env = set()
+        for pos, tok in enumerate(tokens):
+            if tok.endswith(ENV):
+                seen_env.add(tok[: -len(ENV)])
+            elif tok.endswith(LAN) and tok[: -len(LAN)] in wanted and tok[: -len(LAN)] in seen_env:
+                rows.append({"turn": int(i), "word": tok[: -len(LAN)], "context": list(tokens[:pos])})
+                break  # one context per turn: the turn is held out once
+    table = pd.DataFrame(rows, columns=["turn", "word", "context"])
+    rng = np.random.default_rng(seed)
+    picked = [g.iloc[np.sort(rng.permutation(len(g))[:max_per_word])] for _, g in table.groupby("word", sort=True)]
+    return pd.concat(picked, ignore_index=True) if picked else table
+
+
+def mismatched(context: Sequence[str], word: str, other: str) -> list[str]:
+    """The context with every v<ENV> replaced by u<ENV>."""
+    return [env(other) if tok == env(word) else tok for tok in context]
+
+
+def encode(tokens: Sequence[str], index: dict[str, int]) -> list[int]:
+    return [index.get(t, 0) for t in tokens]  # 0 = <unk>
+
+
+def training_windows(turns: pd.DataFrame, held_out: set[int], index: dict[str, int], seq_len: int) -> np.ndarray:
+    """(N, seq_len + 1) int32 windows cut from each file's token stream, held-out turns removed."""
+    windows = []
+    for _, group in turns.groupby("file", sort=True):
+        stream = [t for i, toks in zip(group.index, group["tokens"]) if i not in held_out for t in toks]
+        ids = np.asarray(encode(stream, index), dtype=np.int32)
+        n = len(ids) // (seq_len + 1)
+        if n:
+            windows.append(ids[: n * (seq_len + 1)].reshape(n, seq_len + 1))
+    if not windows:
+        raise PipelineError(f"no file has {seq_len + 1} tokens for one training window (lower seq_len)")
+    return np.concatenate(windows)
+
+
+def read_vocab(path: str | Path) -> tuple[list[str], list[str]]:
+    """(targets, vocab) from grounding_vocab's JSON; PipelineError naming the file if unusable."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+        targets, vocab = list(data["targets"]), list(data["vocab"])
+    except FileNotFoundError as e:
+        raise PipelineError(f"{path}: not found (run grounding_vocab first)") from e
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+        raise PipelineError(f"{path}: not a grounding vocabulary file ({e.__class__.__name__}: {e})") from e
+    return targets, vocab

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     inputs = [summary_path, path_of(params, "assoc_order"), path_of(params, "assoc_words"), *cosine_files,
               *causal_files]
     html = associations_page(read_json(summary_path), cosines, order, causal, words,
-                             provenance(params, runs_params.seeds, inputs))
+                             provenance(params, runs_params.seeds, inputs, ("assoc",)))
     with atomic_path(path_of(params, "assoc_plots")) as tmp:
         plot_table(cosines).to_csv(tmp, index=False)
     write_json(assoc_metrics(cosines, order, causal), path_of(params, "assoc_metrics"))

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
               for key, paths in files.items()}
     heuristics = heuristic_table(subset(programs, "train"))
     routing = rank_routing_heads(tables["binding_ablation"])
-    record = provenance(params, seeds, [programs_path, *sum(files.values(), [])])
+    record = provenance(params, seeds, [programs_path, *sum(files.values(), [])], ("base", "binding", "report"))
     html = binding_page(programs, heuristics, tables["binding_trajectory"], tables["binding_phases"],
                         tables["binding_predictions"], tables["binding_patching"], tables["binding_ablation"],
                         routing, record, n_examples=n_examples)

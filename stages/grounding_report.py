@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> None:
     eval_set = read_parquet(path_of(params, "grounding_eval"), {"word": "O", "context": "O"})
     curve = gain_by_checkpoint(rows)
     inputs = [counts_path, path_of(params, "grounding_targets"), path_of(params, "grounding_eval"), *gain_files]
-    html = grounding_page(counts, targets, eval_set, curve, provenance(params, runs.seeds, inputs))
+    record = provenance(params, runs.seeds, inputs, ("childes", "grounding"))
+    html = grounding_page(counts, targets, eval_set, curve, record)
     with atomic_path(path_of(params, "grounding_plots")) as tmp:
         plot_table(curve).to_csv(tmp, index=False)
     write_json(grounding_metrics(curve), path_of(params, "grounding_metrics"))

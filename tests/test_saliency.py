@@ -1,0 +1,38 @@
+"""Attention saliency: one backward pass equals the per-layer retain_grad loop."""
+from __future__ import annotations
+
+import torch
+
+from emergence.analysis.saliency import head_saliency, head_saliency_per_layer, layer_flow
+from emergence.models import build_model
+
+from tiny_models import no_hooks
+
+
+def tiny_transformer() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return build_model("transformer", dict(n_layers=3, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=8,
+                                           d_vocab=11)).eval()
+
+
+def batch():
+    idx = torch.randint(0, 11, (4, 8), generator=torch.Generator().manual_seed(1))
+    return idx, torch.tensor([7, 5, 3, 6]), torch.tensor([1, 2, 3, 4])
+
+
+def test_one_backward_pass_equals_the_per_layer_loop(one_thread):
+    model = tiny_transformer()
+    fast = head_saliency(model, *batch())
+    reference = head_saliency_per_layer(model, *batch())
+    assert fast.shape == (3, 4, 2, 8, 8)
+    assert torch.allclose(fast, reference, atol=1e-7)
+    assert no_hooks(model) and all(p.grad is None for p in model.parameters())
+
+
+def test_saliency_is_causal_and_stops_at_the_prediction_position(one_thread):
+    model = tiny_transformer()
+    idx, positions, targets = batch()
+    flow = layer_flow(head_saliency(model, idx, positions, targets))   # (L, B, T, T)
+    assert torch.all(flow.triu(1) == 0)                                # no edge from the future
+    assert torch.all(flow[:, 2, 4:] == 0)                              # rows after position 3 cannot matter
+    assert flow[:, 2, 3].sum() > 0

@@ -82,6 +82,7 @@ rule grounding_train:
         "src/emergence/models/registry.py",
         "src/emergence/models/hooks.py",
         "src/emergence/models/{arch}.py",
+        "src/emergence/models/token_lm.py",
         "src/emergence/train",
         P["childes_turns"],
         P["grounding_vocab"],

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from emergence.io import PipelineError
-from emergence.models.hooks import HookedModel, HookPoint
+from emergence.models.hooks import HookPoint
 from emergence.models.registry import register
+from emergence.models.token_lm import TokenLM
 from emergence.models.transformer import LayerNorm
 
 
@@ -58,7 +58,7 @@ class LSTMLayer(nn.Module):
 
 
 @register("lstm", LSTMConfig)
-class LSTM(HookedModel):
+class LSTM(TokenLM):
     def __init__(self, config: LSTMConfig) -> None:
         super().__init__()
         config.validate()
@@ -81,21 +81,3 @@ class LSTM(HookedModel):
                 block.lstm.bias_ih_l0[d : 2 * d].fill_(1.0)
                 block.lstm.bias_hh_l0[d : 2 * d].zero_()
         nn.init.normal_(self.lm_head.weight, std=0.02)
-
-    def unembed(self, resid: torch.Tensor) -> torch.Tensor:
-        """Logits (..., d_vocab) of a hidden state (..., d_model) read at any layer."""
-        return self.lm_head(self.ln_final(resid))
-
-    def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        T = idx.shape[1]
-        if T > self.config.n_ctx:
-            raise ValueError(f"sequence length {T} exceeds n_ctx {self.config.n_ctx}")
-        x = self.hook_embed(self.embed(idx))  # (B, T, d_model)
-        for block in self.blocks:
-            x = block(x)
-        logits = self.unembed(x)  # (B, T, d_vocab)
-        if targets is None:
-            return logits, None
-        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1)

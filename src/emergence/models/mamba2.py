@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from emergence.io import PipelineError
-from emergence.models.hooks import HookedModel, HookPoint
+from emergence.models.hooks import HookPoint
 from emergence.models.registry import register
+from emergence.models.token_lm import TokenLM
 
 if TYPE_CHECKING:
     import transformers
@@ -123,7 +123,7 @@ class Mamba2Layer(nn.Module):
 
 
 @register("mamba2", Mamba2Config)
-class Mamba2(HookedModel):
+class Mamba2(TokenLM):
     def __init__(self, config: Mamba2Config) -> None:
         super().__init__()
         config.validate()
@@ -136,21 +136,3 @@ class Mamba2(HookedModel):
         self.ln_final = HookedNorm(hf.backbone.norm_f)
         self.lm_head = hf.lm_head
         self._setup_hook_points()
-
-    def unembed(self, resid: torch.Tensor) -> torch.Tensor:
-        """Logits (..., d_vocab) of a residual stream (..., d_model) read at any layer."""
-        return self.lm_head(self.ln_final(resid))
-
-    def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        T = idx.shape[1]
-        if T > self.config.n_ctx:
-            raise ValueError(f"sequence length {T} exceeds n_ctx {self.config.n_ctx}")
-        x = self.hook_embed(self.embed(idx))  # (B, T, d_model)
-        for block in self.blocks:
-            x = block(x)
-        logits = self.unembed(x)  # (B, T, d_vocab)
-        if targets is None:
-            return logits, None
-        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1)

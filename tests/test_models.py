@@ -90,6 +90,13 @@ def test_tied_embeddings_share_one_tensor():
     assert model.num_params() == tiny().num_params() - TINY["d_vocab"] * TINY["d_model"]
 
 
+def test_readout_decodes_the_last_layer_to_the_logits():
+    model = tiny()
+    last = f"blocks.{model.config.n_layers - 1}.hook_resid_post"
+    logits, cache = model.run_with_cache(tokens(), [last])
+    assert torch.equal(model.readout(cache[last]), logits)
+
+
 def test_too_long_sequence_rejected():
     with pytest.raises(ValueError, match="n_ctx"):
         tiny()(tokens(T=17))

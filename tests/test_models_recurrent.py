@@ -65,10 +65,10 @@ def test_hook_names_shapes_and_chaining(arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_unembed_decodes_the_last_layer_to_the_logits(arch):
+def test_readout_decodes_the_last_layer_to_the_logits(arch):
     model = tiny(arch)
     logits, cache = model.run_with_cache(tokens(), [LAST])
-    assert torch.equal(model.unembed(cache[LAST]), logits)
+    assert torch.equal(model.readout(cache[LAST]), logits)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -82,7 +82,7 @@ def test_replacing_resid_post_changes_the_logits(arch, layer):
         patched = model(idx)[0]
     assert (patched - clean).abs().max() > 1e-3
     if layer == N_LAYERS - 1:  # the last state alone decides the logits
-        assert torch.equal(patched, model.unembed(other[name]))
+        assert torch.equal(patched, model.readout(other[name]))
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -10,7 +10,7 @@ from emergence.models.hooks import HookedModel
 class TokenLM(HookedModel):
     """Subclasses set `config.n_ctx`, `embed`, `hook_embed`, `blocks`, `ln_final` and `lm_head`."""
 
-    def unembed(self, resid: torch.Tensor) -> torch.Tensor:
+    def readout(self, resid: torch.Tensor) -> torch.Tensor:
         """Logits (..., d_vocab) of a residual stream (..., d_model) read at any layer."""
         return self.lm_head(self.ln_final(resid))
 
@@ -23,7 +23,7 @@ class TokenLM(HookedModel):
         x = self.hook_embed(self.embed(idx))  # (B, T, d_model)
         for block in self.blocks:
             x = block(x)
-        logits = self.unembed(x)  # (B, T, d_vocab)
+        logits = self.readout(x)  # (B, T, d_vocab)
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1)

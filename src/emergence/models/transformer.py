@@ -180,6 +180,10 @@ class Transformer(HookedModel):
             nn.init.normal_(block.attn.out.weight, std=resid_std)
             nn.init.normal_(block.mlp.fc_out.weight, std=resid_std)
 
+    def readout(self, resid: torch.Tensor) -> torch.Tensor:
+        """Logits (..., d_vocab) of a residual stream (..., d_model) read at any layer (every zoo LM has it)."""
+        return self.unembed(self.ln_final(resid))
+
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -196,7 +200,7 @@ class Transformer(HookedModel):
         x = self.drop(x)
         for block in self.blocks:
             x = block(x, rope)
-        logits = self.unembed(self.ln_final(x))  # (B, T, d_vocab)
+        logits = self.readout(x)  # (B, T, d_vocab)
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1)

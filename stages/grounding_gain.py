@@ -6,31 +6,23 @@ from tqdm import tqdm
 
 from emergence.analysis.grounding_gain import gain_rows
 from emergence.cli import stage_main, start_stage
-from emergence.config import path_of
-from emergence.data.grounding import read_vocab, run_name
-from emergence.io import PipelineError, read_parquet, write_parquet
-from emergence.train import list_checkpoints, load_checkpoint
+from emergence.data import grounding_inputs as inputs
+from emergence.io import write_parquet
+from emergence.train import load_checkpoint
 
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    args, params = start_stage(__doc__, argv, per_seed=True, per_arch=True)
-    _, vocab = read_vocab(path_of(params, "grounding_vocab"))
-    index = {t: i for i, t in enumerate(vocab)}
-    eval_set = read_parquet(path_of(params, "grounding_eval"), {"word": "O", "context": "O", "others": "O"})
-    run = run_name(args.arch, args.seed)
-    ckpts = list_checkpoints(path_of(params, "grounding_runs") / run)
-    if not ckpts:
-        raise PipelineError(f"{path_of(params, 'grounding_runs') / run}: no checkpoints")
+    args, params = start_stage(__doc__, argv, per_seed=True, per_model=True)
+    run = inputs.checked_run(params, args.model, args.seed)
+    _, index = inputs.vocab_index(params)
+    eval_set = inputs.eval_set(params)
     tables = []
-    for step, path in tqdm(ckpts, desc=f"gain {run}"):
-        table = gain_rows(load_checkpoint(path)[0], eval_set, index)
-        table.insert(0, "step", step)
-        tables.append(table)
-    out = pd.concat(tables, ignore_index=True)
-    out.insert(0, "arch", args.arch)
-    out.insert(1, "seed", args.seed)
-    write_parquet(out, path_of(params, "grounding_gain") / f"{run}.parquet")
+    for step, path in tqdm(inputs.run_checkpoints(params, run), desc=f"gain {run}"):
+        tables.append(gain_rows(load_checkpoint(path)[0], eval_set, index).assign(step=step))
+    out = pd.concat(tables, ignore_index=True).assign(model=args.model, seed=args.seed)
+    write_parquet(out[["model", "seed", "step", *tables[0].columns.drop("step")]],
+                  inputs.run_file(params, "grounding_gain", run))
 
 
 if __name__ == "__main__":

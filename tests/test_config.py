@@ -13,7 +13,9 @@ import yaml
 
 from conftest import ROOT
 from emergence.config import BaseParams, from_dict, load_base, read_params
+from emergence.data.grounding import model_entry
 from emergence.io import PipelineError
+from emergence.models.registry import make_config
 from emergence.profile import apply_profile, merge_into
 
 
@@ -75,12 +77,27 @@ def test_profiles_merge_into_params_keeping_comments(tmp_path):
     assert merged["binding_model"]["n_layers"] == 12 and merged["binding_model"]["d_model"] == 512
     assert merged["base"]["seeds"] == [0, 1, 2, 3, 4, 5]
     default_paths = yaml.safe_load((ROOT / "params.yaml").read_text())["paths"]
-    # artifacts stay where they are; only the association corpus becomes the user's TinyStories file
-    assert {k: v for k, v in merged["paths"].items() if k != "assoc_source"} == \
-        {k: v for k, v in default_paths.items() if k != "assoc_source"}
+    # artifacts stay where they are; only the corpora become the user's TinyStories file and CHILDES
+    sources = ("assoc_source", "childes_source")
+    assert {k: v for k, v in merged["paths"].items() if k not in sources} == \
+        {k: v for k, v in default_paths.items() if k not in sources}
     assert merged["paths"]["assoc_source"].endswith("TinyStories-train.txt")
+    assert merged["paths"]["childes_source"] == "data/user/childes"
     assert merged["assoc_corpus"]["vocab_size"] == 3000 and merged["assoc_train"]["batch_size"] == 2048
     assert "# Every artifact path is written once" in params.read_text()
+
+
+@pytest.mark.parametrize("profile", ["paper", "tiny"])
+def test_profile_grounding_models_are_valid_configs(tmp_path, profile):
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    apply_profile(str(ROOT / "profiles" / f"{profile}.yaml"), params)
+    merged = yaml.safe_load(params.read_text())
+    for name in merged["grounding_runs"]["models"]:
+        arch, values = model_entry(merged["grounding_models"], name)
+        make_config(arch, {**values, "d_vocab": 100, "n_ctx": merged["grounding_train"]["seq_len"]},
+                    f"grounding_models.{name}")
+    assert set(merged["grounding_saliency"]["models"]) <= set(merged["grounding_runs"]["models"])
 
 
 def test_profile_with_unknown_key_is_refused():

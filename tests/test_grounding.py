@@ -90,7 +90,7 @@ def test_gain_is_positive_when_env_predicts_lan():
     rows = gain_rows(Lookup(table), eval_set, index)
     assert rows.loc[0, "gain"] == pytest.approx(rows.loc[0, "s_mismatched"] - rows.loc[0, "s_matched"])
     assert rows.loc[0, "gain"] == pytest.approx(np.log(7) + np.log(np.exp(3) / (np.exp(3) + 6)), abs=1e-5)
-    rows = rows.assign(arch="x", seed=0, step=0)
+    rows = rows.assign(model="x", seed=0, step=0)
     assert word_gains(rows)["gain"].item() == pytest.approx(rows.loc[0, "gain"])
 
 

@@ -44,9 +44,14 @@ ARTIFACTS = [
     "data/grounding/turns.parquet",
     "data/grounding/vocab.json",
     "data/grounding/eval.parquet",
-    "data/grounding/gain/transformer_seed0.parquet",
-    "data/grounding/gain/mamba2_seed0.parquet",
-    "data/grounding/gain/lstm_seed0.parquet",
+    "data/grounding/gain/transformer4_seed0.parquet",
+    "data/grounding/gain/mamba4_seed0.parquet",
+    "data/grounding/gain/lstm4_seed0.parquet",
+    "data/grounding/lens/lstm4_seed0.parquet",
+    "data/grounding/cooc.parquet",
+    "data/grounding/saliency/transformer4_seed0.parquet",
+    "data/grounding/heads/transformer4_seed0.parquet",
+    "data/grounding/ablation/transformer4_seed0.parquet",
     "reports/metrics/childes_counts.json",
     "reports/metrics/grounding.json",
     "reports/plots/grounding_gain.csv",
@@ -98,8 +103,15 @@ def test_dvc_repro_builds_every_artifact(dvc_run):
     assert metrics, "metrics file is empty"
     index = (dvc_run / "reports/index.html").read_text()
     assert all(f'href="{page}.html"' in index for page in ("binding", "associations", "grounding"))
-    gain = pd.read_parquet(dvc_run / "data/grounding/gain/mamba2_seed0.parquet")
-    assert {"arch", "seed", "step", "word", "s_matched", "s_mismatched", "gain"} <= set(gain.columns)
+    gain = pd.read_parquet(dvc_run / "data/grounding/gain/mamba4_seed0.parquet")
+    assert {"model", "seed", "step", "word", "s_matched", "s_mismatched", "gain"} <= set(gain.columns)
+    saliency = pd.read_parquet(dvc_run / "data/grounding/saliency/transformer4_seed0.parquet")
+    assert {"model", "seed", "step", "layer", "head", "metric", "value"} <= set(saliency.columns)
+    assert saliency["value"].between(0, 1).all() and set(saliency["layer"]) == {0, 1, 2, 3}
+    lens = pd.read_parquet(dvc_run / "data/grounding/lens/mamba4_seed0.parquet")
+    assert set(lens["lens"]) == {"tuned", "logit"} and set(lens["layer"]) == {0, 1, 2, 3, 4}
+    report = (dvc_run / "reports/grounding.html").read_text()
+    assert all(title in report for title in ("Tuned lens", "Saliency flow", "Head ablation", "co-occurrence"))
     cosines = pd.read_parquet(dvc_run / "data/assoc/cosines/L2_seed0.parquet")
     assert {"step", "seed", "layer", "weight", "cosine"} <= set(cosines.columns)
     early = cosines[cosines["in_window"]]

@@ -211,6 +211,24 @@ CASES = {
     "chat_tier_before_main": Case(chat_source(CHAT_OK.replace("*MOT:\tlook at the ball .\n", "")),
                                   ["childes_extract"], [USER_CHAT, "line 5"]),
     "grounding_too_few_nouns": Case(few_noun_turns, ["grounding_vocab"], ["grounding_vocab.n_words", "only 1 nouns"]),
+    "grounding_model_not_defined": Case(set_param("grounding_runs.models", ["transformer4", "gpt9"]),
+                                        ["grounding_train", "--model", "gpt9", "--seed", "0"],
+                                        ["grounding_models.gpt9", "no such model"]),
+    "grounding_run_not_listed": Case(lambda root: None, ["grounding_gain", "--model", "transformer12", "--seed", "0"],
+                                     ["grounding_runs", "transformer12"]),
+    "grounding_saliency_without_attention": Case(set_param("grounding_saliency.models", ["transformer4", "lstm4"]),
+                                                 ["grounding_saliency", "--model", "transformer4", "--seed", "0"],
+                                                 ["grounding_saliency.models", "lstm4"]),
+    "grounding_heads_bad_threshold": Case(set_param("grounding_heads.threshold", 0),
+                                          ["grounding_heads", "--model", "transformer4", "--seed", "0"],
+                                          ["grounding_heads.threshold"]),
+    "grounding_lens_bad_steps": Case(set_param("grounding_lens.steps", 0),
+                                     ["grounding_lens", "--model", "lstm4", "--seed", "0"], ["grounding_lens.steps"]),
+    "grounding_cooc_bad_feature": Case(set_param("grounding_cooc.features", ["zipf"]), ["grounding_cooc"],
+                                       ["grounding_cooc.features"]),
+    "grounding_ablation_no_draws": Case(set_param("grounding_ablation.n_draws", 0),
+                                        ["grounding_ablation", "--model", "transformer4", "--seed", "0"],
+                                        ["grounding_ablation.n_draws"]),
     "parquet_metrics_schema": Case(rewrite_parquet(f"{RUN0}/metrics.parquet", lambda df: df.drop(columns="loss")),
                                    ["binding_trajectory", "--seed", "0"], [f"{RUN0}/metrics.parquet", "loss"]),
 }
@@ -225,7 +243,7 @@ def stage_outputs(root: Path, stage_name: str, seed: int) -> list[str]:
     paths = yaml.safe_load((root / "params.yaml").read_text())["paths"]
 
     def resolve(template: str) -> str:
-        return re.sub(r"\$\{paths\.(\w+)\}", lambda m: paths[m.group(1)], template).replace("${item.seed}", str(seed)).replace("${item.layers}", "1").replace("${item.arch}", "transformer")
+        return re.sub(r"\$\{paths\.(\w+)\}", lambda m: paths[m.group(1)], template).replace("${item.seed}", str(seed)).replace("${item.layers}", "1").replace("${item.model}", "transformer4")
     return [resolve(out) for out in spec.get("outs", []) + spec.get("metrics", [])]
 
 

@@ -44,7 +44,7 @@ def mean_head_activations(model: HookedModel, idx: torch.Tensor, lengths: torch.
     return {layer: total / count for layer, total in sums.items()}
 
 
-def _ablation_hook(layer: int, head: int | Sequence[int], mode: str,
+def ablation_hook(layer: int, head: int | Sequence[int], mode: str,
                    mean_z: dict[int, torch.Tensor] | None):
     if mode not in MODES:
         raise ValueError(f"ablation mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -64,7 +64,7 @@ def _ablation_hook(layer: int, head: int | Sequence[int], mode: str,
 def ablate_heads(model: HookedModel, idx: torch.Tensor, layer: int, head: int | Sequence[int], mode: str,
                  mean_z: dict[int, torch.Tensor] | None = None) -> torch.Tensor:
     """Logits (B, T, V) with head(s) `head` of `layer` zeroed or set to their mean."""
-    with model.hooks([_ablation_hook(layer, head, mode, mean_z)]):
+    with model.hooks([ablation_hook(layer, head, mode, mean_z)]):
         logits, _ = model(idx)
     return logits
 
@@ -103,7 +103,7 @@ def ablation_table(model: HookedModel, data: EncodedPrograms, hops: np.ndarray, 
     cells = [(layer, head, mode) for layer in range(model.config.n_layers)
              for head in range(model.config.n_heads) for mode in modes]
     for layer, head, mode in tqdm(cells, desc="head ablations", disable=None):
-        with model.hooks([_ablation_hook(layer, head, mode, mean_z)]):
+        with model.hooks([ablation_hook(layer, head, mode, mean_z)]):
             correct = predict_answers(model, data, tok, batch_size) == answers
         rows += _accuracy_rows(correct, groups, dict(layer=layer, head=head, mode=mode), baseline)
     table = pd.DataFrame(rows)

@@ -6,6 +6,7 @@ same context with v<ENV> swapped for another target's u<ENV>.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -13,6 +14,15 @@ import pandas as pd
 import torch
 
 from emergence.data.grounding import encode, lan, mismatched
+
+
+def right_pad(contexts: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids (B, T_max) padded with 0 after each context, and the lengths (B,)."""
+    lengths = torch.tensor([len(c) for c in contexts], device=device)
+    idx = torch.zeros(len(contexts), int(lengths.max()), dtype=torch.long, device=device)
+    for i, c in enumerate(contexts):
+        idx[i, : len(c)] = torch.tensor(c, device=device)
+    return idx, lengths
 
 
 @torch.no_grad()
@@ -27,10 +37,7 @@ def target_surprisal(model: torch.nn.Module, contexts: Sequence[Sequence[int]], 
     out = []
     for start in range(0, len(contexts), batch_size):
         chunk = contexts[start: start + batch_size]
-        lengths = torch.tensor([len(c) for c in chunk], device=device)
-        idx = torch.zeros(len(chunk), int(lengths.max()), dtype=torch.long, device=device)
-        for i, c in enumerate(chunk):
-            idx[i, : len(c)] = torch.tensor(c, device=device)
+        idx, lengths = right_pad(chunk, device)
         logits, _ = model(idx)                                          # (B, T, V)
         last = logits[torch.arange(len(chunk), device=device), lengths - 1].float().log_softmax(-1)  # (B, V)
         tgt = torch.tensor(targets[start: start + batch_size], device=device)
@@ -38,28 +45,48 @@ def target_surprisal(model: torch.nn.Module, contexts: Sequence[Sequence[int]], 
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def gain_rows(model: torch.nn.Module, eval_set: pd.DataFrame, index: dict[str, int]) -> pd.DataFrame:
-    """One row per evaluation context: s_matched, s_mismatched (mean over the others), gain."""
-    contexts, targets, owner = [], [], []
+@dataclass
+class EvalPairs:
+    """Every (context, target) the gain needs, flattened: row n of the eval set contributes its
+    matched context, then one mismatched context per other word."""
+    contexts: list[list[int]]
+    targets: list[int]
+    rows: np.ndarray      # (P,) eval-set row of each pair
+    matched: np.ndarray   # (P,) True for the matched context
+
+
+def evaluation_pairs(eval_set: pd.DataFrame, index: dict[str, int]) -> EvalPairs:
+    contexts, targets, rows, matched = [], [], [], []
     for row, (context, word, others) in enumerate(zip(eval_set["context"], eval_set["word"], eval_set["others"])):
-        target = index[lan(word)]
         for other in [None, *others]:
             tokens = list(context) if other is None else mismatched(context, word, other)
             contexts.append(encode(tokens, index))
-            targets.append(target)
-            owner.append((row, other is None))
-    s = target_surprisal(model, contexts, targets)
-    rows, matched = np.array([o[0] for o in owner]), np.array([o[1] for o in owner])
-    s_matched = np.zeros(len(eval_set))
-    s_matched[rows[matched]] = s[matched]
-    s_mismatched = np.bincount(rows[~matched], weights=s[~matched], minlength=len(eval_set))
-    s_mismatched /= np.maximum(np.bincount(rows[~matched], minlength=len(eval_set)), 1)
-    return pd.DataFrame({"context": np.arange(len(eval_set)), "word": eval_set["word"].to_numpy(),
+            targets.append(index[lan(word)])
+            rows.append(row)
+            matched.append(other is None)
+    return EvalPairs(contexts, targets, np.array(rows, dtype=np.int64), np.array(matched, dtype=bool))
+
+
+def gain_table(eval_set: pd.DataFrame, pairs: EvalPairs, surprisal: np.ndarray) -> pd.DataFrame:
+    """One row per evaluation context from the pairs' surprisals (P,): s_matched,
+    s_mismatched (mean over the other words), gain."""
+    n, rows, matched = len(eval_set), pairs.rows, pairs.matched
+    s_matched = np.zeros(n)
+    s_matched[rows[matched]] = surprisal[matched]
+    s_mismatched = np.bincount(rows[~matched], weights=surprisal[~matched], minlength=n)
+    s_mismatched /= np.maximum(np.bincount(rows[~matched], minlength=n), 1)
+    return pd.DataFrame({"context": np.arange(n), "word": eval_set["word"].to_numpy(),
                          "s_matched": s_matched, "s_mismatched": s_mismatched,
                          "gain": s_mismatched - s_matched})
 
 
-def word_gains(rows: pd.DataFrame, keys: Sequence[str] = ("arch", "seed", "step")) -> pd.DataFrame:
+def gain_rows(model: torch.nn.Module, eval_set: pd.DataFrame, index: dict[str, int]) -> pd.DataFrame:
+    """One row per evaluation context of the model's own predictions."""
+    pairs = evaluation_pairs(eval_set, index)
+    return gain_table(eval_set, pairs, target_surprisal(model, pairs.contexts, pairs.targets))
+
+
+def word_gains(rows: pd.DataFrame, keys: Sequence[str] = ("model", "seed", "step")) -> pd.DataFrame:
     """G(v): the mean gain over each word's contexts, per run and checkpoint."""
     return (rows.groupby([*keys, "word"], as_index=False)[["s_matched", "s_mismatched", "gain"]].mean())
 

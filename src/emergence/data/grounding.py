@@ -11,6 +11,7 @@ another target's `u<ENV>`. Those turns never enter the training windows.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,22 +25,45 @@ from emergence.io import PipelineError
 ENV, LAN = "<ENV>", "<LAN>"
 UNK = "<unk>"
 ARCHS = ("transformer", "mamba2", "lstm")
+MODEL_NAME = re.compile(r"[a-z][a-z0-9]*")  # run names are {model}_seed{S}: no '_' inside the model name
 
 
 @dataclass
 class GroundingRuns:
-    archs: list[str]
+    models: list[str]   # names of grounding_models entries
     seeds: list[int]
 
     def validate(self, where: str) -> None:
-        if not self.archs or set(self.archs) - set(ARCHS):
-            raise PipelineError(f"{where}.archs: a non-empty subset of {list(ARCHS)}, got {self.archs}")
+        if not self.models or len(set(self.models)) != len(self.models):
+            raise PipelineError(f"{where}.models: distinct model names, at least one, got {self.models}")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise PipelineError(f"{where}.seeds: distinct seeds, at least one, got {self.seeds}")
 
+    def names(self) -> list[str]:
+        return [run_name(m, s) for m in self.models for s in self.seeds]
 
-def run_name(arch: str, seed: int) -> str:
-    return f"{arch}_seed{seed}"
+    def check(self, model: str, seed: int, where: str) -> None:
+        """A stage instance must be one of the configured runs (a stale command line would not be)."""
+        if model not in self.models or seed not in self.seeds:
+            raise PipelineError(f"{where}: run {model} seed {seed} is not in models x seeds "
+                                f"({self.models} x {self.seeds})")
+
+
+def model_entry(models: dict, name: str, where: str = "grounding_models") -> tuple[str, dict]:
+    """(arch, config values) of the model called `name` in the grounding_models section."""
+    if not MODEL_NAME.fullmatch(name):
+        raise PipelineError(f"{where}.{name}: model names are lower-case letters and digits, got {name!r}")
+    if not isinstance(models.get(name), dict):
+        raise PipelineError(f"{where}.{name}: no such model (have {sorted(models)})")
+    values = dict(models[name])
+    arch = values.pop("arch", None)
+    if arch not in ARCHS:
+        raise PipelineError(f"{where}.{name}.arch: one of {list(ARCHS)}, got {arch!r}")
+    return arch, values
+
+
+def run_name(model: str, seed: int) -> str:
+    return f"{model}_seed{seed}"
 
 
 def env(word: str) -> str:

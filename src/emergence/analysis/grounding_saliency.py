@@ -1,0 +1,117 @@
+"""Where grounding flows: attention saliency from v<ENV> to the prediction of v<LAN>.
+
+For each held-out matched context (prediction position p = its last token,
+target v<LAN>, v<ENV> at positions E) and every layer l and head h, with
+S = A * dL/dA from `saliency.head_saliency` (one backward pass):
+- aggregate share of a head: sum_{j in E} |S_h[p, j]| / sum_{i,j} |S_h[i, j]|,
+  the part of the head's saliency that carries v<ENV> to the prediction;
+- gather share of a head: sum_{i in E, j < i} |S_h[i, j]| / sum |S_h|, the part
+  that writes earlier context into the v<ENV> positions;
+- layer flow I_l = |sum_h S_h| (Wu et al., arXiv 2510.13796): its share on the
+  edges v<ENV> -> p ("env_to_pred") and on all other edges into p ("other_to_pred").
+Shares are computed per context, then averaged. Heads whose share reaches the
+threshold (the paper: 30 %) are aggregate or gather heads.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+import torch
+
+from emergence.analysis.grounding_gain import right_pad
+from emergence.analysis.saliency import head_saliency
+from emergence.data.grounding import encode, env, lan
+
+HEAD_METRICS = ("aggregate_share", "gather_share")
+LAYER_METRICS = ("env_to_pred", "other_to_pred")
+KINDS = {"aggregate": "aggregate_share", "gather": "gather_share"}
+
+
+def matched_inputs(eval_set: pd.DataFrame, index: dict[str, int]) -> tuple[list[list[int]], list[int], list[list[int]]]:
+    """(contexts, targets, v<ENV> positions) of the matched evaluation contexts."""
+    contexts, targets, env_pos = [], [], []
+    for context, word in zip(eval_set["context"], eval_set["word"]):
+        contexts.append(encode(context, index))
+        targets.append(index[lan(word)])
+        env_pos.append([i for i, tok in enumerate(context) if tok == env(word)])
+    return contexts, targets, env_pos
+
+
+def _batch(contexts: Sequence[Sequence[int]], env_pos: Sequence[Sequence[int]]):
+    """Right-padded ids (B, T), prediction positions (B,), v<ENV> mask (B, T)."""
+    idx, lengths = right_pad(contexts)
+    env_mask = torch.zeros(idx.shape, dtype=torch.bool)
+    for b, pos in enumerate(env_pos):
+        env_mask[b, pos] = True
+    return idx, lengths - 1, env_mask
+
+
+def _shares(part: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
+    return torch.where(total > 0, part / total.clamp(min=1e-30), torch.zeros_like(part))
+
+
+def saliency_shares(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
+                    env_pos: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+    """Per-context shares of one batch: head metrics (B, L, H), layer metrics (B, L)."""
+    device = next(model.parameters()).device
+    idx, pred, env_mask = (t.to(device) for t in _batch(contexts, env_pos))
+    S = head_saliency(model, idx, pred, torch.tensor(targets, device=device))  # (L, B, H, T, T)
+    T = idx.shape[1]
+    at_pred = torch.nn.functional.one_hot(pred, T).bool()                      # (B, T)
+    into_pred = at_pred[:, :, None] & torch.ones(T, T, dtype=torch.bool, device=device)   # (B, T, T) rows = p
+    env_to_pred = at_pred[:, :, None] & env_mask[:, None, :]                   # (B, T, T)
+    earlier = torch.ones(T, T, dtype=torch.bool, device=device).tril(-1)       # j < i
+    into_env = env_mask[:, :, None] & earlier                                  # (B, T, T)
+
+    def edge_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:         # (L, B, [H,] T, T) -> (B, L[, H])
+        m = mask[None, :, None] if x.dim() == 5 else mask[None]
+        return (x * m).sum((-1, -2)).transpose(0, 1)
+
+    head_abs, layer_flow = S.abs(), S.sum(dim=2).abs()                         # (L,B,H,T,T), (L,B,T,T)
+    head_total, layer_total = head_abs.sum((-1, -2)).transpose(0, 1), layer_flow.sum((-1, -2)).transpose(0, 1)
+    return {
+        "aggregate_share": _shares(edge_sum(head_abs, env_to_pred), head_total),
+        "gather_share": _shares(edge_sum(head_abs, into_env), head_total),
+        "env_to_pred": _shares(edge_sum(layer_flow, env_to_pred), layer_total),
+        "other_to_pred": _shares(edge_sum(layer_flow, into_pred & ~env_to_pred), layer_total),
+    }
+
+
+def saliency_rows(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
+                  env_pos: Sequence[Sequence[int]], batch_size: int = 64) -> pd.DataFrame:
+    """Tidy rows (layer, head, metric, value), shares averaged over contexts; head = -1 for layer flow."""
+    sums: dict[str, torch.Tensor] = {}
+    for s in range(0, len(contexts), batch_size):
+        part = saliency_shares(model, contexts[s: s + batch_size], targets[s: s + batch_size],
+                               env_pos[s: s + batch_size])
+        for k, v in part.items():
+            sums[k] = sums.get(k, 0) + v.sum(0).cpu()
+    rows = []
+    for metric in HEAD_METRICS:
+        mean = (sums[metric] / len(contexts)).numpy()                          # (L, H)
+        rows += [(layer, head, metric, float(mean[layer, head]))
+                 for layer in range(mean.shape[0]) for head in range(mean.shape[1])]
+    for metric in LAYER_METRICS:
+        mean = (sums[metric] / len(contexts)).numpy()                          # (L,)
+        rows += [(layer, -1, metric, float(mean[layer])) for layer in range(len(mean))]
+    return pd.DataFrame(rows, columns=["layer", "head", "metric", "value"])
+
+
+def find_heads(saliency: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """Aggregate and gather heads: rows (..., layer, head, kind, share) whose share >= threshold."""
+    found = []
+    for kind, metric in KINDS.items():
+        hits = saliency[(saliency["metric"] == metric) & (saliency["value"] >= threshold)]
+        found.append(hits.drop(columns="metric").rename(columns={"value": "share"}).assign(kind=kind))
+    out = pd.concat(found, ignore_index=True)
+    keys = [c for c in out.columns if c not in ("layer", "head", "kind", "share")]
+    return out[[*keys, "layer", "head", "kind", "share"]].sort_values([*keys, "kind", "layer", "head"],
+                                                                     ignore_index=True)
+
+
+def head_summary(heads: pd.DataFrame, keys: Sequence[str] = ("model", "seed", "step")) -> pd.DataFrame:
+    """Count and mean layer of each kind of head per run and checkpoint (the paper's Table 2)."""
+    g = heads.groupby([*keys, "kind"])["layer"]
+    return pd.concat({"count": g.size(), "mean_layer": g.mean()}, axis=1).reset_index()
+

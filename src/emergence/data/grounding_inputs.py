@@ -1,0 +1,105 @@
+"""What the grounding stages read from the pipeline: runs, vocabulary, held-out contexts, windows.
+
+One place for the params keys and artifact schemas, so the stages stay thin and
+agree on what a run, a checkpoint list or a training window is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from emergence.config import from_dict, path_of, section
+from emergence.data.grounding import GroundingRuns, model_entry, read_vocab, run_name, training_windows
+from emergence.io import PipelineError, read_parquet
+from emergence.train import list_checkpoints
+
+DEFAULT_SEQ_LEN = 64
+
+
+def runs_of(params: dict) -> GroundingRuns:
+    return from_dict(GroundingRuns, section(params, "grounding_runs"), "grounding_runs")
+
+
+def checked_run(params: dict, model: str, seed: int) -> str:
+    """The run name of a stage instance, after checking it is configured."""
+    runs_of(params).check(model, seed, "grounding_runs")
+    return run_name(model, seed)
+
+
+def run_checkpoints(params: dict, run: str) -> list[tuple[int, Path]]:
+    run_dir = path_of(params, "grounding_runs") / run
+    ckpts = list_checkpoints(run_dir)
+    if not ckpts:
+        raise PipelineError(f"{run_dir}: no checkpoints (run grounding_train first)")
+    return ckpts
+
+
+def vocab_index(params: dict) -> tuple[list[str], dict[str, int]]:
+    """(target nouns, token -> id)."""
+    targets, vocab = read_vocab(path_of(params, "grounding_vocab"))
+    return targets, {t: i for i, t in enumerate(vocab)}
+
+
+def eval_set(params: dict) -> pd.DataFrame:
+    return read_parquet(path_of(params, "grounding_eval"), {"turn": "i", "word": "O", "context": "O", "others": "O"})
+
+
+def turns(params: dict) -> pd.DataFrame:
+    return read_parquet(path_of(params, "childes_turns"), {"file": "O", "tokens": "O"})
+
+
+def seq_len(params: dict) -> int:
+    return int(section(params, "grounding_train").get("seq_len", DEFAULT_SEQ_LEN))
+
+
+def train_windows(params: dict, index: dict[str, int]) -> np.ndarray:
+    """(N, seq_len + 1) token windows of the transcripts with the held-out turns removed."""
+    held_out = set(eval_set(params)["turn"].tolist())
+    return training_windows(turns(params), held_out, index, seq_len(params))
+
+
+@dataclass
+class SaliencyParams:
+    models: list[str]          # runs analysed through attention (saliency, heads, ablation)
+    batch_size: int = 64
+
+    def validate(self, where: str) -> None:
+        if self.batch_size < 1:
+            raise PipelineError(f"{where}.batch_size: must be >= 1, got {self.batch_size}")
+
+
+def attention_models(params: dict) -> SaliencyParams:
+    """grounding_saliency's models, each a configured run model with attention heads."""
+    p = from_dict(SaliencyParams, section(params, "grounding_saliency"), "grounding_saliency")
+    runs = runs_of(params)
+    for name in p.models:
+        if name not in runs.models:
+            raise PipelineError(f"grounding_saliency.models: {name!r} is not in grounding_runs.models {runs.models}")
+        arch, _ = model_entry(section(params, "grounding_models"), name)
+        if arch != "transformer":
+            raise PipelineError(f"grounding_saliency.models: {name!r} is a {arch}, which has no attention heads")
+    return p
+
+
+def checked_attention_run(params: dict, model: str, seed: int) -> str:
+    if model not in attention_models(params).models:
+        raise PipelineError(f"grounding_saliency.models: run {model} seed {seed} is not analysed through attention")
+    return checked_run(params, model, seed)
+
+
+def run_file(params: dict, path_key: str, run: str) -> Path:
+    """A per-run Parquet artifact, e.g. data/grounding/saliency/transformer_seed0.parquet."""
+    return path_of(params, path_key) / f"{run}.parquet"
+
+
+def spread_checkpoints(ckpts: list[tuple[int, Path]], n: int) -> list[tuple[int, Path]]:
+    """About n checkpoints spaced evenly in log(step), the last always among them."""
+    if n >= len(ckpts):
+        return ckpts
+    steps = np.array([max(s, 1) for s, _ in ckpts], dtype=float)
+    wanted = np.geomspace(steps[0], steps[-1], n)
+    picked = {int(np.abs(np.log(steps) - np.log(w)).argmin()) for w in wanted} | {len(ckpts) - 1}
+    return [ckpts[i] for i in sorted(picked)]

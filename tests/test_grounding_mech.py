@@ -1,0 +1,165 @@
+"""Study G's mechanistic analyses on tiny models: saliency shares, heads, ablation, co-occurrence."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from emergence.analysis.binding_ablation import ablation_hook
+from emergence.analysis.grounding_ablation import ablation_rows, control_heads
+from emergence.analysis.grounding_cooc import cooccurrence_stats, r2_table, r_squared
+from emergence.analysis.grounding_gain import target_surprisal
+from emergence.analysis.grounding_saliency import find_heads, head_summary, saliency_rows, saliency_shares
+from emergence.analysis.saliency import head_saliency
+from emergence.data.grounding import GroundingRuns, model_entry
+from emergence.data.grounding_inputs import spread_checkpoints
+from emergence.io import PipelineError
+from emergence.models import build_model
+
+from tiny_models import no_hooks
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+L, H, V = 2, 3, 9
+CONTEXTS = [[1, 2, 3, 4, 5], [2, 6, 1], [7, 2, 3, 8, 1, 4, 6]]
+TARGETS = [5, 3, 2]
+ENV_POS = [[1, 3], [1], [0]]
+
+
+def tiny() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return build_model("transformer", dict(n_layers=L, d_model=24, n_heads=H, d_head=8, d_mlp=32, n_ctx=8,
+                                           d_vocab=V)).eval()
+
+
+def shares_by_loops(model, context, target, env_pos) -> dict[str, np.ndarray]:
+    """The definitions, edge by edge, for one unpadded context."""
+    idx = torch.tensor([context])
+    S = head_saliency(model, idx, torch.tensor([len(context) - 1]), torch.tensor([target]))[:, 0].abs().numpy()
+    flow = np.abs(head_saliency(model, idx, torch.tensor([len(context) - 1]),
+                                torch.tensor([target]))[:, 0].sum(1).numpy())            # (L, T, T)
+    p, T = len(context) - 1, len(context)
+    agg, gather = np.zeros((L, H)), np.zeros((L, H))
+    for layer in range(L):
+        for h in range(H):
+            total = S[layer, h].sum()
+            agg[layer, h] = sum(S[layer, h, p, j] for j in env_pos) / total
+            gather[layer, h] = sum(S[layer, h, i, j] for i in env_pos for j in range(i)) / total
+    env_to_pred = np.array([sum(flow[l_, p, j] for j in env_pos) / flow[l_].sum() for l_ in range(L)])
+    other = np.array([sum(flow[l_, p, j] for j in range(T) if j not in env_pos) / flow[l_].sum() for l_ in range(L)])
+    return {"aggregate_share": agg, "gather_share": gather, "env_to_pred": env_to_pred, "other_to_pred": other}
+
+
+def test_saliency_shares_match_the_edge_by_edge_definitions_in_a_padded_batch():
+    model = tiny()
+    batch = saliency_shares(model, CONTEXTS, TARGETS, ENV_POS)
+    for b, (c, t, e) in enumerate(zip(CONTEXTS, TARGETS, ENV_POS)):
+        expected = shares_by_loops(model, c, t, e)
+        for metric, value in expected.items():
+            np.testing.assert_allclose(batch[metric][b].numpy(), value, rtol=1e-4, atol=1e-6, err_msg=metric)
+    assert no_hooks(model)
+
+
+def test_saliency_rows_average_contexts_and_mark_layer_rows():
+    model = tiny()
+    rows = saliency_rows(model, CONTEXTS, TARGETS, ENV_POS, batch_size=2)
+    assert len(rows) == 2 * L * H + 2 * L
+    assert set(rows.loc[rows["head"] == -1, "metric"]) == {"env_to_pred", "other_to_pred"}
+    one = saliency_shares(model, CONTEXTS, TARGETS, ENV_POS)["aggregate_share"].mean(0)
+    got = rows[rows["metric"] == "aggregate_share"].sort_values(["layer", "head"])["value"].to_numpy()
+    np.testing.assert_allclose(got, one.flatten().numpy(), rtol=1e-5)
+    assert rows["value"].between(0, 1).all()
+
+
+def test_heads_pass_the_threshold_by_kind():
+    sal = pd.DataFrame({"model": "t", "seed": 0, "step": 10, "layer": [0, 0, 1, 1, 1], "head": [0, 1, 0, 1, -1],
+                        "metric": ["aggregate_share", "aggregate_share", "aggregate_share", "gather_share",
+                                   "env_to_pred"], "value": [0.29, 0.30, 0.8, 0.5, 0.9]})
+    heads = find_heads(sal, 0.3)
+    assert heads[["layer", "head", "kind"]].values.tolist() == [[0, 1, "aggregate"], [1, 0, "aggregate"],
+                                                                 [1, 1, "gather"]]
+    summary = head_summary(heads).set_index("kind")
+    assert summary.loc["aggregate", "count"] == 2 and summary.loc["aggregate", "mean_layer"] == 0.5
+
+
+def test_control_heads_match_layer_counts_and_avoid_the_chosen():
+    rng = np.random.default_rng(0)
+    chosen = [(0, 1), (2, 0), (2, 2)]
+    for _ in range(20):
+        drawn = control_heads(chosen, 4, rng)
+        assert sorted(layer for layer, _ in drawn) == [0, 2, 2]
+        assert not set(drawn) & set(chosen)
+    assert control_heads([(1, 0), (1, 1)], 3, rng) == [(1, 2)]  # only one other head in the layer
+
+
+def test_ablation_zeroes_exactly_the_chosen_heads():
+    model = tiny()
+    heads = [(0, 1), (1, 2)]
+    rows = ablation_rows(model, CONTEXTS, TARGETS, heads, n_draws=3, seed=0)
+    np.testing.assert_allclose(rows["original"], target_surprisal(model, CONTEXTS, TARGETS), rtol=1e-6)
+    with model.hooks([ablation_hook(0, [1], "zero", None), ablation_hook(1, [2], "zero", None)]):
+        by_hand = target_surprisal(model, CONTEXTS, TARGETS)
+    np.testing.assert_allclose(rows["intervention"], by_hand, rtol=1e-6)
+    assert not np.allclose(rows["intervention"], rows["original"])
+    assert (rows["n_heads"] == 2).all() and (rows["n_control_heads"] == 2).all()
+    assert no_hooks(model)
+    none = ablation_rows(model, CONTEXTS, TARGETS, [], n_draws=3, seed=0)
+    assert none["intervention"].isna().all() and none["control"].isna().all()
+
+
+TURNS = pd.DataFrame({"tokens": [
+    ["<MOT>", "ball<ENV>", "ball<LAN>"],
+    ["<MOT>", "ball<ENV>", "the<LAN>"],
+    ["<MOT>", "cup<LAN>", "ball<LAN>"],
+    ["<MOT>", "cup<ENV>", "cup<LAN>", "cup<LAN>"],
+    ["<MOT>", "ball<ENV>", "ball<LAN>"],      # held out
+]})
+
+
+def test_cooccurrence_counts_training_turns_only():
+    stats = cooccurrence_stats(TURNS, {4}, ["ball", "cup"]).set_index("word")
+    assert stats.loc["ball", ["n_env", "n_lan", "turns_env", "turns_lan", "turns_both"]].tolist() == [2, 2, 2, 2, 1]
+    assert stats.loc["cup", ["n_env", "n_lan", "turns_both"]].tolist() == [1, 3, 1]
+    assert stats.loc["ball", "pmi"] == pytest.approx(np.log(1.5 * 4 / (2.5 * 2.5)))
+
+
+def test_r_squared_is_one_on_a_line_and_low_on_noise():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(30, 1))
+    assert r_squared(2 * x[:, 0] + 1, x)[0] == pytest.approx(1.0)
+    r2, adj = r_squared(rng.normal(size=30), x)
+    assert r2 < 0.2 and adj < r2
+
+
+def test_r2_table_one_row_per_checkpoint():
+    stats = pd.DataFrame({"word": list("abcdef"), "log_cooc": np.arange(6.0), "pmi": [0, 1, 0, 1, 0, 1.0]})
+    gains = pd.DataFrame({"model": "t", "seed": 0, "step": np.repeat([1, 2], 6), "word": list("abcdef") * 2,
+                          "gain": np.r_[np.arange(6.0) * 3, np.array([5, -1, 2, 7, 0, 3.0])]})
+    table = r2_table(gains, stats, ["log_cooc"])
+    assert table["step"].tolist() == [1, 2] and table.loc[0, "r2"] == pytest.approx(1.0)
+    assert table.loc[1, "r2"] < 1 and (table["n_words"] == 6).all()
+    with pytest.raises(ValueError, match="features"):
+        r2_table(gains, stats, ["nope"])
+
+
+def test_spread_checkpoints_are_log_spaced_and_keep_the_last():
+    ckpts = [(s, Path(f"step{s}")) for s in (0, 1, 2, 4, 8, 16, 32, 64, 128, 150, 300, 450)]
+    picked = [s for s, _ in spread_checkpoints(ckpts, 4)]
+    assert picked[-1] == 450 and len(picked) == 4 and picked[0] == 0
+    assert spread_checkpoints(ckpts, 50) == ckpts
+
+
+def test_model_entries_name_the_bad_key():
+    models = {"t4": {"arch": "transformer", "n_layers": 4}, "bad": {"n_layers": 2}}
+    assert model_entry(models, "t4") == ("transformer", {"n_layers": 4})
+    with pytest.raises(PipelineError, match=r"grounding_models\.bad\.arch"):
+        model_entry(models, "bad")
+    with pytest.raises(PipelineError, match="no such model"):
+        model_entry(models, "t12")
+    with pytest.raises(PipelineError, match="lower-case letters and digits"):
+        model_entry({"t_4": {"arch": "lstm"}}, "t_4")
+    with pytest.raises(PipelineError, match="not in models x seeds"):
+        GroundingRuns(models=["t4"], seeds=[0]).check("t4", 1, "grounding_runs")

@@ -1,0 +1,113 @@
+"""Tuned lens: the logit lens at init, the model's own surprisal on top, padding-proof, a frozen model stays frozen."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from emergence.analysis.grounding_gain import target_surprisal
+from emergence.analysis.tuned_lens import (LensParams, TunedLens, layer_kl, layer_surprisal, resid_names,
+                                           train_lens)
+from emergence.io import PipelineError
+from emergence.models import build_model
+from tiny_models import no_hooks
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+V, N_LAYERS = 11, 2
+TINY = {
+    "transformer": dict(n_layers=N_LAYERS, d_model=32, n_heads=4, d_head=8, d_mlp=64, n_ctx=16, d_vocab=V),
+    "mamba2": dict(n_layers=N_LAYERS, d_model=32, head_dim=16, d_state=8, d_vocab=V, n_ctx=16, chunk_size=4),
+    "lstm": dict(n_layers=N_LAYERS, d_model=32, d_vocab=V, n_ctx=16),
+}
+ARCHS = sorted(TINY)
+FAST = LensParams(steps=30, batch_size=8, lr=1e-2, seed=0)
+
+
+def tiny(arch: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return build_model(arch, TINY[arch]).eval()
+
+
+def windows(n: int = 48, T: int = 12, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, V, (n, T))
+
+
+def contexts_and_targets(n: int = 9, seed: int = 1) -> tuple[list[list[int]], list[int]]:
+    """Contexts of lengths 1..9 (mamba2's chunk of 4 is crossed and padded) and random targets."""
+    rng = np.random.default_rng(seed)
+    contexts = [rng.integers(0, V, 1 + i % 9).tolist() for i in range(n)]
+    return contexts, rng.integers(0, V, n).tolist()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fresh_lens_is_the_logit_lens(arch):
+    model, (contexts, targets) = tiny(arch), contexts_and_targets()
+    lens = TunedLens(N_LAYERS, 32)
+    fresh, logit = layer_surprisal(model, lens, contexts, targets), layer_surprisal(model, None, contexts, targets)
+    assert np.array_equal(fresh, logit)
+    assert np.array_equal(layer_kl(model, lens, windows()), layer_kl(model, None, windows()))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_top_row_is_the_models_surprisal_and_padding_changes_nothing(arch):
+    model, (contexts, targets) = tiny(arch), contexts_and_targets()
+    lens, _ = train_lens(model, windows(), LensParams(steps=3, batch_size=4, lr=1e-2))  # non-identity translators
+    s = layer_surprisal(model, lens, contexts, targets, batch_size=256)
+    assert s.shape == (N_LAYERS + 1, len(contexts))
+    np.testing.assert_allclose(s[-1], target_surprisal(model, contexts, targets), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(layer_surprisal(model, lens, contexts, targets, batch_size=1), s, rtol=0, atol=1e-5)
+    assert not np.allclose(s[0], layer_surprisal(model, None, contexts, targets)[0])  # the lens is applied
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_surprisal_and_kl_read_the_right_layer(arch):
+    """Each row against a hand computation from the cached resid_pre of its own layer."""
+    model, (contexts, targets) = tiny(arch), contexts_and_targets(n=1)
+    lens, _ = train_lens(model, windows(), LensParams(steps=3, batch_size=4, lr=1e-2))
+    logits, cache = model.run_with_cache(torch.tensor(contexts), resid_names(model))
+    want = [-model.readout(lens(cache[f"blocks.{l}.hook_resid_pre"][0, -1], l)).log_softmax(-1)[targets[0]]
+            for l in range(N_LAYERS)]
+    np.testing.assert_allclose(layer_surprisal(model, lens, contexts, targets)[:-1, 0],
+                               torch.stack(want).detach().numpy(), rtol=0, atol=1e-5)
+
+    w = windows(n=3)
+    logits, cache = model.run_with_cache(torch.tensor(w), resid_names(model))
+    want = [F.kl_div(model.readout(lens(cache[f"blocks.{l}.hook_resid_pre"], l)).log_softmax(-1),
+                     logits.log_softmax(-1), log_target=True, reduction="batchmean").item() / w.shape[1]
+            for l in range(N_LAYERS)]
+    np.testing.assert_allclose(layer_kl(model, lens, w, batch_size=2), want, rtol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_training_beats_the_logit_lens_and_leaves_the_model_alone(arch):
+    model = tiny(arch).train()
+    model.embed.weight.requires_grad_(False)  # a mixed set of flags to restore
+    flags = [p.requires_grad for p in model.parameters()]
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    lens, history = train_lens(model, windows(), FAST)
+
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert [p.requires_grad for p in model.parameters()] == flags and not model.training
+    assert all(p.grad is None for p in model.parameters()) and no_hooks(model)
+    assert list(history.columns) == ["step", "layer", "kl"] and len(history) == FAST.steps * N_LAYERS
+    assert history["kl"].dtype == float and sorted(history["layer"].unique()) == list(range(N_LAYERS))
+    held_out = windows(n=16, seed=5)
+    assert (layer_kl(model, lens, held_out) < layer_kl(model, None, held_out)).all()
+
+
+@pytest.mark.parametrize("arch", ["lstm"])
+def test_same_seed_same_lens(arch):
+    model = tiny(arch)
+    a, _ = train_lens(model, windows(), FAST)
+    torch.manual_seed(123)  # the global RNG must not matter
+    b, _ = train_lens(model, windows(), FAST)
+    c, _ = train_lens(model, windows(), LensParams(steps=FAST.steps, batch_size=8, lr=1e-2, seed=1))
+    assert all(torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
+    assert not all(torch.equal(v, c.state_dict()[k]) for k, v in a.state_dict().items())
+
+
+@pytest.mark.parametrize("key,value", [("steps", 0), ("batch_size", 0), ("lr", 0.0), ("lr", -1e-3)])
+def test_params_validate_names_the_key(key, value):
+    LensParams().validate("tuned_lens")
+    with pytest.raises(PipelineError, match=rf"tuned_lens\.{key}"):
+        LensParams(**{key: value}).validate("tuned_lens")

@@ -1,0 +1,61 @@
+"""Images/s of the DINOv2 feature stage (emergence.data.dino_features.encode_images):
+batched against one image at a time, same encoder, same images, same run, each
+into an empty cache so every image is read, encoded and written.
+
+    python bench/dino_cache.py [--images 32] [--batch 16] [--image-size 112] [--threads 2]
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from emergence.data.dino_features import EncoderParams, encode_images, load_encoder
+
+
+def rate(paths: list[Path], params: EncoderParams, encoder, cache_dir: Path) -> float:
+    start = time.perf_counter()
+    _, info = encode_images(paths, params, encoder, cache_dir)
+    assert info["n_encoded"] == len(paths)  # an empty cache: nothing was read back
+    return len(paths) / (time.perf_counter() - start)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--image-size", type=int, default=112)
+    parser.add_argument("--pool-grid", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    params = EncoderParams(allow_random_init=True, image_size=args.image_size, pool_grid=args.pool_grid)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the random-init warning: this bench measures speed only
+        encoder = load_encoder(params, "cpu")
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        paths = []
+        for i in range(args.images):
+            paths.append(tmp / f"img{i}.png")
+            Image.fromarray(rng.integers(0, 256, (120, 160, 3), dtype=np.uint8)).save(paths[-1])
+        batched = EncoderParams(**{**vars(params), "batch_size": args.batch})
+        single = EncoderParams(**{**vars(params), "batch_size": 1})
+        encode_images(paths[:2], batched, encoder, tmp / "warmup")
+        ours, loop = rate(paths, batched, encoder, tmp / "batched"), rate(paths, single, encoder, tmp / "single")
+    print(f"{encoder.encoder_id}, {args.images} images {args.image_size}px, pool_grid {args.pool_grid}, "
+          f"threads {args.threads}")
+    print(f"batch {args.batch:3d}:        {ours:8.1f} images/s")
+    print(f"one at a time:    {loop:8.1f} images/s")
+    print(f"speed-up: {ours / loop:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

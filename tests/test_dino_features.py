@@ -1,0 +1,206 @@
+"""DINOv2 image features: offline loading, random-init opt-in, content-keyed cache, pooling, bad images."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from emergence.data import dino_features as dino
+from emergence.data.dino_features import EncoderParams, encode_batch, encode_images, image_key, load_encoder, load_image
+from emergence.io import PipelineError
+
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore:.*random-init DINOv2")]
+
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=2, patch_size=8, image_size=32)
+SIZE = 32  # 4x4 patch grid with patch 8
+
+
+def save_tiny(d: Path, seed: int) -> Path:
+    from transformers import Dinov2Config, Dinov2Model
+
+    torch.manual_seed(seed)
+    Dinov2Model(Dinov2Config(**TINY)).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    return save_tiny(tmp_path_factory.mktemp("tiny_dinov2"), seed=0)
+
+
+@pytest.fixture
+def empty_hf_cache(tmp_path, monkeypatch) -> Path:
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hf_cache"
+    cache.mkdir()
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
+def write_png(path: Path, seed: int, size=(20, 24)) -> Path:
+    pixels = np.random.default_rng(seed).integers(0, 256, (*size, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path)
+    return path
+
+
+def images(d: Path, n: int, start: int = 0) -> list[Path]:
+    d.mkdir(exist_ok=True)
+    return [write_png(d / f"img{i}.png", seed=i) for i in range(start, start + n)]
+
+
+def params(tiny_dir: Path, **kw) -> EncoderParams:
+    return EncoderParams(**{"local_dir": str(tiny_dir), "image_size": SIZE, "pool_grid": 2, "batch_size": 2, **kw})
+
+
+def test_loads_from_a_local_directory_and_the_id_follows_the_bytes(tiny_dir, tmp_path):
+    enc = load_encoder(params(tiny_dir), "cpu")
+    assert enc.pretrained and enc.encoder_id.startswith("facebook/dinov2-small@")
+    assert not enc.model.training
+    moved = load_encoder(params(shutil.copytree(tiny_dir, tmp_path / "elsewhere")), "cpu")
+    assert moved.encoder_id == enc.encoder_id  # same bytes elsewhere: same id, same cache
+    other = load_encoder(params(save_tiny(tmp_path / "other", seed=1)), "cpu")
+    assert other.encoder_id != enc.encoder_id
+    x = torch.randn(2, 3, SIZE, SIZE)
+    assert not torch.equal(encode_batch(enc, x, 0), encode_batch(other, x, 0))  # the weights were really loaded
+
+
+def test_finds_weights_in_the_hf_cache(tiny_dir, empty_hf_cache):
+    commit = "0" * 40
+    repo = empty_hf_cache / "models--facebook--dinov2-small"
+    shutil.copytree(tiny_dir, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    enc = load_encoder(EncoderParams(), "cpu")
+    assert enc.pretrained and enc.encoder_id == load_encoder(params(tiny_dir), "cpu").encoder_id
+    assert enc.model.config.hidden_size == 32
+
+
+def test_no_weights_is_a_plain_error_unless_random_init_is_allowed(empty_hf_cache, tmp_path):
+    with pytest.raises(PipelineError, match=r"grounding_images: no local DINOv2 weights for facebook/dinov2-small "
+                                            r"\(looked in the HF cache .*hf_cache\); set grounding_images.local_dir "
+                                            r"or grounding_images.allow_random_init: true"):
+        load_encoder(EncoderParams(), "cpu", where="grounding_images")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "config.json").write_text('{"model_type": "dinov2"}')  # a config without weights is not weights
+    with pytest.raises(PipelineError, match=f"looked in {empty}"):
+        load_encoder(EncoderParams(local_dir=str(empty)), "cpu")
+    with pytest.raises(PipelineError, match=r"dino_features.name: .*no random-init shape for 'facebook/dinov2-huge'"):
+        load_encoder(EncoderParams(name="facebook/dinov2-huge", allow_random_init=True), "cpu")
+
+
+def test_a_non_dinov2_directory_is_rejected(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "vit"}')
+    (tmp_path / "model.safetensors").write_bytes(b"x")
+    with pytest.raises(PipelineError, match=r"config.json: model_type is 'vit', not 'dinov2'"):
+        load_encoder(EncoderParams(local_dir=str(tmp_path)), "cpu")
+
+
+def test_random_init_is_deterministic_and_leaves_the_caller_rng_alone(empty_hf_cache, tmp_path):
+    p = EncoderParams(allow_random_init=True, image_size=28, pool_grid=0)
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    with pytest.warns(UserWarning, match="random-init DINOv2"):
+        a = load_encoder(p, "cpu")
+    assert torch.equal(torch.rand(3), expected)
+    b = load_encoder(p, "cpu")
+    assert not a.pretrained and a.encoder_id.startswith("random-init:facebook/dinov2-small:seed0@")
+    assert a.encoder_id == b.encoder_id
+    assert a.model.config.hidden_size == 384 and a.model.config.num_hidden_layers == 12
+    paths = images(tmp_path / "imgs", 2)
+    fa, _ = encode_images(paths, p, a, tmp_path / "cache_a")
+    fb, _ = encode_images(paths, p, b, tmp_path / "cache_b")
+    assert fa.shape == (2, 4, 384) and torch.equal(fa, fb)
+
+
+def test_random_init_seed_changes_the_encoder(empty_hf_cache, monkeypatch):
+    monkeypatch.setitem(dino.RANDOM_INIT_SHAPES, "facebook/dinov2-small", TINY)
+    ids = [load_encoder(EncoderParams(allow_random_init=True, seed=s), "cpu").encoder_id for s in (0, 0, 1)]
+    assert ids[0] == ids[1] != ids[2] and ids[2].startswith("random-init:facebook/dinov2-small:seed1@")
+
+
+def test_cache_encodes_only_new_images(tiny_dir, tmp_path):
+    enc, p, cache = load_encoder(params(tiny_dir), "cpu"), params(tiny_dir), tmp_path / "cache"
+    paths = images(tmp_path / "imgs", 3)
+    first, info = encode_images(paths, p, enc, cache)
+    assert (info["n_encoded"], info["n_cached"], info["skipped"], info["kept"]) == (3, 0, [], [0, 1, 2])
+    assert info["encoder_id"] == enc.encoder_id and info["pretrained"] is True
+    again, info = encode_images(paths, p, enc, cache)
+    assert (info["n_encoded"], info["n_cached"]) == (0, 3) and torch.equal(again, first)
+    paths += images(tmp_path / "imgs", 1, start=3)
+    more, info = encode_images(paths, p, enc, cache)
+    assert (info["n_encoded"], info["n_cached"]) == (1, 3)  # adding one image encodes exactly one
+    assert torch.equal(more[:3], first)
+    alone = torch.cat([encode_batch(enc, load_image(q, SIZE)[None], 2) for q in paths])
+    assert torch.allclose(more, alone, atol=1e-5)  # batched and cached rows match one-at-a-time encoding
+    key_dirs = list(cache.iterdir())
+    assert len(key_dirs) == 1 and len(list(key_dirs[0].glob("*.safetensors"))) == 4
+    assert {f.stem for f in key_dirs[0].glob("*.safetensors")} == {image_key(q) for q in paths}
+
+
+def test_cache_is_keyed_by_content_pooling_and_encoder(tiny_dir, tmp_path):
+    enc, p, cache = load_encoder(params(tiny_dir), "cpu"), params(tiny_dir), tmp_path / "cache"
+    paths = images(tmp_path / "imgs", 2)
+    feats, _ = encode_images(paths, p, enc, cache)
+    renamed = [shutil.copy(paths[1], tmp_path / "renamed.png"), paths[0], paths[1]]
+    out, info = encode_images(renamed, p, enc, cache)
+    assert (info["n_encoded"], info["n_cached"]) == (0, 2) and torch.equal(out, feats[[1, 0, 1]])
+    _, info = encode_images(paths, params(tiny_dir, pool_grid=1), enc, cache)
+    assert info["n_encoded"] == 2
+    other = load_encoder(params(save_tiny(tmp_path / "other", seed=1)), "cpu")
+    _, info = encode_images(paths, p, other, cache)
+    assert info["n_encoded"] == 2
+    assert len(list(cache.iterdir())) == 3
+
+
+def test_pooling_shapes_and_values(tiny_dir):
+    enc = load_encoder(params(tiny_dir), "cpu")
+    x = torch.randn(3, 3, SIZE, SIZE)
+    full = encode_batch(enc, x, 0)
+    assert full.shape == (3, 16, 32) and full.dtype == torch.float32 and not full.requires_grad
+    pooled = encode_batch(enc, x, 2)
+    assert pooled.shape == (3, 4, 32)
+    assert torch.allclose(pooled[:, 0], full[:, [0, 1, 4, 5]].mean(1), atol=1e-6)  # top-left 2x2 of the row-major grid
+    assert torch.allclose(pooled[:, 3], full[:, [10, 11, 14, 15]].mean(1), atol=1e-6)
+    assert torch.allclose(encode_batch(enc, x, 1)[:, 0], full.mean(1), atol=1e-6)
+    with pytest.raises(PipelineError, match=r"dino_features.pool_grid: 5 exceeds the 4x4 patch grid"):
+        encode_batch(enc, x, 5)
+
+
+def test_load_image_and_key(tmp_path):
+    path = tmp_path / "grey.png"
+    Image.fromarray(np.full((10, 30, 3), (124, 116, 104), dtype=np.uint8)).save(path)
+    x = load_image(path, 14)
+    assert x.shape == (3, 14, 14) and x.abs().max() < 0.01  # the ImageNet mean colour normalises to ~0
+    assert image_key(path) == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_bad_images_name_the_file_unless_skipped(tiny_dir, tmp_path):
+    enc = load_encoder(params(tiny_dir), "cpu")
+    good = images(tmp_path / "imgs", 2)
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"not a png at all")
+    missing = tmp_path / "missing.png"
+    with pytest.raises(PipelineError, match=r"bad.png: not a readable image"):
+        encode_images([good[0], bad], params(tiny_dir), enc, tmp_path / "cache")
+    with pytest.raises(PipelineError, match=r"missing.png"):
+        encode_images([good[0], missing], params(tiny_dir), enc, tmp_path / "cache")
+    feats, info = encode_images([good[0], bad, good[1], missing], params(tiny_dir, skip_bad_images=True), enc,
+                                tmp_path / "cache")
+    assert feats.shape == (2, 4, 32) and info["kept"] == [0, 2]
+    assert info["skipped"] == [str(bad), str(missing)]
+    with pytest.raises(PipelineError, match=r"none of the 1 images could be read"):
+        encode_images([bad], params(tiny_dir, skip_bad_images=True), enc, tmp_path / "cache")
+
+
+@pytest.mark.parametrize("key,value", [("pool_grid", -1), ("batch_size", 0), ("image_size", 0), ("seed", -1)])
+def test_validate_names_the_key(key, value):
+    with pytest.raises(PipelineError, match=rf"grounding_images.{key}: must be >= "):
+        EncoderParams(**{key: value}).validate("grounding_images")

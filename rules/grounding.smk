@@ -245,6 +245,8 @@ rule grounding_report:
     params:
         grounding_runs=config["grounding_runs"],
         saliency_models=config["grounding_saliency"]["models"],
+        grounding_cooc=config["grounding_cooc"],
+        grounding_heads=config["grounding_heads"],
     log:
         "logs/grounding_report.log",
     shell:

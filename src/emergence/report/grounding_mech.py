@@ -15,7 +15,7 @@ from emergence.analysis.grounding_saliency import head_summary
 from emergence.report import html as H
 from emergence.report.plots import new_figure, plot_style, step_axis
 
-# Wu et al., arXiv 2510.13796, Table 2: matched surprisal of v<LAN> (12-layer Transformer, CHILDES).
+# Wu et al., arXiv 2510.13796, Table 2: matched surprisal of v<LAN> (Transformer, CHILDES).
 PAPER_ABLATION = pd.DataFrame({"step": [5000, 10000, 20000], "intervention": [6.51, 5.86, 5.62],
                                "control": [6.39, 5.29, 4.76], "original": [6.38, 5.30, 4.77]})
 
@@ -111,7 +111,7 @@ def saliency_section(saliency: pd.DataFrame) -> str:
             for colour, layer in zip(_colours(len(layers)), layers):
                 d = c[c["layer"] == layer].sort_values("step")
                 ax.plot(d["step"], d["env_to_pred"], color=colour, label=f"layer {layer}")
-            ax.set_ylabel("share of layer saliency: v<ENV> → prediction")
+            ax.set_ylabel("v<ENV> → prediction share")
             ax.set_title(f"{model}: saliency flow by layer")
             ax.legend()
             step_axis(ax, c["step"])
@@ -176,7 +176,7 @@ def ablation_section(ablation: pd.DataFrame) -> str:
                "from the same layers (control, mean over draws) and with none (original). Means over the runs "
                "that have such heads at that checkpoint; p pools (seed, context) pairs."),
         H.table(final, caption="Last checkpoint", float_format="{:.4f}"),
-        H.table(PAPER_ABLATION, caption="Paper (Wu et al., Table 2), aggregate heads, 12-layer Transformer on "
+        H.table(PAPER_ABLATION, caption="Paper (Wu et al., Table 2), aggregate heads, Transformer on "
                 "CHILDES, for comparison", float_format="{:.2f}"),
         "<details><summary>Every checkpoint</summary>" + H.table(table, float_format="{:.4f}") + "</details>",
     ])

@@ -18,6 +18,7 @@ from emergence.data.grounding import GroundingRuns, model_entry
 from emergence.data.grounding_inputs import spread_checkpoints
 from emergence.io import PipelineError
 from emergence.models import build_model
+from emergence.report.grounding_mech import ablation_table, heads_table
 
 from tiny_models import no_hooks
 
@@ -163,3 +164,24 @@ def test_model_entries_name_the_bad_key():
         model_entry({"t_4": {"arch": "lstm"}}, "t_4")
     with pytest.raises(PipelineError, match="not in models x seeds"):
         GroundingRuns(models=["t4"], seeds=[0]).check("t4", 1, "grounding_runs")
+
+
+def test_report_tables_pool_seeds_and_count_missing_heads_as_zero():
+    rng = np.random.default_rng(0)
+    n = 12
+    with_heads = pd.DataFrame({"model": "t", "seed": np.repeat([0, 1], n), "step": 5, "kind": "aggregate",
+                               "context": np.tile(np.arange(n), 2), "original": 2.0,
+                               "intervention": 3.0 + rng.normal(0, 0.1, 2 * n),
+                               "control": 2.0 + rng.normal(0, 0.1, 2 * n), "n_heads": 2, "n_control_heads": 2})
+    none = with_heads.assign(kind="gather", intervention=np.nan, control=np.nan, n_heads=0, n_control_heads=0)
+    table = ablation_table(pd.concat([with_heads, none])).set_index("kind")
+    assert table.loc["aggregate", "p (intervention > control)"] < 0.01
+    assert table.loc["aggregate", "runs with heads"] == 2 and table.loc["aggregate", "original"] == 2.0
+    assert np.isnan(table.loc["gather", "intervention"]) and table.loc["gather", "original"] == 2.0
+    saliency = pd.DataFrame({"model": "t", "seed": [0, 1], "step": 5})
+    heads = pd.DataFrame({"model": "t", "seed": [0, 0], "step": 5, "layer": [1, 2], "head": [0, 1],
+                          "kind": "aggregate", "share": 0.5})
+    counts = heads_table(heads, saliency)
+    assert counts[("heads (mean over seeds)", "aggregate")].item() == 1.0   # 2 heads in seed 0, none in seed 1
+    assert counts[("heads (mean over seeds)", "gather")].item() == 0.0
+    assert counts[("mean layer", "aggregate")].item() == 1.5

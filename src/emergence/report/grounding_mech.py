@@ -146,6 +146,8 @@ def heads_section(heads: pd.DataFrame, saliency: pd.DataFrame, threshold: float)
                f"position; gather heads: >= {threshold:.0%} on edges into v<ENV> positions from earlier ones "
                "(the paper's Table 2 criterion)."),
         H.table(table, caption="Heads found per checkpoint", float_format="{:.2f}"),
+        *[H.para(f"No {kind} head reaches the threshold at any checkpoint.")
+          for kind in ("aggregate", "gather") if not (heads["kind"] == kind).any()],
     ])
 
 

@@ -6,9 +6,11 @@ include: "rules/common.smk"
 include: "rules/binding.smk"
 include: "rules/assoc.smk"
 include: "rules/grounding.smk"
+include: "rules/visual.smk"
 include: "rules/index.smk"
 
 
 rule all:
     input:
         config["paths"]["index_report"],
+        config["paths"]["visual_features"],  # until the visual-grounding report links it in

@@ -17,6 +17,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
@@ -29,6 +30,8 @@ POOLS = ("questions", "answers", "dialogs")
 # word characters are letters, digits, '_' (synthetic scenes keep teddy_bear one word) and
 # the apostrophe ("it's"); everything else separates words
 _SEPARATORS = re.compile(r"[^\w']+")
+IMAGE_ID_RE = re.compile(r"(\d{12})$")
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png"}
 
 
 # --- reading ---------------------------------------------------------------
@@ -190,3 +193,31 @@ def visdial_counts(path: str | os.PathLike, table: pd.DataFrame) -> dict:
     return {"dialogs": len(table), "questions": len(data["questions"]), "answers": len(data["answers"]),
             "rounds": int(table["n_rounds"].sum()), "env_tokens": int(table["env"].map(len).sum()),
             "lan_tokens": int(table["lan"].map(len).sum()), "split": raw.get("split")}
+
+
+def find_images(images_dir: str | os.PathLike, image_ids: Sequence[int]) -> list[Path | None]:
+    """The file of each image id in a COCO/VisDial image directory (searched recursively), None when absent.
+
+    Names end in the zero-padded 12-digit id (`COCO_val2014_000000123456.jpg`,
+    `VisualDialog_val2018_000000123456.jpg`, or the synthetic `000000000007.png`).
+    """
+    images_dir = Path(images_dir)
+    if not images_dir.is_dir():
+        raise PipelineError(f"{images_dir}: image directory not found")
+    by_id: dict[int, Path] = {}
+    for path in sorted(images_dir.rglob("*")):
+        match = IMAGE_ID_RE.search(path.stem)
+        if match and path.suffix.lower() in IMAGE_SUFFIXES:
+            by_id.setdefault(int(match.group(1)), path)
+    return [by_id.get(int(i)) for i in image_ids]
+
+
+def visdial_file(source: str | os.PathLike) -> Path:
+    """A VisDial JSON file, or the one *.json file directly inside a directory (the synthetic scenes')."""
+    source = Path(source)
+    if not source.is_dir():
+        return source
+    found = sorted(source.glob("*.json"))
+    if len(found) != 1:
+        raise PipelineError(f"{source}: expected one VisDial .json file in the directory, found {len(found)}")
+    return found[0]

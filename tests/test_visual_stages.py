@@ -1,0 +1,124 @@
+"""Visual-dialogue data stages at the tiny profile: scenes -> VisDial extraction -> cached DINOv2 features."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from safetensors.torch import load_file
+
+from conftest import ROOT
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+SCENES, FEATURES = "data/visual/scenes", "data/visual/features"
+
+
+def stage(root: Path, name: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", f"stages.{name}"], cwd=root, env=ENV, capture_output=True,
+                          text=True, timeout=300)
+
+
+def run_ok(root: Path, *names: str) -> str:
+    err = ""
+    for name in names:
+        proc = stage(root, name)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        err += proc.stderr
+    return err
+
+
+def set_param(root: Path, dotted: str, value) -> None:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    *parents, key = dotted.split(".")
+    node = params
+    for part in parents:
+        node = node[part]
+    node[key] = value
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("visual")
+    shutil.copy(ROOT / "params.yaml", root / "params.yaml")
+    subprocess.run([sys.executable, "-m", "emergence.profile", str(ROOT / "profiles" / "tiny.yaml")],
+                   cwd=root, env=ENV, check=True, capture_output=True)
+    set_param(root, "base.threads", 1)
+    run_ok(root, "visual_scenes", "visdial_extract")
+    return root
+
+
+def test_features_cover_every_dialog_image_and_say_the_encoder_is_random(workspace):
+    log = run_ok(workspace, "dino_features")
+    assert "6 images encoded, 0 read from the cache (encoder not pretrained)" in log
+    info = json.loads((workspace / FEATURES / "encoder.json").read_text())
+    assert info["pretrained"] is False and info["note"] == "encoder not pretrained"
+    assert info["encoder_id"].startswith("random-init:facebook/dinov2-small:seed0")
+    images = pd.read_parquet(workspace / FEATURES / "images.parquet")
+    dialogs = pd.read_parquet(workspace / "data/visual/dialogs.parquet")
+    assert sorted(images["image_id"]) == sorted(dialogs["image_id"].unique())
+    features = load_file(workspace / FEATURES / "features.safetensors")["features"]
+    assert tuple(features.shape) == (6, 4, 384)  # pool_grid 2 -> 4 tokens of dinov2-small width
+
+
+def test_adding_one_image_encodes_only_that_image(workspace, tmp_path):
+    root = tmp_path / "grow"
+    shutil.copytree(workspace, root)
+    first = run_ok(root, "dino_features")
+    assert "read from the cache" in first
+    before = (root / FEATURES / "features.safetensors").read_bytes()
+    set_param(root, "visual_scenes.n_images", 7)  # the first 6 scenes stay the same
+    log = run_ok(root, "visual_scenes", "visdial_extract", "dino_features")
+    assert "1 images encoded, 6 read from the cache" in log
+    features = load_file(root / FEATURES / "features.safetensors")["features"]
+    assert features.shape[0] == 7
+    assert (root / FEATURES / "features.safetensors").read_bytes() != before
+
+
+def break_and_run(workspace: Path, tmp_path: Path, edit) -> tuple[subprocess.CompletedProcess, Path]:
+    root = tmp_path / "bad"
+    shutil.copytree(workspace, root)
+    shutil.rmtree(root / FEATURES, ignore_errors=True)
+    edit(root)
+    return stage(root, "dino_features"), root
+
+
+def test_missing_image_names_it_and_writes_nothing(workspace, tmp_path):
+    proc, root = break_and_run(workspace, tmp_path, lambda r: (r / SCENES / "images" / "000000000003.png").unlink())
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: ") and "image_id 3" in proc.stderr
+    assert not (root / FEATURES).exists()
+
+
+def test_corrupt_image_names_the_file_unless_skipping_is_asked(workspace, tmp_path):
+    def corrupt(root: Path) -> None:
+        (root / SCENES / "images" / "000000000002.png").write_bytes(b"not a png")
+        shutil.rmtree(root / "data/cache", ignore_errors=True)
+
+    proc, root = break_and_run(workspace, tmp_path, corrupt)
+    assert proc.returncode == 1 and "000000000002.png" in proc.stderr.strip().splitlines()[-1]
+    assert not (root / FEATURES).exists()
+    set_param(root, "dino_features.skip_bad_images", True)
+    run_ok(root, "dino_features")
+    info = json.loads((root / FEATURES / "encoder.json").read_text())
+    assert info["skipped"] == ["000000000002.png"] and info["n_images"] == 5
+
+
+def test_dialog_with_a_bad_answer_index_is_named(workspace, tmp_path):
+    root = tmp_path / "json"
+    shutil.copytree(workspace, root)
+    path = root / SCENES / "visdial_synthetic.json"
+    doc = json.loads(path.read_text())
+    doc["data"]["dialogs"][4]["dialog"][1]["answer"] = 10_000
+    path.write_text(json.dumps(doc))
+    (root / "data/visual/dialogs.parquet").unlink()
+    proc = stage(root, "visdial_extract")
+    line = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "dialog 4 (image_id 5)" in line and "answer index 10000" in line
+    assert not (root / "data/visual/dialogs.parquet").exists()

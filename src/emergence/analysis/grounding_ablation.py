@@ -21,13 +21,13 @@ from emergence.analysis.grounding_gain import target_surprisal
 
 
 def matched_surprisal(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
-                      heads: Sequence[tuple[int, int]] = ()) -> np.ndarray:
+                      heads: Sequence[tuple[int, int]] = (), prefixes: torch.Tensor | None = None) -> np.ndarray:
     """(N,) surprisal of each target with the given (layer, head)s zero-ablated."""
     by_layer: dict[int, list[int]] = defaultdict(list)
     for layer, head in heads:
         by_layer[layer].append(head)
     with model.hooks([ablation_hook(layer, hs, "zero", None) for layer, hs in sorted(by_layer.items())]):
-        return target_surprisal(model, contexts, targets)
+        return target_surprisal(model, contexts, targets, prefixes=prefixes)
 
 
 def control_heads(heads: Sequence[tuple[int, int]], n_heads: int, rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -45,10 +45,11 @@ def control_heads(heads: Sequence[tuple[int, int]], n_heads: int, rng: np.random
 
 
 def ablation_rows(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
-                  heads: Sequence[tuple[int, int]], n_draws: int, seed: int) -> pd.DataFrame:
+                  heads: Sequence[tuple[int, int]], n_draws: int, seed: int,
+                  prefixes: torch.Tensor | None = None) -> pd.DataFrame:
     """Per context: original, intervention, control (mean over draws) surprisal, and head counts.
     With no heads to ablate the intervention and control columns are NaN."""
-    original = matched_surprisal(model, contexts, targets)
+    original = matched_surprisal(model, contexts, targets, prefixes=prefixes)
     n = len(contexts)
     out = pd.DataFrame({"context": np.arange(n), "original": original,
                         "intervention": np.full(n, np.nan), "control": np.full(n, np.nan),
@@ -57,7 +58,7 @@ def ablation_rows(model: torch.nn.Module, contexts: Sequence[Sequence[int]], tar
         return out
     rng = np.random.default_rng(seed)
     draws = [control_heads(heads, model.config.n_heads, rng) for _ in range(n_draws)]
-    out["intervention"] = matched_surprisal(model, contexts, targets, heads)
-    out["control"] = np.mean([matched_surprisal(model, contexts, targets, d) for d in draws], axis=0)
+    out["intervention"] = matched_surprisal(model, contexts, targets, heads, prefixes)
+    out["control"] = np.mean([matched_surprisal(model, contexts, targets, d, prefixes) for d in draws], axis=0)
     out["n_control_heads"] = min(len(d) for d in draws)
     return out

@@ -27,19 +27,22 @@ def right_pad(contexts: Sequence[Sequence[int]], device: torch.device | str = "c
 
 @torch.no_grad()
 def target_surprisal(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
-                     batch_size: int = 256) -> np.ndarray:
+                     batch_size: int = 256, prefixes: torch.Tensor | None = None) -> np.ndarray:
     """-ln p(target | context) for each (context, target), read after the context's last token.
 
     Contexts are right-padded: every zoo model is causal, so padding after the
-    last real token cannot change its prediction.
+    last real token cannot change its prediction. `prefixes` (N, P, d_prefix):
+    each context's environment prefix (models with d_prefix > 0), read first.
     """
     device = next(model.parameters()).device
     out = []
     for start in range(0, len(contexts), batch_size):
         chunk = contexts[start: start + batch_size]
         idx, lengths = right_pad(chunk, device)
-        logits, _ = model(idx)                                          # (B, T, V)
-        last = logits[torch.arange(len(chunk), device=device), lengths - 1].float().log_softmax(-1)  # (B, V)
+        extra = {} if prefixes is None else {"prefix": prefixes[start: start + batch_size].to(device)}
+        logits, _ = model(idx, **extra)                                 # (B, P + T, V)
+        pos = lengths - 1 + (logits.shape[1] - idx.shape[1])            # past the prefix, if any
+        last = logits[torch.arange(len(chunk), device=device), pos].float().log_softmax(-1)  # (B, V)
         tgt = torch.tensor(targets[start: start + batch_size], device=device)
         out.append((-last.gather(1, tgt[:, None])[:, 0]).cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0)

@@ -52,12 +52,22 @@ def _shares(part: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
 
 
 def saliency_shares(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
-                    env_pos: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
-    """Per-context shares of one batch: head metrics (B, L, H), layer metrics (B, L)."""
+                    env_pos: Sequence[Sequence[int]], prefixes: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Per-context shares of one batch: head metrics (B, L, H), layer metrics (B, L).
+
+    With `prefixes` (B, P, d_prefix), e.g. image features, the P prefix
+    positions come first and count as environment positions too.
+    """
     device = next(model.parameters()).device
     idx, pred, env_mask = (t.to(device) for t in _batch(contexts, env_pos))
-    S = head_saliency(model, idx, pred, torch.tensor(targets, device=device))  # (L, B, H, T, T)
-    T = idx.shape[1]
+    extra = {}
+    if prefixes is not None:
+        n_prefix = prefixes.shape[1]
+        extra = {"prefix": prefixes.to(device)}
+        pred = pred + n_prefix
+        env_mask = torch.cat([torch.ones(len(idx), n_prefix, dtype=torch.bool, device=device), env_mask], dim=1)
+    S = head_saliency(model, idx, pred, torch.tensor(targets, device=device), **extra)  # (L, B, H, T, T)
+    T = S.shape[-1]
     at_pred = torch.nn.functional.one_hot(pred, T).bool()                      # (B, T)
     into_pred = at_pred[:, :, None] & torch.ones(T, T, dtype=torch.bool, device=device)   # (B, T, T) rows = p
     env_to_pred = at_pred[:, :, None] & env_mask[:, None, :]                   # (B, T, T)
@@ -79,12 +89,13 @@ def saliency_shares(model: torch.nn.Module, contexts: Sequence[Sequence[int]], t
 
 
 def saliency_rows(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
-                  env_pos: Sequence[Sequence[int]], batch_size: int = 64) -> pd.DataFrame:
+                  env_pos: Sequence[Sequence[int]], batch_size: int = 64,
+                  prefixes: torch.Tensor | None = None) -> pd.DataFrame:
     """Tidy rows (layer, head, metric, value), shares averaged over contexts; head = -1 for layer flow."""
     sums: dict[str, torch.Tensor] = {}
     for s in range(0, len(contexts), batch_size):
         part = saliency_shares(model, contexts[s: s + batch_size], targets[s: s + batch_size],
-                               env_pos[s: s + batch_size])
+                               env_pos[s: s + batch_size], None if prefixes is None else prefixes[s: s + batch_size])
         for k, v in part.items():
             sums[k] = sums.get(k, 0) + v.sum(0).cpu()
     rows = []

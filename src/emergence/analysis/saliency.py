@@ -27,8 +27,11 @@ def target_loss(logits: torch.Tensor, positions: torch.Tensor, targets: torch.Te
 
 
 def head_saliency(model: torch.nn.Module, idx: torch.Tensor, positions: torch.Tensor,
-                  targets: torch.Tensor) -> torch.Tensor:
+                  targets: torch.Tensor, **forward_kwargs: torch.Tensor) -> torch.Tensor:
     """S for every layer and head in one backward pass: (L, B, H, T, T), signed.
+
+    `positions` index the model's full sequence: with a `prefix=` forward
+    argument, the P prefix positions come first.
 
     Sums over the batch are avoided: each sequence's loss only reaches its own
     patterns, so one backward of the summed loss gives every sequence's S.
@@ -40,7 +43,7 @@ def head_saliency(model: torch.nn.Module, idx: torch.Tensor, positions: torch.Te
         kept[name] = pattern
 
     with torch.enable_grad(), model.hooks([(lambda n: n in names, keep)]):
-        logits, _ = model(idx)
+        logits, _ = model(idx, **forward_kwargs)
         patterns = [kept[n] for n in names]                       # each (B, H, T, T)
         grads = torch.autograd.grad(target_loss(logits, positions, targets), patterns)
     return torch.stack([(a * g).detach() for a, g in zip(patterns, grads)])

@@ -71,8 +71,9 @@ class HookedModel(nn.Module):
         idx: torch.Tensor,
         names: list[str] | Callable[[str], bool] | None = None,
         detach: bool = True,
+        **forward_kwargs: torch.Tensor,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Forward `idx` and return (logits, {hook_name: activation}) for the selected hooks.
+        """Forward `idx` (and e.g. `prefix=`) and return (logits, {hook_name: activation}) for the selected hooks.
 
         Selecting a `hook_pattern` makes the Transformer run that layer with an
         explicit softmax, which can differ from the fused path in the last float
@@ -90,7 +91,7 @@ class HookedModel(nn.Module):
         else:
             filters = list(names)
         with self.hooks([(f, store) for f in filters]):
-            logits, _ = self(idx)
+            logits, _ = self(idx, **forward_kwargs)
         return logits, cache
 
 

@@ -20,6 +20,7 @@ import torch.nn as nn
 
 from emergence.io import PipelineError
 from emergence.models.hooks import HookPoint
+from emergence.models.prefix import add_prefix_input
 from emergence.models.registry import register
 from emergence.models.token_lm import TokenLM
 from emergence.models.transformer import LayerNorm
@@ -32,6 +33,7 @@ class LSTMConfig:
     d_vocab: int = 41
     n_ctx: int = 128  # an LSTM has no positional limit; kept so every arch bounds its inputs alike
     dropout: float = 0.0
+    d_prefix: int = 0  # > 0: width of environment features read as a prefix (models/prefix.py)
 
     def validate(self, where: str = "model") -> None:
         for key in ("n_layers", "d_model", "d_vocab", "n_ctx"):
@@ -41,6 +43,9 @@ class LSTMConfig:
         d = self.dropout
         if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d < 1:
             raise PipelineError(f"{where}.dropout: must be a number in [0, 1), got {d!r}")
+        p = self.d_prefix
+        if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+            raise PipelineError(f"{where}.d_prefix: must be an integer >= 0, got {p!r}")
 
 
 class LSTMLayer(nn.Module):
@@ -68,6 +73,7 @@ class LSTM(TokenLM):
         self.blocks = nn.ModuleList(LSTMLayer(config) for _ in range(config.n_layers))
         self.ln_final = LayerNorm(config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.d_vocab, bias=False)
+        add_prefix_input(self, config.d_prefix, config.d_model)
         self._init_weights()
         self._setup_hook_points()
 

@@ -24,6 +24,7 @@ import torch.nn as nn
 
 from emergence.io import PipelineError
 from emergence.models.hooks import HookPoint
+from emergence.models.prefix import add_prefix_input
 from emergence.models.registry import register
 from emergence.models.token_lm import TokenLM
 
@@ -43,6 +44,7 @@ class Mamba2Config:
     conv_kernel: int = 4
     n_groups: int = 1
     chunk_size: int = 64
+    d_prefix: int = 0  # > 0: width of environment features read as a prefix (models/prefix.py)
 
     @property
     def n_heads(self) -> int:
@@ -63,6 +65,8 @@ class Mamba2Config:
             fail("head_dim", f"must divide expand * d_model = {self.expand * self.d_model}")
         if self.n_heads % self.n_groups:
             fail("n_groups", f"must divide the number of heads expand * d_model / head_dim = {self.n_heads}")
+        if isinstance(self.d_prefix, bool) or not isinstance(self.d_prefix, int) or self.d_prefix < 0:
+            fail("d_prefix", "must be an integer >= 0")
 
 
 def hf_config(cfg: Mamba2Config) -> transformers.Mamba2Config:
@@ -135,4 +139,5 @@ class Mamba2(TokenLM):
         self.blocks = nn.ModuleList(Mamba2Layer(block) for block in hf.backbone.layers)
         self.ln_final = HookedNorm(hf.backbone.norm_f)
         self.lm_head = hf.lm_head
+        add_prefix_input(self, config.d_prefix, config.d_model)
         self._setup_hook_points()

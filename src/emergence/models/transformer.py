@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from emergence.io import PipelineError
 from emergence.models.hooks import HookedModel, HookPoint
+from emergence.models.prefix import add_prefix_input, prepend, token_loss
 from emergence.models.registry import register
 
 Rope = tuple[torch.Tensor, torch.Tensor]  # cos, sin: each (T, 1, d_head / 2)
@@ -36,6 +37,7 @@ class TransformerConfig:
     norm: str = "layernorm"
     rope_base: float = 10000.0
     tie_embeddings: bool = False
+    d_prefix: int = 0  # > 0: width of environment features read as a prefix (models/prefix.py)
 
     def validate(self, where: str = "model") -> None:
         def fail(key: str, rule: str) -> None:
@@ -59,6 +61,8 @@ class TransformerConfig:
             fail("d_head", "must be even when pos is rope")
         if not isinstance(self.tie_embeddings, bool):
             fail("tie_embeddings", "must be true or false")
+        if isinstance(self.d_prefix, bool) or not isinstance(self.d_prefix, int) or self.d_prefix < 0:
+            fail("d_prefix", "must be an integer >= 0")
 
 
 def rope_tables(n_ctx: int, d_head: int, base: float) -> Rope:
@@ -165,6 +169,7 @@ class Transformer(HookedModel):
         self.unembed = nn.Linear(config.d_model, config.d_vocab, bias=False)
         if config.tie_embeddings:
             self.unembed.weight = self.embed.weight
+        add_prefix_input(self, config.d_prefix, config.d_model)
         self._init_weights()
         self._setup_hook_points()
 
@@ -185,12 +190,12 @@ class Transformer(HookedModel):
         return self.unembed(self.ln_final(resid))
 
     def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, prefix: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        B, T = idx.shape
+        x = prepend(self, self.hook_embed(self.embed(idx)), prefix)  # (B, T, d_model), T counting any prefix
+        B, T, _ = x.shape
         if T > self.config.n_ctx:
             raise ValueError(f"sequence length {T} exceeds n_ctx {self.config.n_ctx}")
-        x = self.hook_embed(self.embed(idx))  # (B, T, d_model)
         rope = None
         if self.config.pos == "learned":
             pos = self.pos_embed(torch.arange(T, device=idx.device)).expand(B, T, -1)  # (B, T, d_model)
@@ -203,4 +208,4 @@ class Transformer(HookedModel):
         logits = self.readout(x)  # (B, T, d_vocab)
         if targets is None:
             return logits, None
-        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1)
+        return logits, token_loss(logits, targets, T - idx.shape[1])

@@ -32,7 +32,7 @@ from emergence.train.checkpoint import (
 )
 from emergence.train.schedule import SCHEDULES, checkpoint_steps, lr_factor
 
-BatchFn = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+BatchFn = Callable[[int], tuple[torch.Tensor | dict[str, torch.Tensor], torch.Tensor]]  # (inputs, targets)
 EvalFn = Callable[[nn.Module, int], dict[str, Any]]
 RESUME, METRICS = "resume.pt", "metrics.parquet"
 
@@ -156,11 +156,16 @@ def _train_step(
     model: nn.Module, optimizer: torch.optim.Optimizer, batch_fn: BatchFn, cfg: TrainConfig, step: int, device: str
 ) -> tuple[dict[str, float], int]:
     torch.manual_seed(cfg.seed * 1_000_003 + step)  # dropout as a pure function of step -> exact resume
-    idx, targets = batch_fn(step)
+    inputs, targets = batch_fn(step)
     lr = cfg.lr * lr_factor(step, cfg.steps, cfg.warmup_steps, cfg.schedule, cfg.min_lr_ratio)
     for group in optimizer.param_groups:
         group["lr"] = lr
-    _, loss = model(idx.to(device), targets.to(device))
+    if isinstance(inputs, dict):  # e.g. {"idx": tokens, "prefix": image features}
+        idx = inputs["idx"]
+        _, loss = model(**{k: v.to(device) for k, v in inputs.items()}, targets=targets.to(device))
+    else:
+        idx = inputs
+        _, loss = model(idx.to(device), targets.to(device))
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     params = [p for p in model.parameters() if p.grad is not None]

@@ -1,0 +1,107 @@
+"""Environment prefixes across the zoo: P feature positions before the tokens, loss on tokens only."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from emergence.analysis.grounding_gain import target_surprisal
+from emergence.analysis.grounding_saliency import saliency_shares
+from emergence.analysis.saliency import head_saliency
+from emergence.io import PipelineError
+from emergence.models import build_model
+from emergence.train import TrainConfig, list_checkpoints, load_checkpoint, train
+
+from tiny_models import no_hooks
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+V, P, D_FEAT = 11, 3, 5
+TINY = {
+    "transformer": dict(n_layers=2, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=16, d_vocab=V, pos="learned"),
+    "mamba2": dict(n_layers=2, d_model=16, head_dim=8, d_state=8, d_vocab=V, n_ctx=16, chunk_size=4),
+    "lstm": dict(n_layers=2, d_model=16, d_vocab=V, n_ctx=16),
+}
+
+
+def tiny(arch: str, d_prefix: int = D_FEAT) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return build_model(arch, {**TINY[arch], "d_prefix": d_prefix}).eval()
+
+
+def inputs(B: int = 2, T: int = 6, seed: int = 1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, V, (B, T), generator=g), torch.randn(B, P, D_FEAT, generator=g)
+
+
+@pytest.mark.parametrize("arch", sorted(TINY))
+def test_prefix_positions_come_first_and_only_tokens_are_scored(arch):
+    model = tiny(arch)
+    idx, prefix = inputs()
+    targets = torch.randint(0, V, idx.shape)
+    logits, loss = model(idx, targets, prefix=prefix)
+    assert logits.shape == (2, P + 6, V)
+    assert loss.item() == pytest.approx(F.cross_entropy(logits[:, P:].flatten(0, 1), targets.flatten()).item(), rel=1e-6)
+    _, cache = model.run_with_cache(idx, ["blocks.0.hook_resid_pre"], prefix=prefix)
+    assert cache["blocks.0.hook_resid_pre"].shape == (2, P + 6, 16)
+    other = model(idx, prefix=prefix + 1.0)[0]
+    assert (other[:, P:] - logits[:, P:]).abs().max() > 1e-4  # the tokens read the prefix
+    assert "hook_prefix" in model.hook_points() and no_hooks(model)
+
+
+@pytest.mark.parametrize("arch", sorted(TINY))
+def test_prefix_hook_sees_the_projected_features(arch):
+    model = tiny(arch)
+    idx, prefix = inputs()
+    seen = {}
+    with model.hooks([("hook_prefix", lambda t, n: seen.setdefault(n, t))]):
+        model(idx, prefix=prefix)
+    assert seen["hook_prefix"].shape == (2, P, 16)
+    torch.testing.assert_close(seen["hook_prefix"], model.prefix_proj(prefix))
+
+
+@pytest.mark.parametrize("arch", sorted(TINY))
+def test_models_without_prefix_refuse_one_and_validate_the_key(arch):
+    model = tiny(arch, d_prefix=0)
+    idx, prefix = inputs()
+    assert model(idx)[0].shape == (2, 6, V) and not hasattr(model, "prefix_proj")
+    with pytest.raises(ValueError, match="no prefix input"):
+        model(idx, prefix=prefix)
+    with pytest.raises(PipelineError, match=r"m\.d_prefix"):
+        build_model(arch, {**TINY[arch], "d_prefix": -1}, "m")
+
+
+def test_training_loop_takes_dict_batches_and_checkpoints_the_projection(tmp_path):
+    model = tiny("transformer").train()
+    idx, prefix = inputs(B=4, T=8)
+    targets = torch.roll(idx, -1, 1)
+
+    def batch_fn(step: int):
+        return {"idx": idx, "prefix": prefix}, targets
+
+    cfg = TrainConfig(steps=30, batch_size=4, lr=0.03, n_log_checkpoints=0, dense_until=0, checkpoint_every=30,
+                      warmup_steps=0, schedule="constant")
+    metrics = train(model, batch_fn, cfg, tmp_path / "run", tmp_path / "scratch", progress=False)
+    assert metrics.set_index("step")["tokens"][29] == 29 * idx.numel()  # tokens, not prefix positions
+    assert metrics["loss"].iloc[28] < metrics["loss"].iloc[0]
+    step, path = list_checkpoints(tmp_path / "run")[-1]
+    loaded = load_checkpoint(path)[0].eval()
+    model.eval()
+    torch.testing.assert_close(loaded(idx, prefix=prefix)[0], model(idx, prefix=prefix)[0])
+
+
+def test_surprisal_and_saliency_read_past_the_prefix():
+    model = tiny("transformer")
+    contexts, targets = [[1, 2, 3], [4, 5, 6, 7, 8]], [9, 10]
+    prefixes = torch.randn(2, P, D_FEAT, generator=torch.Generator().manual_seed(3))
+    got = target_surprisal(model, contexts, targets, batch_size=1, prefixes=prefixes)
+    for b, (c, t) in enumerate(zip(contexts, targets)):
+        logits = model(torch.tensor([c]), prefix=prefixes[b: b + 1])[0]
+        assert got[b] == pytest.approx(-logits[0, -1].log_softmax(-1)[t].item(), abs=1e-5)
+    shares = saliency_shares(model, contexts, targets, [[], []], prefixes)
+    for b, (c, t) in enumerate(zip(contexts, targets)):   # one unpadded context at a time, by definition
+        S = head_saliency(model, torch.tensor([c]), torch.tensor([P + len(c) - 1]), torch.tensor([t]),
+                          prefix=prefixes[b: b + 1])[:, 0]                       # (L, H, T, T)
+        flow = S.sum(1).abs()
+        expected = flow[:, P + len(c) - 1, :P].sum(-1) / flow.sum((-1, -2))
+        torch.testing.assert_close(shares["env_to_pred"][b], expected, rtol=1e-4, atol=1e-6)

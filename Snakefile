@@ -13,4 +13,3 @@ include: "rules/index.smk"
 rule all:
     input:
         config["paths"]["index_report"],
-        config["paths"]["visual_features"],  # until the visual-grounding report links it in

@@ -67,12 +67,14 @@ rule grounding_eval_set:
     input:
         "stages/grounding_eval_set.py",
         "src/emergence/data/grounding.py",
+        "src/emergence/data/grounding_inputs.py",
         P["childes_turns"],
         P["grounding_vocab"],
     output:
         P["grounding_eval"],
     params:
         grounding_eval=config["grounding_eval"],
+        seq_len=config["grounding_train"]["seq_len"],
     log:
         "logs/grounding_eval_set.log",
     shell:

@@ -9,6 +9,7 @@ rule index_report:
         P["binding_report"],
         P["assoc_report"],
         P["grounding_report"],
+        P["visual_report"],
     output:
         P["index_report"],
     log:

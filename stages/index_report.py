@@ -16,6 +16,8 @@ STUDY_PAGES = [
      "Early weights of an attention-only model equal closed forms of corpus statistics (Im et al. 2026)."),
     ("grounding_report", "Symbol grounding (child-directed speech)",
      "Does seeing an object make its word less surprising? Transformer, Mamba-2 and LSTM (Wu et al. 2025)."),
+    ("visual_report", "Symbol grounding (visual dialogue)",
+     "The same question with a caption or the image itself (DINOv2 features) as the environment."),
 ]
 
 

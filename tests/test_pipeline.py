@@ -56,6 +56,13 @@ ARTIFACTS = [
     "reports/metrics/grounding.json",
     "reports/plots/grounding_gain.csv",
     "reports/grounding.html",
+    "data/visual/dialogs.parquet",
+    "data/visual/features/features.safetensors",
+    "data/visual/gain/caption_transformer4_seed0.parquet",
+    "data/visual/gain/image_transformer4_seed0.parquet",
+    "reports/metrics/visdial_counts.json",
+    "reports/metrics/grounding_visual.json",
+    "reports/grounding_visual.html",
     "reports/index.html",
 ]
 
@@ -102,7 +109,8 @@ def test_dvc_repro_builds_every_artifact(dvc_run):
     metrics = json.loads((dvc_run / "reports/metrics/binding.json").read_text())
     assert metrics, "metrics file is empty"
     index = (dvc_run / "reports/index.html").read_text()
-    assert all(f'href="{page}.html"' in index for page in ("binding", "associations", "grounding"))
+    assert all(f'href="{page}.html"' in index for page in ("binding", "associations", "grounding", "grounding_visual"))
+    assert "encoder not pretrained" in (dvc_run / "reports/grounding_visual.html").read_text().lower()
     gain = pd.read_parquet(dvc_run / "data/grounding/gain/mamba4_seed0.parquet")
     assert {"model", "seed", "step", "word", "s_matched", "s_mismatched", "gain"} <= set(gain.columns)
     saliency = pd.read_parquet(dvc_run / "data/grounding/saliency/transformer4_seed0.parquet")

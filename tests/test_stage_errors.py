@@ -229,6 +229,9 @@ CASES = {
     "grounding_ablation_no_draws": Case(set_param("grounding_ablation.n_draws", 0),
                                         ["grounding_ablation", "--model", "transformer4", "--seed", "0"],
                                         ["grounding_ablation.n_draws"]),
+    "visual_unknown_setting": Case(set_param("visual_runs.settings", ["caption", "audio"]),
+                                   ["visual_train", "--setting", "audio", "--model", "transformer4", "--seed", "0"],
+                                   ["visual_runs.settings", "audio"]),
     "parquet_metrics_schema": Case(rewrite_parquet(f"{RUN0}/metrics.parquet", lambda df: df.drop(columns="loss")),
                                    ["binding_trajectory", "--seed", "0"], [f"{RUN0}/metrics.parquet", "loss"]),
 }
@@ -243,7 +246,7 @@ def stage_outputs(root: Path, stage_name: str, seed: int) -> list[str]:
     paths = yaml.safe_load((root / "params.yaml").read_text())["paths"]
 
     def resolve(template: str) -> str:
-        return re.sub(r"\$\{paths\.(\w+)\}", lambda m: paths[m.group(1)], template).replace("${item.seed}", str(seed)).replace("${item.layers}", "1").replace("${item.model}", "transformer4")
+        return re.sub(r"\$\{paths\.(\w+)\}", lambda m: paths[m.group(1)], template).replace("${item.seed}", str(seed)).replace("${item.layers}", "1").replace("${item.model}", "transformer4").replace("${item.setting}", "caption")
     return [resolve(out) for out in spec.get("outs", []) + spec.get("metrics", [])]
 
 

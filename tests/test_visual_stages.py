@@ -56,7 +56,7 @@ def workspace(tmp_path_factory) -> Path:
 
 def test_features_cover_every_dialog_image_and_say_the_encoder_is_random(workspace):
     log = run_ok(workspace, "dino_features")
-    assert "6 images encoded, 0 read from the cache (encoder not pretrained)" in log
+    assert "24 images encoded, 0 read from the cache (encoder not pretrained)" in log
     info = json.loads((workspace / FEATURES / "encoder.json").read_text())
     assert info["pretrained"] is False and info["note"] == "encoder not pretrained"
     assert info["encoder_id"].startswith("random-init:facebook/dinov2-small:seed0")
@@ -64,7 +64,7 @@ def test_features_cover_every_dialog_image_and_say_the_encoder_is_random(workspa
     dialogs = pd.read_parquet(workspace / "data/visual/dialogs.parquet")
     assert sorted(images["image_id"]) == sorted(dialogs["image_id"].unique())
     features = load_file(workspace / FEATURES / "features.safetensors")["features"]
-    assert tuple(features.shape) == (6, 4, 384)  # pool_grid 2 -> 4 tokens of dinov2-small width
+    assert tuple(features.shape) == (24, 4, 384)  # pool_grid 2 -> 4 tokens of dinov2-small width
 
 
 def test_adding_one_image_encodes_only_that_image(workspace, tmp_path):
@@ -73,11 +73,11 @@ def test_adding_one_image_encodes_only_that_image(workspace, tmp_path):
     first = run_ok(root, "dino_features")
     assert "read from the cache" in first
     before = (root / FEATURES / "features.safetensors").read_bytes()
-    set_param(root, "visual_scenes.n_images", 7)  # the first 6 scenes stay the same
+    set_param(root, "visual_scenes.n_images", 25)  # the first 24 scenes stay the same
     log = run_ok(root, "visual_scenes", "visdial_extract", "dino_features")
-    assert "1 images encoded, 6 read from the cache" in log
+    assert "1 images encoded, 24 read from the cache" in log
     features = load_file(root / FEATURES / "features.safetensors")["features"]
-    assert features.shape[0] == 7
+    assert features.shape[0] == 25
     assert (root / FEATURES / "features.safetensors").read_bytes() != before
 
 
@@ -107,7 +107,7 @@ def test_corrupt_image_names_the_file_unless_skipping_is_asked(workspace, tmp_pa
     set_param(root, "dino_features.skip_bad_images", True)
     run_ok(root, "dino_features")
     info = json.loads((root / FEATURES / "encoder.json").read_text())
-    assert info["skipped"] == ["000000000002.png"] and info["n_images"] == 5
+    assert info["skipped"] == ["000000000002.png"] and info["n_images"] == 23
 
 
 def test_dialog_with_a_bad_answer_index_is_named(workspace, tmp_path):

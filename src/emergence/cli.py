@@ -14,7 +14,7 @@ from emergence.io import PipelineError
 
 
 def stage_parser(description: str, per_seed: bool = False, per_layers: bool = False,
-                 per_model: bool = False) -> argparse.ArgumentParser:
+                 per_model: bool = False, per_setting: bool = False) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--params", default=PARAMS_FILE, help="params file (default: %(default)s)")
     if per_seed:
@@ -23,15 +23,17 @@ def stage_parser(description: str, per_seed: bool = False, per_layers: bool = Fa
         parser.add_argument("--layers", type=int, required=True, help="layer count of this stage instance")
     if per_model:
         parser.add_argument("--model", required=True, help="model name (a params entry) of this stage instance")
+    if per_setting:
+        parser.add_argument("--setting", required=True, help="grounding setting (e.g. caption, image) of this instance")
     return parser
 
 
 def start_stage(
     description: str, argv: list[str] | None, per_seed: bool = False, per_layers: bool = False,
-    per_model: bool = False,
+    per_model: bool = False, per_setting: bool = False,
 ) -> tuple[argparse.Namespace, dict]:
     """Parse the CLI, read params.yaml and fix the thread count: the first lines of every stage."""
-    args = stage_parser(description, per_seed, per_layers, per_model).parse_args(argv)
+    args = stage_parser(description, per_seed, per_layers, per_model, per_setting).parse_args(argv)
     params = read_params(args.params)
     set_threads(load_base(params).threads)
     return args, params

@@ -111,11 +111,13 @@ def build_vocab(counts: Counter, targets: Sequence[str], min_token_count: int) -
     return [UNK] + sorted(keep, key=lambda t: (-counts[t], t))
 
 
-def evaluation_turns(turns: pd.DataFrame, targets: Sequence[str], max_per_word: int, seed: int) -> pd.DataFrame:
+def evaluation_turns(turns: pd.DataFrame, targets: Sequence[str], max_per_word: int, seed: int,
+                     max_len: int | None = None) -> pd.DataFrame:
     """Held-out contexts: turns where v<ENV> precedes the turn's first v<LAN>.
 
     Columns: turn (row index in `turns`), word, context (tokens before that v<LAN>).
-    At most max_per_word per word, drawn with `seed`.
+    At most max_per_word per word, drawn with `seed`; contexts longer than
+    max_len (the models' context) are not eligible.
     """
     rows = []
     wanted = set(targets)
@@ -125,12 +127,51 @@ def evaluation_turns(turns: pd.DataFrame, targets: Sequence[str], max_per_word: 
             if tok.endswith(ENV):
                 seen_env.add(tok[: -len(ENV)])
             elif tok.endswith(LAN) and tok[: -len(LAN)] in wanted and tok[: -len(LAN)] in seen_env:
-                rows.append({"turn": int(i), "word": tok[: -len(LAN)], "context": list(tokens[:pos])})
+                if max_len is None or pos <= max_len:
+                    rows.append({"turn": int(i), "word": tok[: -len(LAN)], "context": list(tokens[:pos])})
                 break  # one context per turn: the turn is held out once
     table = pd.DataFrame(rows, columns=["turn", "word", "context"])
     rng = np.random.default_rng(seed)
     picked = [g.iloc[np.sort(rng.permutation(len(g))[:max_per_word])] for _, g in table.groupby("word", sort=True)]
     return pd.concat(picked, ignore_index=True) if picked else table
+
+
+@dataclass
+class EvalParams:
+    max_per_word: int = 10      # contexts per target noun
+    n_mismatched: int = 10      # other targets u per context
+    seed: int = 0
+
+    def validate(self, where: str) -> None:
+        for key in ("max_per_word", "n_mismatched"):
+            if getattr(self, key) < 1:
+                raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
+
+
+def target_vocabulary(turns: pd.DataFrame, candidates: Sequence[str], p: VocabParams,
+                      where: str) -> tuple[list[str], list[str], pd.DataFrame]:
+    """(targets, vocab, per-target counts of both forms) of a turn table's `tokens`."""
+    counts = token_counts(turns["tokens"])
+    targets = select_targets(counts, candidates, p.n_words, p.min_count, where)
+    stats = pd.DataFrame({"word": targets, "n_env": [counts[env(w)] for w in targets],
+                          "n_lan": [counts[lan(w)] for w in targets]})
+    return targets, build_vocab(counts, targets, p.min_token_count), stats
+
+
+def evaluation_set(turns: pd.DataFrame, targets: Sequence[str], p: EvalParams, where: str,
+                   source: str, max_len: int | None = None) -> pd.DataFrame:
+    """Held-out contexts (evaluation_turns) of every target, each with n_mismatched other targets."""
+    if p.n_mismatched > len(targets) - 1:
+        raise PipelineError(f"{where}.n_mismatched: at most {len(targets) - 1} other targets exist, "
+                            f"got {p.n_mismatched}")
+    table = evaluation_turns(turns, targets, p.max_per_word, p.seed, max_len)
+    if missing := sorted(set(targets) - set(table["word"])):
+        raise PipelineError(f"{source}: no held-out context for target '{missing[0]}' "
+                            f"({len(missing)} targets lack one)")
+    rng = np.random.default_rng(p.seed)
+    table["others"] = [sorted(rng.choice([u for u in targets if u != w], p.n_mismatched, replace=False).tolist())
+                       for w in table["word"]]
+    return table
 
 
 def mismatched(context: Sequence[str], word: str, other: str) -> list[str]:

@@ -1,0 +1,23 @@
+"""Target nouns of the visual-dialogue study (caption v<ENV> and dialogue v<LAN> both frequent enough)
+and its word-level vocabulary."""
+from __future__ import annotations
+
+from emergence.cli import stage_main, start_stage
+from emergence.config import from_dict, path_of, section
+from emergence.data import visual_inputs as inputs
+from emergence.data.grounding import VocabParams, target_vocabulary
+from emergence.data.nouns import CDI_NOUNS
+from emergence.io import write_json, write_parquet
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    _, params = start_stage(__doc__, argv)
+    p = from_dict(VocabParams, section(params, "visual_vocab"), "visual_vocab")
+    targets, vocab, stats = target_vocabulary(inputs.dialogs(params), CDI_NOUNS, p, "visual_vocab")
+    write_parquet(stats, path_of(params, "visual_targets"))
+    write_json({"targets": targets, "vocab": vocab}, path_of(params, "visual_vocab"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

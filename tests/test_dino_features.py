@@ -145,6 +145,20 @@ def test_cache_encodes_only_new_images(tiny_dir, tmp_path):
     assert {f.stem for f in key_dirs[0].glob("*.safetensors")} == {image_key(q) for q in paths}
 
 
+def test_features_and_cache_bytes_do_not_depend_on_the_cache_history(tiny_dir, tmp_path):
+    """One image added at a time gives the same bytes as all images at once: batches are padded
+    to one shape (small batches round differently) and the cache file's header is canonical."""
+    enc, p = load_encoder(params(tiny_dir, batch_size=4), "cpu"), params(tiny_dir, batch_size=4)
+    paths = images(tmp_path / "imgs", 5)
+    at_once, _ = encode_images(paths, p, enc, tmp_path / "at_once")
+    for n in range(1, 6):
+        one_by_one, _ = encode_images(paths[:n], p, enc, tmp_path / "one_by_one")
+    assert torch.equal(one_by_one, at_once)
+    files = {d.name: sorted(f.read_bytes() for f in (tmp_path / d.name).rglob("*.safetensors"))
+             for d in (tmp_path / "at_once", tmp_path / "one_by_one")}
+    assert files["at_once"] == files["one_by_one"]
+
+
 def test_cache_is_keyed_by_content_pooling_and_encoder(tiny_dir, tmp_path):
     enc, p, cache = load_encoder(params(tiny_dir), "cpu"), params(tiny_dir), tmp_path / "cache"
     paths = images(tmp_path / "imgs", 2)

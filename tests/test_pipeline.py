@@ -79,10 +79,11 @@ def set_param(root: Path, section: str, key: str, value) -> None:
 
 
 def digest(root: Path, ignore_revision: bool = False) -> dict[str, str]:
-    """sha256 of every artifact; `ignore_revision` blanks the reports' git revision line,
+    """sha256 of every artifact (not the per-image feature cache: a pulled clone has none); `ignore_revision` blanks the reports' git revision line,
     which records whether params.yaml was edited before or after each report was built."""
-    files = [p for p in sorted((root / "data").rglob("*"))
-             if p.is_file() and "scratch" not in p.parts and p.name not in (".gitignore", ".snakemake_timestamp")]
+    files = [p for p in sorted((root / "data").rglob("*"))  # scratch and cache are not artifacts
+             if p.is_file() and not {"scratch", "cache"} & set(p.parts)
+             and p.name not in (".gitignore", ".snakemake_timestamp")]
     files += [root / a for a in ARTIFACTS if a.startswith("reports/")]
 
     def content(p: Path) -> bytes:

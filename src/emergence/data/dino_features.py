@@ -163,7 +163,23 @@ def encode_batch(encoder: Encoder, images: torch.Tensor, pool_grid: int, where: 
 
 
 def cache_key(encoder_id: str, params: EncoderParams) -> str:
-    return hashlib.sha256(f"{encoder_id}|{params.image_size}|{params.pool_grid}".encode()).hexdigest()[:16]
+    # batch_size is part of the key: CPU kernels round differently for small batches (see encode_padded).
+    key = f"{encoder_id}|{params.image_size}|{params.pool_grid}|{params.batch_size}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def encode_padded(encoder: Encoder, images: list[torch.Tensor], params: EncoderParams, where: str) -> torch.Tensor:
+    """(len(images), n_tokens, d): encoded in a batch padded to batch_size with blank images.
+
+    The kernels pick their blocking by batch shape (batches of 1-2 differ from larger ones in the
+    last bits), so every batch has the same shape: an image's features do not depend on which
+    images it was encoded with, and the artifact does not depend on the cache's history.
+    """
+    batch = torch.stack(images)  # (b, 3, size, size)
+    pad = params.batch_size - len(images)
+    if pad > 0:
+        batch = torch.cat([batch, batch.new_zeros(pad, *batch.shape[1:])])
+    return encode_batch(encoder, batch, params.pool_grid, where)[:len(images)]
 
 
 def encode_images(paths: Sequence[str | Path], params: EncoderParams, encoder: Encoder, cache_dir: str | Path,
@@ -189,7 +205,9 @@ def encode_images(paths: Sequence[str | Path], params: EncoderParams, encoder: E
         if k not in feats:
             first.setdefault(k, i)
     todo = list(first.items())
-    meta = {"encoder_id": encoder.encoder_id, "image_size": str(params.image_size), "pool_grid": str(params.pool_grid)}
+    # One metadata key: safetensors writes a multi-key metadata map in arbitrary order (bytes would vary per run).
+    meta = {"dino": json.dumps({"encoder_id": encoder.encoder_id, "image_size": params.image_size,
+                                "pool_grid": params.pool_grid}, sort_keys=True)}
     with tqdm(total=len(todo), desc="dino features", unit="img", disable=not todo) as bar:
         for start in range(0, len(todo), params.batch_size):
             chunk = todo[start:start + params.batch_size]
@@ -202,7 +220,7 @@ def encode_images(paths: Sequence[str | Path], params: EncoderParams, encoder: E
                     if not params.skip_bad_images:
                         raise
             if images:
-                out = encode_batch(encoder, torch.stack(images), params.pool_grid, where)  # (b, n_tokens, d)
+                out = encode_padded(encoder, images, params, where)  # (b, n_tokens, d)
                 for k, f in zip(done, out):
                     feats[k] = f.clone()  # own storage, not a view of the batch
                     with atomic_path(key_dir / f"{k}.safetensors") as tmp:

@@ -206,6 +206,7 @@ rule grounding_ablation:
     input:
         "stages/grounding_ablation.py",
         "src/emergence/analysis/grounding_ablation.py",
+        "src/emergence/analysis/grounding_saliency.py",
         "src/emergence/analysis/binding_ablation.py",
         "src/emergence/data/grounding_inputs.py",
         P["grounding_vocab"],
@@ -226,6 +227,7 @@ rule grounding_ablation:
 rule grounding_report:
     input:
         "stages/grounding_report.py",
+        "src/emergence/data/grounding_inputs.py",
         "src/emergence/report/grounding.py",
         "src/emergence/report/grounding_mech.py",
         "src/emergence/report/html.py",

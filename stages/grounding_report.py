@@ -3,22 +3,14 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
-
 from emergence.cli import stage_main, start_stage
 from emergence.config import path_of, section
 from emergence.data import grounding_inputs as inputs
+from emergence.data.grounding_inputs import RUN_KEYS, per_run
 from emergence.io import PipelineError, atomic_path, read_parquet, write_json, write_text
 from emergence.report import grounding_mech as mech
 from emergence.report.grounding import gain_by_checkpoint, grounding_metrics, grounding_page, plot_table
 from emergence.report.provenance import provenance
-
-RUN_KEYS = {"model": "O", "seed": "i", "step": "i"}
-
-
-def per_run(params: dict, path_key: str, runs: list[str], columns: dict[str, str]) -> tuple[pd.DataFrame, list]:
-    files = [inputs.run_file(params, path_key, run) for run in runs]
-    return pd.concat([read_parquet(f, {**RUN_KEYS, **columns}) for f in files], ignore_index=True), files
 
 
 @stage_main

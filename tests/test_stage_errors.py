@@ -27,7 +27,9 @@ import yaml
 
 from conftest import ROOT
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}  # `stages` is importable from the project root only
+# `stages` is importable from the project root only; this checkout's src first, even where the
+# venv's editable install points at another checkout
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
 RUN0 = "data/binding/runs/seed0"
 FINAL = f"{RUN0}/step30"  # tiny profile: 30 steps
 PROGRAMS = "data/binding/programs.parquet"

@@ -15,7 +15,8 @@ from safetensors.torch import load_file
 
 from conftest import ROOT
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+# this checkout's src first, even where the venv's editable install points at another checkout
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]), "OMP_NUM_THREADS": "1"}
 SCENES, FEATURES = "data/visual/scenes", "data/visual/features"
 
 

@@ -10,7 +10,8 @@ heads, averaged over several draws ("control"). The paper (Wu et al., arXiv
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,18 @@ import torch
 
 from emergence.analysis.binding_ablation import ablation_hook
 from emergence.analysis.grounding_gain import target_surprisal
+from emergence.analysis.grounding_saliency import KINDS
+from emergence.io import PipelineError
+
+
+@dataclass
+class AblationParams:
+    n_draws: int = 5      # random control head sets per checkpoint
+    seed: int = 0
+
+    def validate(self, where: str) -> None:
+        if self.n_draws < 1:
+            raise PipelineError(f"{where}.n_draws: must be >= 1, got {self.n_draws}")
 
 
 def matched_surprisal(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
@@ -62,3 +75,18 @@ def ablation_rows(model: torch.nn.Module, contexts: Sequence[Sequence[int]], tar
     out["control"] = np.mean([matched_surprisal(model, contexts, targets, d, prefixes) for d in draws], axis=0)
     out["n_control_heads"] = min(len(d) for d in draws)
     return out
+
+
+def checkpoint_ablations(models: Iterable[tuple[int, torch.nn.Module]], heads: pd.DataFrame,
+                         contexts: Sequence[Sequence[int]], targets: Sequence[int], p: AblationParams,
+                         prefixes: torch.Tensor | None = None) -> pd.DataFrame:
+    """ablation_rows of each kind of head at every (step, model) checkpoint, plus step and kind columns.
+    `heads`: find_heads rows (step, layer, head, kind); control draws seeded by p.seed + step."""
+    tables = []
+    for step, model in models:
+        for kind in KINDS:
+            chosen = heads[(heads["step"] == step) & (heads["kind"] == kind)]
+            pairs = list(zip(chosen["layer"].tolist(), chosen["head"].tolist()))
+            table = ablation_rows(model, contexts, targets, pairs, p.n_draws, p.seed + step, prefixes)
+            tables.append(table.assign(step=step, kind=kind))
+    return pd.concat(tables, ignore_index=True)

@@ -14,7 +14,8 @@ threshold (the paper: 30 %) are aggregate or gather heads.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Iterable, Sequence
 
 import pandas as pd
 import torch
@@ -22,16 +23,30 @@ import torch
 from emergence.analysis.grounding_gain import right_pad
 from emergence.analysis.saliency import head_saliency
 from emergence.data.grounding import encode, env, lan
+from emergence.io import PipelineError
 
 HEAD_METRICS = ("aggregate_share", "gather_share")
 LAYER_METRICS = ("env_to_pred", "other_to_pred")
 KINDS = {"aggregate": "aggregate_share", "gather": "gather_share"}
+# Per-checkpoint columns (and kinds) of the saliency and heads artifacts, after the run keys.
+SALIENCY_COLUMNS = {"step": "i", "layer": "i", "head": "i", "metric": "O", "value": "f"}
+HEAD_COLUMNS = {"step": "i", "layer": "i", "head": "i", "kind": "O"}
 
 
-def matched_inputs(eval_set: pd.DataFrame, index: dict[str, int]) -> tuple[list[list[int]], list[int], list[list[int]]]:
-    """(contexts, targets, v<ENV> positions) of the matched evaluation contexts."""
+@dataclass
+class HeadParams:
+    threshold: float = 0.3
+
+    def validate(self, where: str) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise PipelineError(f"{where}.threshold: a share in (0, 1], got {self.threshold}")
+
+
+def matched_inputs(eval_set: pd.DataFrame, index: dict[str, int],
+                   column: str = "context") -> tuple[list[list[int]], list[int], list[list[int]]]:
+    """(contexts, targets, v<ENV> positions) of the matched evaluation contexts in `column`."""
     contexts, targets, env_pos = [], [], []
-    for context, word in zip(eval_set["context"], eval_set["word"]):
+    for context, word in zip(eval_set[column], eval_set["word"]):
         contexts.append(encode(context, index))
         targets.append(index[lan(word)])
         env_pos.append([i for i, tok in enumerate(context) if tok == env(word)])
@@ -107,6 +122,15 @@ def saliency_rows(model: torch.nn.Module, contexts: Sequence[Sequence[int]], tar
         mean = (sums[metric] / len(contexts)).numpy()                          # (L,)
         rows += [(layer, -1, metric, float(mean[layer])) for layer in range(len(mean))]
     return pd.DataFrame(rows, columns=["layer", "head", "metric", "value"])
+
+
+def saliency_table(models: Iterable[tuple[int, torch.nn.Module]], contexts: Sequence[Sequence[int]],
+                   targets: Sequence[int], env_pos: Sequence[Sequence[int]], batch_size: int = 64,
+                   prefixes: torch.Tensor | None = None) -> pd.DataFrame:
+    """saliency_rows of every (step, model) checkpoint: rows (step, layer, head, metric, value)."""
+    tables = [saliency_rows(model, contexts, targets, env_pos, batch_size, prefixes).assign(step=step)
+              for step, model in models]
+    return pd.concat(tables, ignore_index=True)[list(SALIENCY_COLUMNS)]
 
 
 def find_heads(saliency: pd.DataFrame, threshold: float) -> pd.DataFrame:

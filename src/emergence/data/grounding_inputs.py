@@ -7,16 +7,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
+import torch
+from tqdm import tqdm
 
 from emergence.config import from_dict, path_of, section
 from emergence.data.grounding import GroundingRuns, model_entry, read_vocab, run_name, training_windows
 from emergence.io import PipelineError, read_parquet
-from emergence.train import list_checkpoints
+from emergence.train import list_checkpoints, load_checkpoint
 
 DEFAULT_SEQ_LEN = 64
+RUN_KEYS = {"model": "O", "seed": "i", "step": "i"}   # the key columns of every per-run table
 
 
 def runs_of(params: dict) -> GroundingRuns:
@@ -29,12 +33,20 @@ def checked_run(params: dict, model: str, seed: int) -> str:
     return run_name(model, seed)
 
 
-def run_checkpoints(params: dict, run: str) -> list[tuple[int, Path]]:
-    run_dir = path_of(params, "grounding_runs") / run
+def run_checkpoints(params: dict, run: str, study: str = "grounding") -> list[tuple[int, Path]]:
+    """(step, path) of a run's checkpoints under paths.{study}_runs, e.g. study = visual."""
+    run_dir = path_of(params, f"{study}_runs") / run
     ckpts = list_checkpoints(run_dir)
     if not ckpts:
-        raise PipelineError(f"{run_dir}: no checkpoints (run grounding_train first)")
+        raise PipelineError(f"{run_dir}: no checkpoints (run {study}_train first)")
     return ckpts
+
+
+def checkpoint_models(params: dict, run: str, desc: str,
+                      study: str = "grounding") -> Iterator[tuple[int, torch.nn.Module]]:
+    """(step, model) of each checkpoint of a run, loaded one at a time behind a progress bar."""
+    for step, path in tqdm(run_checkpoints(params, run, study), desc=f"{desc} {run}"):
+        yield step, load_checkpoint(path)[0]
 
 
 def vocab_index(params: dict) -> tuple[list[str], dict[str, int]]:
@@ -71,17 +83,21 @@ class SaliencyParams:
             raise PipelineError(f"{where}.batch_size: must be >= 1, got {self.batch_size}")
 
 
-def attention_models(params: dict) -> SaliencyParams:
-    """grounding_saliency's models, each a configured run model with attention heads."""
-    p = from_dict(SaliencyParams, section(params, "grounding_saliency"), "grounding_saliency")
-    runs = runs_of(params)
+def checked_attention_models(params: dict, where: str, run_models: list[str], runs_where: str) -> SaliencyParams:
+    """Section `where` (e.g. visual_saliency): its models, each one of `run_models` with attention heads."""
+    p = from_dict(SaliencyParams, section(params, where), where)
     for name in p.models:
-        if name not in runs.models:
-            raise PipelineError(f"grounding_saliency.models: {name!r} is not in grounding_runs.models {runs.models}")
+        if name not in run_models:
+            raise PipelineError(f"{where}.models: {name!r} is not in {runs_where}.models {run_models}")
         arch, _ = model_entry(section(params, "grounding_models"), name)
         if arch != "transformer":
-            raise PipelineError(f"grounding_saliency.models: {name!r} is a {arch}, which has no attention heads")
+            raise PipelineError(f"{where}.models: {name!r} is a {arch}, which has no attention heads")
     return p
+
+
+def attention_models(params: dict) -> SaliencyParams:
+    """grounding_saliency's models, each a configured run model with attention heads."""
+    return checked_attention_models(params, "grounding_saliency", runs_of(params).models, "grounding_runs")
 
 
 def checked_attention_run(params: dict, model: str, seed: int) -> str:
@@ -93,6 +109,13 @@ def checked_attention_run(params: dict, model: str, seed: int) -> str:
 def run_file(params: dict, path_key: str, run: str) -> Path:
     """A per-run Parquet artifact, e.g. data/grounding/saliency/transformer_seed0.parquet."""
     return path_of(params, path_key) / f"{run}.parquet"
+
+
+def per_run(params: dict, path_key: str, runs: list[str], columns: dict[str, str],
+            keys: dict[str, str] = RUN_KEYS) -> tuple[pd.DataFrame, list[Path]]:
+    """The per-run artifacts of `runs` concatenated, with their key and `columns` checked; and their files."""
+    files = [run_file(params, path_key, run) for run in runs]
+    return pd.concat([read_parquet(f, {**keys, **columns}) for f in files], ignore_index=True), files
 
 
 def spread_checkpoints(ckpts: list[tuple[int, Path]], n: int) -> list[tuple[int, Path]]:

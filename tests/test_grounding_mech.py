@@ -109,6 +109,9 @@ def test_ablation_zeroes_exactly_the_chosen_heads():
     assert no_hooks(model)
     none = ablation_rows(model, CONTEXTS, TARGETS, [], n_draws=3, seed=0)
     assert none["intervention"].isna().all() and none["control"].isna().all()
+    every = ablation_rows(model, CONTEXTS, TARGETS, [(0, h) for h in range(H)], n_draws=3, seed=0)
+    assert every["intervention"].notna().all() and every["control"].isna().all()   # no head left to draw
+    assert (every["n_control_heads"] == 0).all()
 
 
 TURNS = pd.DataFrame({"tokens": [
@@ -178,6 +181,9 @@ def test_report_tables_pool_seeds_and_count_missing_heads_as_zero():
     assert table.loc["aggregate", "p (intervention > control)"] < 0.01
     assert table.loc["aggregate", "runs with heads"] == 2 and table.loc["aggregate", "original"] == 2.0
     assert np.isnan(table.loc["gather", "intervention"]) and table.loc["gather", "original"] == 2.0
+    uncontrolled = ablation_table(with_heads.assign(control=np.nan, n_control_heads=0)).iloc[0]
+    assert uncontrolled["intervention"] > 2.9 and np.isnan(uncontrolled["control"])
+    assert np.isnan(uncontrolled["p (intervention > control)"])
     saliency = pd.DataFrame({"model": "t", "seed": [0, 1], "step": 5})
     heads = pd.DataFrame({"model": "t", "seed": [0, 0], "step": 5, "layer": [1, 2], "head": [0, 1],
                           "kind": "aggregate", "share": 0.5})

@@ -61,7 +61,8 @@ def ablation_rows(model: torch.nn.Module, contexts: Sequence[Sequence[int]], tar
                   heads: Sequence[tuple[int, int]], n_draws: int, seed: int,
                   prefixes: torch.Tensor | None = None) -> pd.DataFrame:
     """Per context: original, intervention, control (mean over draws) surprisal, and head counts.
-    With no heads to ablate the intervention and control columns are NaN."""
+    With no heads to ablate the intervention and control columns are NaN; with no other heads left
+    in their layers to draw from, the control column is."""
     original = matched_surprisal(model, contexts, targets, prefixes=prefixes)
     n = len(contexts)
     out = pd.DataFrame({"context": np.arange(n), "original": original,
@@ -72,8 +73,9 @@ def ablation_rows(model: torch.nn.Module, contexts: Sequence[Sequence[int]], tar
     rng = np.random.default_rng(seed)
     draws = [control_heads(heads, model.config.n_heads, rng) for _ in range(n_draws)]
     out["intervention"] = matched_surprisal(model, contexts, targets, heads, prefixes)
-    out["control"] = np.mean([matched_surprisal(model, contexts, targets, d, prefixes) for d in draws], axis=0)
     out["n_control_heads"] = min(len(d) for d in draws)
+    if out["n_control_heads"].iloc[0]:
+        out["control"] = np.mean([matched_surprisal(model, contexts, targets, d, prefixes) for d in draws], axis=0)
     return out
 
 

@@ -155,18 +155,21 @@ def heads_section(heads: pd.DataFrame, saliency: pd.DataFrame, threshold: float)
 
 def ablation_table(ablation: pd.DataFrame) -> pd.DataFrame:
     """Per model, checkpoint and kind: mean surprisal original / intervention / control and the
-    one-sided sign-flip p of intervention > control over (seed, context) pairs."""
+    one-sided sign-flip p of intervention > control over the (seed, context) pairs that have a control."""
     rows = []
     for (model, step, kind), g in ablation.groupby(["model", "step", "kind"]):
         done = g.dropna(subset=["intervention"])
+        paired = done.dropna(subset=["control"])
         same = done if len(done) else g  # original over the runs that have heads, else over all
         rows.append({"model": model, "step": int(step), "kind": kind, "runs with heads": done["seed"].nunique(),
                      "heads (mean)": g.groupby("seed")["n_heads"].first().mean(),
+                     "control heads (mean)": g.groupby("seed")["n_control_heads"].first().mean(),
                      "original": same["original"].mean(),
                      "intervention": done["intervention"].mean() if len(done) else np.nan,
                      "control": done["control"].mean() if len(done) else np.nan,
                      "p (intervention > control)":
-                         sign_flip_test((done["intervention"] - done["control"]).to_numpy()) if len(done) else np.nan})
+                         sign_flip_test((paired["intervention"] - paired["control"]).to_numpy()) if len(paired)
+                         else np.nan})
     return pd.DataFrame(rows)
 
 

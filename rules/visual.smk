@@ -1,5 +1,6 @@
 # Visual-dialogue grounding (study G): scenes, VisDial extraction, DINOv2 features, then
-# (setting, model, seed) runs of the caption and image settings; same commands as dvc.yaml.
+# (setting, model, seed) runs of the caption and image settings, their gain and, for
+# visual_saliency.models, the attention analyses; same commands as dvc.yaml.
 
 
 wildcard_constraints:
@@ -9,9 +10,9 @@ wildcard_constraints:
 VISUAL_RUN = "/{setting}_{model}_seed{seed}"
 
 
-def per_visual_run(path_key):
+def per_visual_run(path_key, models_of="visual_runs"):
     runs = config["visual_runs"]
-    return expand(P[path_key] + VISUAL_RUN + ".parquet", setting=runs["settings"], model=runs["models"],
+    return expand(P[path_key] + VISUAL_RUN + ".parquet", setting=runs["settings"], model=config[models_of]["models"],
                   seed=runs["seeds"])
 
 
@@ -137,6 +138,7 @@ rule visual_gain:
         "stages/visual_gain.py",
         "src/emergence/analysis/grounding_gain.py",
         "src/emergence/analysis/visual_gain.py",
+        "src/emergence/data/grounding_inputs.py",
         "src/emergence/data/visual_inputs.py",
         P["visual_vocab"],
         P["visual_eval"],
@@ -152,11 +154,84 @@ rule visual_gain:
         "--seed {wildcards.seed} 2> {log}"
 
 
+# Attention analyses of both settings, for the Transformer models of visual_saliency.models.
+rule visual_saliency:
+    input:
+        "stages/visual_saliency.py",
+        "src/emergence/analysis/grounding_saliency.py",
+        "src/emergence/analysis/saliency.py",
+        "src/emergence/analysis/visual_gain.py",
+        "src/emergence/data/grounding_inputs.py",
+        "src/emergence/data/visual_inputs.py",
+        P["visual_vocab"],
+        P["visual_eval"],
+        P["visual_features"],
+        P["visual_runs"] + VISUAL_RUN,
+    output:
+        P["visual_saliency"] + VISUAL_RUN + ".parquet",
+    params:
+        visual_saliency=config["visual_saliency"],
+    threads: config["base"]["threads"]
+    log:
+        "logs/visual_saliency_{setting}_{model}_seed{seed}.log",
+    shell:
+        "python -m stages.visual_saliency --setting {wildcards.setting} --model {wildcards.model} "
+        "--seed {wildcards.seed} 2> {log}"
+
+
+rule visual_heads:
+    input:
+        "stages/visual_heads.py",
+        "src/emergence/analysis/grounding_saliency.py",
+        "src/emergence/data/grounding_inputs.py",
+        "src/emergence/data/visual_inputs.py",
+        P["visual_saliency"] + VISUAL_RUN + ".parquet",
+    output:
+        P["visual_heads"] + VISUAL_RUN + ".parquet",
+    params:
+        visual_heads=config["visual_heads"],
+    log:
+        "logs/visual_heads_{setting}_{model}_seed{seed}.log",
+    shell:
+        "python -m stages.visual_heads --setting {wildcards.setting} --model {wildcards.model} "
+        "--seed {wildcards.seed} 2> {log}"
+
+
+rule visual_ablation:
+    input:
+        "stages/visual_ablation.py",
+        "src/emergence/analysis/grounding_ablation.py",
+        "src/emergence/analysis/grounding_saliency.py",
+        "src/emergence/analysis/binding_ablation.py",
+        "src/emergence/analysis/visual_gain.py",
+        "src/emergence/data/grounding_inputs.py",
+        "src/emergence/data/visual_inputs.py",
+        P["visual_vocab"],
+        P["visual_eval"],
+        P["visual_features"],
+        P["visual_runs"] + VISUAL_RUN,
+        P["visual_heads"] + VISUAL_RUN + ".parquet",
+    output:
+        P["visual_ablation"] + VISUAL_RUN + ".parquet",
+    params:
+        visual_ablation=config["visual_ablation"],
+    threads: config["base"]["threads"]
+    log:
+        "logs/visual_ablation_{setting}_{model}_seed{seed}.log",
+    shell:
+        "python -m stages.visual_ablation --setting {wildcards.setting} --model {wildcards.model} "
+        "--seed {wildcards.seed} 2> {log}"
+
+
 rule visual_report:
     input:
         "stages/visual_report.py",
+        "src/emergence/analysis/grounding_saliency.py",
+        "src/emergence/data/grounding_inputs.py",
+        "src/emergence/data/visual_inputs.py",
         "src/emergence/report/grounding_visual.py",
         "src/emergence/report/grounding.py",
+        "src/emergence/report/grounding_mech.py",
         "src/emergence/report/html.py",
         "src/emergence/report/plots.py",
         "src/emergence/report/provenance.py",
@@ -165,11 +240,16 @@ rule visual_report:
         P["visual_targets"],
         P["visual_eval"],
         per_visual_run("visual_gain"),
+        per_visual_run("visual_saliency", "visual_saliency"),
+        per_visual_run("visual_heads", "visual_saliency"),
+        per_visual_run("visual_ablation", "visual_saliency"),
     output:
         P["visual_report"],
         P["visual_metrics"],
     params:
         visual_runs=config["visual_runs"],
+        saliency_models=config["visual_saliency"]["models"],
+        visual_heads=config["visual_heads"],
     log:
         "logs/visual_report.log",
     shell:

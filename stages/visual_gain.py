@@ -8,10 +8,9 @@ from tqdm import tqdm
 from emergence.analysis.grounding_gain import gain_rows
 from emergence.analysis.visual_gain import image_gain_rows
 from emergence.cli import stage_main, start_stage
-from emergence.config import path_of
 from emergence.data import visual_inputs as inputs
-from emergence.io import PipelineError, write_parquet
-from emergence.train import list_checkpoints, load_checkpoint
+from emergence.io import write_parquet
+from emergence.train import load_checkpoint
 
 
 @stage_main
@@ -20,16 +19,14 @@ def main(argv: list[str] | None = None) -> None:
     run = inputs.checked_run(params, args.setting, args.model, args.seed)
     _, index = inputs.vocab_index(params)
     eval_set = inputs.eval_set(params)
-    feats, image_row, _ = inputs.features(params) if args.setting == "image" else (None, None, None)
+    feats, image_row = inputs.environment(params, args.setting)
 
     def measure(model):
         if args.setting == "image":
             return image_gain_rows(model, eval_set, index, feats, image_row)
         return gain_rows(model, eval_set, index)
 
-    ckpts = list_checkpoints(path_of(params, "visual_runs") / run)
-    if not ckpts:
-        raise PipelineError(f"{path_of(params, 'visual_runs') / run}: no checkpoints (run visual_train first)")
+    ckpts = inputs.run_checkpoints(params, run)
     tables = [measure(load_checkpoint(path)[0]).assign(step=step) for step, path in tqdm(ckpts, desc=f"gain {run}")]
     out = pd.concat(tables, ignore_index=True).assign(setting=args.setting, model=args.model, seed=args.seed)
     write_parquet(out[["setting", "model", "seed", "step", *tables[0].columns.drop("step")]],

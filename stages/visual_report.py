@@ -1,16 +1,19 @@
-"""Render reports/grounding_visual.html and its DVC metrics from the visual-dialogue gain tables."""
+"""Render reports/grounding_visual.html and its DVC metrics from the visual-dialogue gain, saliency,
+heads and ablation tables."""
 from __future__ import annotations
 
 import json
 
-import pandas as pd
-
+from emergence.analysis.grounding_saliency import HeadParams
 from emergence.cli import stage_main, start_stage
-from emergence.config import path_of
+from emergence.config import from_dict, path_of, section
 from emergence.data import visual_inputs as inputs
+from emergence.data.grounding_inputs import RUN_KEYS, per_run
 from emergence.io import PipelineError, read_parquet, write_json, write_text
-from emergence.report.grounding_visual import visual_curve, visual_metrics, visual_page
+from emergence.report.grounding_visual import mechanism_sections, visual_curve, visual_metrics, visual_page
 from emergence.report.provenance import provenance
+
+KEYS = {"setting": "O", **RUN_KEYS}
 
 
 def read_json(path) -> dict:
@@ -24,20 +27,27 @@ def read_json(path) -> dict:
 def main(argv: list[str] | None = None) -> None:
     _, params = start_stage(__doc__, argv)
     runs = inputs.runs_of(params)
-    files = [inputs.run_file(params, "visual_gain", run) for run in runs.names()]
-    rows = pd.concat([read_parquet(f, {"setting": "O", "model": "O", "seed": "i", "step": "i", "word": "O",
-                                       "gain": "f"}) for f in files], ignore_index=True)
+    attention_runs = runs.names(inputs.attention_models(params).models)
+    threshold = from_dict(HeadParams, section(params, "visual_heads"), "visual_heads").threshold
+    rows, gain_files = per_run(params, "visual_gain", runs.names(), {"word": "O", "gain": "f"}, KEYS)
+    saliency, sal_files = per_run(params, "visual_saliency", attention_runs,
+                                  {"layer": "i", "head": "i", "metric": "O", "value": "f"}, KEYS)
+    heads, head_files = per_run(params, "visual_heads", attention_runs, {"layer": "i", "kind": "O"}, KEYS)
+    ablation, abl_files = per_run(params, "visual_ablation", attention_runs,
+                                  {"kind": "O", "original": "f", "intervention": "f", "control": "f",
+                                   "n_heads": "i", "n_control_heads": "i"}, KEYS)
     counts = read_json(path_of(params, "visual_counts"))
     encoder_path = path_of(params, "visual_features") / "encoder.json"
     encoder = read_json(encoder_path)
     targets = read_parquet(path_of(params, "visual_targets"), {"word": "O"})
     curve = visual_curve(rows)
     used = [path_of(params, "visual_counts"), encoder_path, path_of(params, "visual_targets"),
-            path_of(params, "visual_eval"), *files]
+            path_of(params, "visual_eval"), *gain_files, *sal_files, *head_files, *abl_files]
     record = provenance(params, runs.seeds, used, ("visual", "visdial", "dino", "grounding_models"))
-    write_json({"encoder_pretrained": bool(encoder.get("pretrained")), **visual_metrics(curve)},
+    write_json({"encoder_pretrained": bool(encoder.get("pretrained")), **visual_metrics(curve, ablation)},
                path_of(params, "visual_metrics"))
-    write_text(visual_page(counts, targets, inputs.eval_set(params), encoder, curve, record),
+    mechanisms = mechanism_sections(saliency, heads, ablation, threshold)
+    write_text(visual_page(counts, targets, inputs.eval_set(params), encoder, curve, mechanisms, record),
                path_of(params, "visual_report"))
 
 

@@ -142,6 +142,32 @@ def metrics_only_run(root: Path) -> None:
     shutil.copy(root / RUN0 / "metrics.parquet", root / "data/binding/runs/seed7")
 
 
+VISUAL_RUN = ["--setting", "caption", "--model", "transformer4", "--seed", "0"]
+VISUAL_SALIENCY = "data/visual/saliency/caption_transformer4_seed0.parquet"
+
+
+def parquet_file(rel: str, table: pd.DataFrame) -> Callable[[Path], None]:
+    def apply(root: Path) -> None:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        table.to_parquet(root / rel)
+    return apply
+
+
+def each(*edits: Callable[[Path], None]) -> Callable[[Path], None]:
+    def apply(root: Path) -> None:
+        for edit in edits:
+            edit(root)
+    return apply
+
+
+def visual_gain_only(root: Path) -> None:
+    """Gain tables of every visual run (tiny profile: caption and image, seed 0), nothing downstream."""
+    for setting in ("caption", "image"):
+        gain = pd.DataFrame({"setting": [setting], "model": "transformer4", "seed": 0, "step": 0, "word": "dog",
+                             "gain": 0.1})
+        parquet_file(f"data/visual/gain/{setting}_transformer4_seed0.parquet", gain)(root)
+
+
 HF_CONFIG = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768, "n_layer": 12}
 OWN_FORMAT = {"format": "emergence-checkpoint-v1", "arch": "transformer", "step": 30}
 
@@ -234,6 +260,23 @@ CASES = {
     "visual_unknown_setting": Case(set_param("visual_runs.settings", ["caption", "audio"]),
                                    ["visual_train", "--setting", "audio", "--model", "transformer4", "--seed", "0"],
                                    ["visual_runs.settings", "audio"]),
+    "visual_saliency_without_attention": Case(each(set_param("visual_runs.models", ["transformer4", "lstm4"]),
+                                                   set_param("visual_saliency.models", ["transformer4", "lstm4"])),
+                                              ["visual_saliency", *VISUAL_RUN], ["visual_saliency.models", "lstm4"]),
+    "visual_run_not_analysed": Case(lambda root: None, ["visual_ablation", *VISUAL_RUN[:3], "transformer12",
+                                                        "--seed", "0"], ["visual_saliency.models", "transformer12"]),
+    "visual_heads_bad_threshold": Case(set_param("visual_heads.threshold", 1.5), ["visual_heads", *VISUAL_RUN],
+                                       ["visual_heads.threshold"]),
+    "visual_ablation_no_draws": Case(set_param("visual_ablation.n_draws", 0), ["visual_ablation", *VISUAL_RUN],
+                                     ["visual_ablation.n_draws"]),
+    "visual_heads_saliency_schema": Case(parquet_file(VISUAL_SALIENCY, pd.DataFrame({"setting": ["caption"],
+                                                                                      "model": "transformer4",
+                                                                                      "seed": 0, "step": 0})),
+                                         ["visual_heads", *VISUAL_RUN], [VISUAL_SALIENCY, "layer"]),
+    "visual_ablation_heads_not_parquet": Case(text_file("data/visual/heads/caption_transformer4_seed0.parquet",
+                                                        "step,layer\n0,1\n"), ["visual_ablation", *VISUAL_RUN],
+                                              ["data/visual/heads/caption_transformer4_seed0.parquet"]),
+    "visual_report_missing_saliency": Case(visual_gain_only, ["visual_report"], [VISUAL_SALIENCY, "not found"]),
     "parquet_metrics_schema": Case(rewrite_parquet(f"{RUN0}/metrics.parquet", lambda df: df.drop(columns="loss")),
                                    ["binding_trajectory", "--seed", "0"], [f"{RUN0}/metrics.parquet", "loss"]),
 }

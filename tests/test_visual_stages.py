@@ -20,15 +20,15 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)
 SCENES, FEATURES = "data/visual/scenes", "data/visual/features"
 
 
-def stage(root: Path, name: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", f"stages.{name}"], cwd=root, env=ENV, capture_output=True,
+def stage(root: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", f"stages.{name}", *args], cwd=root, env=ENV, capture_output=True,
                           text=True, timeout=300)
 
 
-def run_ok(root: Path, *names: str) -> str:
+def run_ok(root: Path, *names: str, args: tuple[str, ...] = ()) -> str:
     err = ""
     for name in names:
-        proc = stage(root, name)
+        proc = stage(root, name, *args)
         assert proc.returncode == 0, proc.stderr[-2000:]
         err += proc.stderr
     return err
@@ -123,3 +123,32 @@ def test_dialog_with_a_bad_answer_index_is_named(workspace, tmp_path):
     line = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 1 and "dialog 4 (image_id 5)" in line and "answer index 10000" in line
     assert not (root / "data/visual/dialogs.parquet").exists()
+
+
+def test_attention_stages_run_on_both_settings_and_feed_the_report(workspace, tmp_path):
+    root = tmp_path / "mech"
+    shutil.copytree(workspace, root)
+    run_ok(root, "dino_features", "visual_vocab", "visual_eval_set")
+    chain = ("visual_train", "visual_gain", "visual_saliency", "visual_heads", "visual_ablation")
+    for setting in ("caption", "image"):
+        run_ok(root, *chain, args=("--setting", setting, "--model", "transformer4", "--seed", "0"))
+    run_ok(root, "visual_report")
+    n_eval = len(pd.read_parquet(root / "data/visual/eval.parquet"))
+    for setting in ("caption", "image"):
+        run = f"{setting}_transformer4_seed0.parquet"
+        saliency = pd.read_parquet(root / "data/visual/saliency" / run)
+        assert list(saliency.columns) == ["setting", "model", "seed", "step", "layer", "head", "metric", "value"]
+        assert set(saliency["setting"]) == {setting} and saliency["value"].between(0, 1).all()
+        heads = pd.read_parquet(root / "data/visual/heads" / run)
+        assert {"setting", "step", "layer", "head", "kind", "share"} <= set(heads.columns)
+        ablation = pd.read_parquet(root / "data/visual/ablation" / run)
+        assert len(ablation) == saliency["step"].nunique() * 2 * n_eval      # checkpoints x kinds x dialogs
+    before = (root / "data/visual/saliency/image_transformer4_seed0.parquet").read_bytes()
+    run_ok(root, "visual_saliency", args=("--setting", "image", "--model", "transformer4", "--seed", "0"))
+    assert (root / "data/visual/saliency/image_transformer4_seed0.parquet").read_bytes() == before  # deterministic
+    page = (root / "reports/grounding_visual.html").read_text()
+    assert all(title in page for title in ("Saliency flow by layer", "Aggregate and gather heads", "Head ablation"))
+    assert "image / transformer4" in page and "caption / transformer4" in page
+    metrics = json.loads((root / "reports/metrics/grounding_visual.json").read_text())
+    assert set(metrics["ablation"]) == {f"{s}_transformer4_{k}" for s in ("caption", "image")
+                                        for k in ("aggregate", "gather")}

@@ -4,13 +4,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pandas as pd
 import torch
 from safetensors.torch import load_file
 
 from emergence.config import from_dict, path_of, section
+from emergence.data import grounding_inputs
 from emergence.data.grounding import MODEL_NAME, read_vocab
+from emergence.data.grounding_inputs import SaliencyParams, checked_attention_models
 from emergence.data.visual_grounding import SETTINGS
 from emergence.io import PipelineError, read_parquet
 
@@ -29,8 +32,9 @@ class VisualRuns:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise PipelineError(f"{where}.seeds: distinct seeds, at least one, got {self.seeds}")
 
-    def names(self) -> list[str]:
-        return [run_name(s, m, k) for s in self.settings for m in self.models for k in self.seeds]
+    def names(self, models: list[str] | None = None) -> list[str]:
+        """Run names of settings x models x seeds (models: all, or the given subset)."""
+        return [run_name(s, m, k) for s in self.settings for m in (models or self.models) for k in self.seeds]
 
 
 def run_name(setting: str, model: str, seed: int) -> str:
@@ -48,6 +52,26 @@ def checked_run(params: dict, setting: str, model: str, seed: int) -> str:
         raise PipelineError(f"visual_runs: run {setting} {model} seed {seed} is not in settings x models x seeds "
                             f"({runs.settings} x {runs.models} x {runs.seeds})")
     return run_name(setting, model, seed)
+
+
+def attention_models(params: dict) -> SaliencyParams:
+    """visual_saliency's models: visual_runs models with attention heads (saliency, heads, ablation)."""
+    return checked_attention_models(params, "visual_saliency", runs_of(params).models, "visual_runs")
+
+
+def checked_attention_run(params: dict, setting: str, model: str, seed: int) -> str:
+    if model not in attention_models(params).models:
+        raise PipelineError(f"visual_saliency.models: run {setting} {model} seed {seed} is not analysed through "
+                            "attention")
+    return checked_run(params, setting, model, seed)
+
+
+def run_checkpoints(params: dict, run: str) -> list[tuple[int, Path]]:
+    return grounding_inputs.run_checkpoints(params, run, "visual")
+
+
+def checkpoint_models(params: dict, run: str, desc: str) -> Iterator[tuple[int, torch.nn.Module]]:
+    return grounding_inputs.checkpoint_models(params, run, desc, "visual")
 
 
 def dialogs(params: dict) -> pd.DataFrame:
@@ -78,6 +102,14 @@ def features(params: dict) -> tuple[torch.Tensor, dict[int, int], dict]:
         raise PipelineError(f"{root}: unreadable features ({e.__class__.__name__}: {e}); run dino_features") from e
     images = read_parquet(root / "images.parquet", {"row": "i", "image_id": "i"})
     return feats, dict(zip(images["image_id"].tolist(), images["row"].tolist())), record
+
+
+def environment(params: dict, setting: str) -> tuple[torch.Tensor | None, dict[int, int] | None]:
+    """What a setting reads besides tokens: the image setting's (features, image_id -> row); else (None, None)."""
+    if setting != "image":
+        return None, None
+    feats, image_row, _ = features(params)
+    return feats, image_row
 
 
 def run_file(params: dict, path_key: str, run: str) -> Path:

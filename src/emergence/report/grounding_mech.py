@@ -100,7 +100,8 @@ def flow_curve(saliency: pd.DataFrame) -> pd.DataFrame:
     return layer.pivot_table(index=["model", "step", "layer"], columns="metric", values="value").reset_index()
 
 
-def saliency_section(saliency: pd.DataFrame) -> str:
+def saliency_section(saliency: pd.DataFrame, env: str = "v<ENV>") -> str:
+    """Layer flow from the environment positions (`env`, as the page names them) to the prediction."""
     curve = flow_curve(saliency)
     models = sorted(curve["model"].unique())
     with plot_style():
@@ -111,16 +112,16 @@ def saliency_section(saliency: pd.DataFrame) -> str:
             for colour, layer in zip(_colours(len(layers)), layers):
                 d = c[c["layer"] == layer].sort_values("step")
                 ax.plot(d["step"], d["env_to_pred"], color=colour, label=f"layer {layer}")
-            ax.set_ylabel("v<ENV> → prediction share")
+            ax.set_ylabel(f"{env} → prediction share")
             ax.set_title(f"{model}: saliency flow by layer")
             ax.legend()
             step_axis(ax, c["step"])
     return "\n".join([
         H.para("I_l = |Σ_h A_{h,l} ⊙ ∂L/∂A_{h,l}| at the prediction of v<LAN> (matched held-out contexts, one "
-               "backward pass for all layers and heads); plotted: the share of I_l on the edges v<ENV> → "
+               f"backward pass for all layers and heads); plotted: the share of I_l on the edges {env} → "
                "prediction position, mean over contexts and seeds. other_to_pred: the share on all other edges "
                "into the prediction position."),
-        H.figure(fig, "saliency flow from v<ENV> to the prediction by layer over training"),
+        H.figure(fig, f"saliency flow from {env} to the prediction by layer over training"),
         "<details><summary>Layer flow per checkpoint</summary>" + H.table(curve, float_format="{:.4f}") +
         "</details>",
     ])
@@ -138,12 +139,12 @@ def heads_table(heads: pd.DataFrame, saliency: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index().pivot(index=["model", "step"], columns="kind").reset_index()
 
 
-def heads_section(heads: pd.DataFrame, saliency: pd.DataFrame, threshold: float) -> str:
+def heads_section(heads: pd.DataFrame, saliency: pd.DataFrame, threshold: float, env: str = "v<ENV>") -> str:
     table = heads_table(heads, saliency)
     table.columns = [" ".join(str(p) for p in c if p) for c in table.columns]
     return "\n".join([
-        H.para(f"Aggregate heads: >= {threshold:.0%} of a head's |saliency| on the edges v<ENV> → prediction "
-               f"position; gather heads: >= {threshold:.0%} on edges into v<ENV> positions from earlier ones "
+        H.para(f"Aggregate heads: >= {threshold:.0%} of a head's |saliency| on the edges {env} → prediction "
+               f"position; gather heads: >= {threshold:.0%} on edges into {env} positions from earlier ones "
                "(the paper's Table 2 criterion)."),
         H.table(table, caption="Heads found per checkpoint", float_format="{:.2f}"),
         *[H.para(f"No {kind} head reaches the threshold at any checkpoint.")
@@ -173,7 +174,8 @@ def ablation_table(ablation: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def ablation_section(ablation: pd.DataFrame) -> str:
+def ablation_section(ablation: pd.DataFrame, paper: bool = True) -> str:
+    """The ablation tables; `paper` adds the paper's Table 2 (CHILDES) for comparison."""
     table = ablation_table(ablation)
     final = table[table["step"] == table.groupby("model")["step"].transform("max")]
     return "\n".join([
@@ -181,8 +183,8 @@ def ablation_section(ablation: pd.DataFrame) -> str:
                "from the same layers (control, mean over draws) and with none (original). Means over the runs "
                "that have such heads at that checkpoint; p pools (seed, context) pairs."),
         H.table(final, caption="Last checkpoint", float_format="{:.4f}"),
-        H.table(PAPER_ABLATION, caption="Paper (Wu et al., Table 2), aggregate heads, Transformer on "
-                "CHILDES, for comparison", float_format="{:.2f}"),
+        *([H.table(PAPER_ABLATION, caption="Paper (Wu et al., Table 2), aggregate heads, Transformer on "
+                   "CHILDES, for comparison", float_format="{:.2f}")] if paper else []),
         "<details><summary>Every checkpoint</summary>" + H.table(table, float_format="{:.4f}") + "</details>",
     ])
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from emergence.report import grounding_mech as mech
 from emergence.report import html as H
 from emergence.report.grounding import curves_figure, final_table, gain_by_checkpoint
 
@@ -10,15 +11,46 @@ FINAL_COLUMNS = ["model", "step", "n_seeds", "n_words", "s_matched", "s_mismatch
                  "G_seed_max", "p_value", "grounded (G > 0, p < 0.01)"]
 
 
+ENV = "ENV"    # environment positions: the caption's v<ENV> (caption setting), the image's prefix (image setting)
+
+
+def labelled(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per-run rows with model = 'setting / model': one curve, panel or table row per (setting, model)."""
+    return rows.assign(model=rows["setting"] + " / " + rows["model"])
+
+
 def visual_curve(rows: pd.DataFrame) -> pd.DataFrame:
     """gain_by_checkpoint with one curve per (setting, model), labelled 'setting / model'."""
-    labelled = rows.assign(model=rows["setting"] + " / " + rows["model"])
-    return gain_by_checkpoint(labelled)
+    return gain_by_checkpoint(labelled(rows))
 
 
-def visual_metrics(curve: pd.DataFrame) -> dict:
-    return {r.model.replace(" / ", "_"): {"step": int(r.step), "G": round(float(r.G), 5), "p_value": round(float(r.p_value), 5)}
+def visual_metrics(curve: pd.DataFrame, ablation: pd.DataFrame) -> dict:
+    """Final G and p per (setting, model), and the ablation at the last checkpoint per (setting, model, kind)."""
+    gain = {r.model.replace(" / ", "_"): {"step": int(r.step), "G": round(float(r.G), 5),
+                                          "p_value": round(float(r.p_value), 5)}
             for r in final_table(curve).itertuples()}
+    ablated = {k.replace(" / ", "_"): v for k, v in mech.ablation_metrics(labelled(ablation)).items()}
+    return {**gain, "ablation": ablated}
+
+
+def mechanism_sections(saliency: pd.DataFrame, heads: pd.DataFrame, ablation: pd.DataFrame,
+                       threshold: float) -> list[tuple[str, str]]:
+    """The text study's saliency, heads and ablation sections, one panel or row per (setting, model)."""
+    saliency, heads, ablation = labelled(saliency), labelled(heads), labelled(ablation)
+    where = H.para(f"{ENV} positions: in the caption setting the caption's v<ENV> (as in the text study); in "
+                   "the image setting the image's prefix positions (its DINOv2 features projected into the "
+                   "model), the dialogue read there having no caption. An aggregate head there carries the image "
+                   "to the prediction of v<LAN>; a gather head mixes image positions among themselves. The image "
+                   "has many positions where a caption has one or two v<ENV>, so its share is large even in an "
+                   "untrained model: read the image rows against their first checkpoint (random init). Where "
+                   "(almost) every head of a layer passes the threshold, fewer random control heads are left "
+                   "than are ablated (control heads column) and the control is no longer matched; with none "
+                   "left, control and p are empty.")
+    return [
+        ("Saliency flow by layer", where + "\n" + mech.saliency_section(saliency, ENV)),
+        ("Aggregate and gather heads", mech.heads_section(heads, saliency, threshold, ENV)),
+        ("Head ablation", mech.ablation_section(ablation, paper=False)),
+    ]
 
 
 def _data_section(counts: dict, targets: pd.DataFrame, eval_set: pd.DataFrame, encoder: dict) -> str:
@@ -52,14 +84,17 @@ def _gain_section(curve: pd.DataFrame) -> str:
 
 
 def visual_page(counts: dict, targets: pd.DataFrame, eval_set: pd.DataFrame, encoder: dict, curve: pd.DataFrame,
-                provenance: dict) -> str:
+                mechanisms: list[tuple[str, str]], provenance: dict) -> str:
+    """The page: data and encoder, gain curves, then the mechanistic sections (title, html) as given."""
     sections = [
         ("Data and encoder", _data_section(counts, targets, eval_set, encoder)),
         ("Grounding gain over training", _gain_section(curve)),
+        *mechanisms,
         ("Provenance", H.provenance_block(provenance)),
     ]
     intro = ("Visual Dialog-style dialogues: a caption (w<ENV>) or the image itself (DINOv2 patch features read "
              "as a prefix) is the environment, the question/answer turns are speech (w<LAN>). Grounded: the "
-             "matched environment makes v<LAN> less surprising (Wu et al., arXiv 2510.13796). Saliency, heads "
-             "and ablation for these settings are not built yet.")
+             "matched environment makes v<LAN> less surprising (Wu et al., arXiv 2510.13796); attention "
+             "saliency, aggregate/gather heads and their ablation show where the environment reaches the "
+             "prediction.")
     return H.page("Symbol grounding in visual dialogue", sections, intro=intro)

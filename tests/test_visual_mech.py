@@ -1,0 +1,148 @@
+"""Visual-dialogue attention analyses on tiny models: matched inputs of both settings, saliency with the
+image as the environment, heads and ablation per checkpoint, run selection and the report sections."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from emergence.analysis.binding_ablation import ablation_hook
+from emergence.analysis.grounding_ablation import AblationParams, checkpoint_ablations
+from emergence.analysis.grounding_gain import target_surprisal
+from emergence.analysis.grounding_saliency import SALIENCY_COLUMNS, find_heads, saliency_table
+from emergence.analysis.saliency import head_saliency
+from emergence.analysis.visual_gain import matched_visual_inputs
+from emergence.data import visual_inputs
+from emergence.io import PipelineError
+from emergence.models import build_model
+from emergence.report.grounding_visual import mechanism_sections, visual_curve, visual_metrics
+
+from tiny_models import no_hooks
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+VOCAB = ["<unk>", "<Q>", "<A>", "a<ENV>", "dog<ENV>", "cat<ENV>", "is<LAN>", "dog<LAN>", "cat<LAN>", "yes<LAN>"]
+INDEX = {t: i for i, t in enumerate(VOCAB)}
+EVAL = pd.DataFrame({
+    "word": ["dog", "cat"],
+    "context": [["a<ENV>", "dog<ENV>", "<Q>", "is<LAN>"], ["cat<ENV>", "<Q>", "yes<LAN>", "<A>", "is<LAN>"]],
+    "image_id": [10, 11],
+    "image_context": [["<Q>", "is<LAN>"], ["<Q>", "yes<LAN>", "<A>", "is<LAN>"]],
+})
+P, D_FEAT, L, H = 3, 5, 2, 3
+FEATURES = torch.randn(4, P, D_FEAT, generator=torch.Generator().manual_seed(1))   # (images, P, d)
+IMAGE_ROW = {12: 0, 10: 1, 11: 2, 13: 3}
+
+
+def prefix_model(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return build_model("transformer", dict(n_layers=L, d_model=24, n_heads=H, d_head=8, d_mlp=32, n_ctx=12,
+                                           d_vocab=len(VOCAB), d_prefix=D_FEAT, pos="learned")).eval()
+
+
+def test_caption_setting_reads_the_caption_as_the_text_study_does():
+    contexts, targets, env_pos, prefixes = matched_visual_inputs("caption", EVAL, INDEX)
+    assert contexts[0] == [3, 4, 1, 6] and targets == [INDEX["dog<LAN>"], INDEX["cat<LAN>"]]
+    assert env_pos == [[1], [0]] and prefixes is None
+
+
+def test_image_setting_reads_the_dialogue_after_its_own_image():
+    contexts, targets, env_pos, prefixes = matched_visual_inputs("image", EVAL, INDEX, FEATURES, IMAGE_ROW)
+    assert contexts == [[1, 6], [1, 9, 2, 6]] and env_pos == [[], []]   # no caption: only the image is ENV
+    assert torch.equal(prefixes, FEATURES[[1, 2]])                     # (N, P, d): images 10 and 11
+    with pytest.raises(PipelineError, match="image_id 99"):
+        matched_visual_inputs("image", EVAL.assign(image_id=[10, 99]), INDEX, FEATURES, IMAGE_ROW)
+
+
+def test_image_saliency_counts_the_prefix_positions_as_the_environment():
+    model = prefix_model()
+    contexts, targets, env_pos, prefixes = matched_visual_inputs("image", EVAL, INDEX, FEATURES, IMAGE_ROW)
+    table = saliency_table([(0, model), (7, prefix_model(1))], contexts, targets, env_pos, 1, prefixes)
+    assert list(table.columns) == list(SALIENCY_COLUMNS) and sorted(set(table["step"])) == [0, 7]
+    assert len(table) == 2 * (2 * L * H + 2 * L) and table["value"].between(0, 1).all()
+    expected = 0.0                                                     # the definition, one unpadded context at a time
+    for b, (c, t) in enumerate(zip(contexts, targets)):
+        p = P + len(c) - 1
+        S = head_saliency(model, torch.tensor([c]), torch.tensor([p]), torch.tensor([t]),
+                          prefix=prefixes[b: b + 1])[:, 0].abs()      # (L, H, P + T, P + T)
+        expected += (S[1, 2, p, :P].sum() / S[1, 2].sum()).item() / len(contexts)
+    got = table.query("step == 0 and metric == 'aggregate_share' and layer == 1 and head == 2")["value"].item()
+    assert got == pytest.approx(expected, rel=1e-4)
+    assert no_hooks(model)
+
+
+def test_checkpoint_ablations_zero_each_kind_with_the_image_read_first():
+    models = [(0, prefix_model()), (5, prefix_model(1))]
+    contexts, targets, _, prefixes = matched_visual_inputs("image", EVAL, INDEX, FEATURES, IMAGE_ROW)
+    heads = pd.DataFrame({"step": [5, 5, 0], "layer": [0, 1, 1], "head": [1, 2, 0],
+                          "kind": ["aggregate", "aggregate", "gather"], "share": 0.5})
+    out = checkpoint_ablations(models, heads, contexts, targets, AblationParams(n_draws=2, seed=3), prefixes)
+    assert out.groupby(["step", "kind"])["n_heads"].first().to_dict() == {
+        (0, "aggregate"): 0, (0, "gather"): 1, (5, "aggregate"): 2, (5, "gather"): 0}
+    model = models[1][1]
+    with model.hooks([ablation_hook(0, [1], "zero", None), ablation_hook(1, [2], "zero", None)]):
+        by_hand = target_surprisal(model, contexts, targets, prefixes=prefixes)
+    row = out[(out["step"] == 5) & (out["kind"] == "aggregate")]
+    np.testing.assert_allclose(row["intervention"], by_hand, rtol=1e-6)
+    np.testing.assert_allclose(row["original"], target_surprisal(model, contexts, targets, prefixes=prefixes),
+                               rtol=1e-6)
+    assert out.loc[out["n_heads"] == 0, "intervention"].isna().all() and no_hooks(model)
+
+
+def params(run_models: list[str], attention: list[str]) -> dict:
+    return {"visual_runs": {"settings": ["caption", "image"], "models": run_models, "seeds": [0, 1]},
+            "visual_saliency": {"models": attention},
+            "grounding_models": {"transformer4": {"arch": "transformer"}, "lstm4": {"arch": "lstm"}}}
+
+
+def test_attention_runs_are_transformers_of_the_visual_runs():
+    runs = visual_inputs.runs_of(params(["transformer4", "lstm4"], ["transformer4"]))
+    assert runs.names(["transformer4"]) == ["caption_transformer4_seed0", "caption_transformer4_seed1",
+                                            "image_transformer4_seed0", "image_transformer4_seed1"]
+    ok = params(["transformer4", "lstm4"], ["transformer4"])
+    assert visual_inputs.checked_attention_run(ok, "image", "transformer4", 1) == "image_transformer4_seed1"
+    with pytest.raises(PipelineError, match="visual_saliency.models: run image lstm4 seed 0 is not analysed"):
+        visual_inputs.checked_attention_run(ok, "image", "lstm4", 0)
+    with pytest.raises(PipelineError, match="visual_saliency.models: 'lstm4' is a lstm"):
+        visual_inputs.attention_models(params(["transformer4", "lstm4"], ["lstm4"]))
+    with pytest.raises(PipelineError, match=r"'transformer4' is not in visual_runs\.models"):
+        visual_inputs.attention_models(params(["lstm4"], ["transformer4"]))
+
+
+def run_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """gain, saliency, heads and ablation rows of a caption and an image run, two checkpoints."""
+    grid = pd.DataFrame([(s, "t4", 0, step) for s in ("caption", "image") for step in (0, 9)],
+                        columns=["setting", "model", "seed", "step"])
+    gain = grid.merge(pd.DataFrame({"word": ["dog", "cat"], "s_matched": [2.0, 2.5], "s_mismatched": [3.0, 2.6],
+                                    "gain": [1.0, 0.1]}), how="cross")
+    cells = pd.DataFrame([(layer, head, m) for layer in range(L) for head in range(H)
+                          for m in ("aggregate_share", "gather_share")] +
+                         [(layer, -1, m) for layer in range(L) for m in ("env_to_pred", "other_to_pred")],
+                         columns=["layer", "head", "metric"])
+    saliency = grid.merge(cells, how="cross")
+    saliency["value"] = np.where((saliency["setting"] == "image") & (saliency["layer"] == 0), 0.6, 0.1)
+    heads = find_heads(saliency, 0.3)
+    n = 4
+    ablation = grid.merge(pd.DataFrame({"kind": ["aggregate", "gather"]}), how="cross").merge(
+        pd.DataFrame({"context": range(n)}), how="cross")
+    image_agg = (ablation["setting"] == "image") & (ablation["kind"] == "aggregate")
+    ablation = ablation.assign(original=2.0, intervention=np.where(image_agg, 3.0 + 0.1 * ablation["context"], np.nan),
+                               control=np.where(image_agg, 2.0, np.nan), n_heads=np.where(image_agg, H, 0),
+                               n_control_heads=0)
+    return gain, saliency, heads, ablation
+
+
+def test_report_sections_label_each_setting_and_show_what_the_control_lacks():
+    gain, saliency, heads, ablation = run_tables()
+    sections = dict(mechanism_sections(saliency, heads, ablation, 0.3))
+    assert list(sections) == ["Saliency flow by layer", "Aggregate and gather heads", "Head ablation"]
+    assert "image / t4" in sections["Aggregate and gather heads"] and "caption / t4" in sections["Head ablation"]
+    assert "ENV → prediction" in sections["Saliency flow by layer"]
+    assert "control heads (mean)" in sections["Head ablation"]
+    assert "Paper (Wu et al., Table 2)" not in sections["Head ablation"]
+    metrics = visual_metrics(visual_curve(gain), ablation)
+    assert metrics["image_t4"]["step"] == 9 and metrics["caption_t4"]["G"] == pytest.approx(0.55)
+    agg = metrics["ablation"]["image_t4_aggregate"]
+    assert agg["heads (mean)"] == H and agg["intervention"] > agg["control"] and agg["p (intervention > control)"] < 0.1
+    assert metrics["ablation"]["caption_t4_gather"]["intervention"] is None

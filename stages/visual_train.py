@@ -2,8 +2,10 @@
 
 caption: windows of the dialog token stream (caption words as w<ENV>), as in the
 text study. image: one sequence per dialog without its caption, read after its
-image's DINOv2 features (a prefix projected into the embedding space).
-Held-out evaluation dialogs never enter training.
+image's DINOv2 features (a prefix projected into the embedding space), each
+feature dimension standardised with the training images' mean and std (fixed,
+saved with the model: models/prefix.py). Held-out evaluation dialogs never
+enter training.
 """
 from __future__ import annotations
 
@@ -17,17 +19,19 @@ from emergence.data.grounding import model_entry, training_windows
 from emergence.data.visual_grounding import dialog_sequences, image_batches
 from emergence.io import PipelineError, file_sha256
 from emergence.models import build_model
+from emergence.models.prefix import set_prefix_stats
 from emergence.train import TrainConfig, train
 from emergence.train.batches import epoch_batches
 
 
 def batches(params: dict, setting: str, index: dict[str, int], batch_size: int, seed: int):
-    """(batch_fn, model config additions, number of training sequences) of one setting."""
+    """(batch_fn, model config additions, number of training sequences, features of the distinct
+    training images or None) of one setting."""
     dialogs, seq_len = inputs.dialogs(params), inputs.seq_len(params)
     held_out = set(inputs.eval_set(params)["turn"].tolist())
     if setting == "caption":
         windows = training_windows(dialogs, held_out, index, seq_len)
-        return epoch_batches(windows, batch_size, seed), {"n_ctx": seq_len}, len(windows)
+        return epoch_batches(windows, batch_size, seed), {"n_ctx": seq_len}, len(windows), None
     feats, image_row, _ = inputs.features(params)
     ids, image_ids = dialog_sequences(dialogs, held_out, index, seq_len)
     if missing := sorted(set(image_ids.tolist()) - set(image_row)):
@@ -35,7 +39,7 @@ def batches(params: dict, setting: str, index: dict[str, int], batch_size: int, 
                             f"({len(missing)} training images lack them)")
     rows = np.array([image_row[i] for i in image_ids.tolist()], dtype=np.int64)
     extra = {"n_ctx": seq_len + feats.shape[1], "d_prefix": feats.shape[2]}
-    return image_batches(ids, rows, feats, batch_size, seed), extra, len(ids)
+    return image_batches(ids, rows, feats, batch_size, seed), extra, len(ids), feats[torch.from_numpy(np.unique(rows))]
 
 
 @stage_main
@@ -46,11 +50,13 @@ def main(argv: list[str] | None = None) -> None:
     values = {k: v for k, v in section(params, "visual_train").items() if k != "seq_len"}
     cfg = from_dict(TrainConfig, {**values, "seed": args.seed, "device": load_base(params).device}, "visual_train")
     _, index = inputs.vocab_index(params)
-    batch_fn, extra, n = batches(params, args.setting, index, cfg.batch_size, args.seed)
+    batch_fn, extra, n, train_features = batches(params, args.setting, index, cfg.batch_size, args.seed)
     if cfg.batch_size > n:
         raise PipelineError(f"visual_train.batch_size: only {n} training sequences, got {cfg.batch_size}")
     torch.manual_seed(args.seed)  # initial weights are part of the run's fingerprint
     model = build_model(arch, {**model_cfg, "d_vocab": len(index), **extra}, f"grounding_models.{args.model}")
+    if train_features is not None:
+        set_prefix_stats(model, train_features)
     fingerprint = file_sha256(path_of(params, "visual_dialogs")) + file_sha256(path_of(params, "visual_eval"))
     if args.setting == "image":
         fingerprint += file_sha256(path_of(params, "visual_features") / "features.safetensors")

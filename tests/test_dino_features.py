@@ -11,7 +11,8 @@ import torch
 from PIL import Image
 
 from emergence.data import dino_features as dino
-from emergence.data.dino_features import EncoderParams, encode_batch, encode_images, image_key, load_encoder, load_image
+from emergence.data.dino_features import (EncoderParams, encode_batch, encode_images, encoder_layers, image_key,
+                                          load_encoder, load_image)
 from emergence.io import PipelineError
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore:.*random-init DINOv2")]
@@ -186,6 +187,15 @@ def test_pooling_shapes_and_values(tiny_dir):
     assert torch.allclose(encode_batch(enc, x, 1)[:, 0], full.mean(1), atol=1e-6)
     with pytest.raises(PipelineError, match=r"dino_features.pool_grid: 5 exceeds the 4x4 patch grid"):
         encode_batch(enc, x, 5)
+
+
+def test_every_layer_is_read_through_the_final_norm(tiny_dir):
+    enc = load_encoder(params(tiny_dir), "cpu")
+    x = torch.randn(2, 3, SIZE, SIZE)
+    layers = encoder_layers(enc, x, 2)
+    assert len(layers) == enc.model.config.num_hidden_layers + 1  # the embeddings, then every layer
+    assert all(h.shape == (2, 4, 32) for h in layers) and not torch.allclose(layers[0], layers[-1])
+    torch.testing.assert_close(layers[-1], encode_batch(enc, x, 2))  # the last is what the stage caches
 
 
 def test_load_image_and_key(tmp_path):

@@ -10,7 +10,9 @@ from emergence.analysis.grounding_saliency import saliency_shares
 from emergence.analysis.saliency import head_saliency
 from emergence.io import PipelineError
 from emergence.models import build_model
+from emergence.models.prefix import STD_FLOOR, set_prefix_stats
 from emergence.train import TrainConfig, list_checkpoints, load_checkpoint, train
+from emergence.train.checkpoint import save_checkpoint
 
 from tiny_models import no_hooks
 
@@ -88,6 +90,34 @@ def test_training_loop_takes_dict_batches_and_checkpoints_the_projection(tmp_pat
     loaded = load_checkpoint(path)[0].eval()
     model.eval()
     torch.testing.assert_close(loaded(idx, prefix=prefix)[0], model(idx, prefix=prefix)[0])
+
+
+@pytest.mark.parametrize("arch", sorted(TINY))
+def test_prefix_is_standardised_with_the_training_features_and_checkpointed(arch, tmp_path):
+    model = tiny(arch)
+    idx, _ = inputs()
+    g = torch.Generator().manual_seed(4)
+    train_feats = 7.0 + 0.1 * torch.randn(20, P, D_FEAT, generator=g)      # a large shared offset, small spread
+    train_feats[..., 0] = 3.0                                              # a dimension constant over images
+    set_prefix_stats(model, train_feats)
+    flat = train_feats.reshape(-1, D_FEAT).double()
+    torch.testing.assert_close(model.prefix_mean, flat.mean(0).float())
+    assert model.prefix_std[0] == STD_FLOOR
+    seen = {}
+    with model.hooks([("hook_prefix", lambda t, n: seen.setdefault(n, t))]):
+        model(idx, prefix=train_feats[:2])
+    z = (train_feats[:2] - model.prefix_mean) / model.prefix_std
+    torch.testing.assert_close(seen["hook_prefix"], model.prefix_proj(z))
+    assert z[..., 1:].std() == pytest.approx(1.0, abs=0.3) and z[..., 0].abs().max() < 1e-3
+    # A per-dimension rescaling of the features, with stats from the rescaled training features: same model.
+    shifted = tiny(arch)
+    set_prefix_stats(shifted, 2.0 * train_feats - 5.0)
+    torch.testing.assert_close(shifted(idx, prefix=2.0 * train_feats[:2] - 5.0)[0],
+                               model(idx, prefix=train_feats[:2])[0], rtol=1e-4, atol=1e-4)
+    path = save_checkpoint(model, tmp_path / "ckpt", 0, {})
+    loaded = load_checkpoint(path)[0]
+    torch.testing.assert_close(loaded.prefix_std, model.prefix_std)
+    torch.testing.assert_close(loaded.prefix_mean, model.prefix_mean)
 
 
 def test_surprisal_and_saliency_read_past_the_prefix():

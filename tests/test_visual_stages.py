@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 from safetensors.torch import load_file
+
+from emergence.train import list_checkpoints, load_checkpoint
 
 from conftest import ROOT
 
@@ -125,6 +128,21 @@ def test_dialog_with_a_bad_answer_index_is_named(workspace, tmp_path):
     assert not (root / "data/visual/dialogs.parquet").exists()
 
 
+def assert_prefix_standardised_with_training_images(root: Path) -> None:
+    """The image run's checkpoints carry the mean and std of its training images' features, not the held-out ones'."""
+    features = load_file(root / FEATURES / "features.safetensors")["features"]
+    images = pd.read_parquet(root / FEATURES / "images.parquet")
+    row = dict(zip(images["image_id"], images["row"]))
+    dialogs = pd.read_parquet(root / "data/visual/dialogs.parquet")
+    held_out = set(pd.read_parquet(root / "data/visual/eval.parquet")["turn"])
+    rows = sorted({row[i] for k, i in enumerate(dialogs["image_id"]) if k not in held_out})
+    assert len(rows) < len(features)  # some images are only seen at evaluation
+    flat = features[rows].reshape(-1, features.shape[-1]).double()
+    model = load_checkpoint(list_checkpoints(root / "data/visual/runs/image_transformer4_seed0")[-1][1])[0]
+    torch.testing.assert_close(model.prefix_mean, flat.mean(0).float())
+    torch.testing.assert_close(model.prefix_std, flat.std(0).float())
+
+
 def test_attention_stages_run_on_both_settings_and_feed_the_report(workspace, tmp_path):
     root = tmp_path / "mech"
     shutil.copytree(workspace, root)
@@ -143,6 +161,7 @@ def test_attention_stages_run_on_both_settings_and_feed_the_report(workspace, tm
         assert {"setting", "step", "layer", "head", "kind", "share"} <= set(heads.columns)
         ablation = pd.read_parquet(root / "data/visual/ablation" / run)
         assert len(ablation) == saliency["step"].nunique() * 2 * n_eval      # checkpoints x kinds x dialogs
+    assert_prefix_standardised_with_training_images(root)
     before = (root / "data/visual/saliency/image_transformer4_seed0.parquet").read_bytes()
     run_ok(root, "visual_saliency", args=("--setting", "image", "--model", "transformer4", "--seed", "0"))
     assert (root / "data/visual/saliency/image_transformer4_seed0.parquet").read_bytes() == before  # deterministic

@@ -145,21 +145,35 @@ def load_image(path: str | Path, size: int) -> torch.Tensor:
     return (x - IMAGENET_MEAN) / IMAGENET_STD
 
 
+def pool_patches(patches: torch.Tensor, pool_grid: int, where: str = "dino_features") -> torch.Tensor:
+    """(B, P, d) patch tokens of square images -> (B, pool_grid**2, d) average-pooled (0 = all patches)."""
+    if not pool_grid:
+        return patches
+    B, P, d = patches.shape
+    g = int(round(P ** 0.5))  # square images -> a g x g patch grid
+    if pool_grid > g:
+        raise PipelineError(f"{where}.pool_grid: {pool_grid} exceeds the {g}x{g} patch grid "
+                            f"(raise image_size or lower pool_grid)")
+    grid = patches.transpose(1, 2).reshape(B, d, g, g)  # (B, d, g, g), row-major like the patch order
+    return F.adaptive_avg_pool2d(grid, pool_grid).flatten(2).transpose(1, 2)  # (B, pool_grid**2, d)
+
+
 def encode_batch(encoder: Encoder, images: torch.Tensor, pool_grid: int, where: str = "dino_features") -> torch.Tensor:
-    """(B, n_tokens, d) float32 on the CPU: patch tokens, average-pooled to pool_grid**2 (0 = all patches)."""
+    """(B, n_tokens, d) float32 on the CPU: last-layer patch tokens, average-pooled to pool_grid**2."""
     device = next(encoder.model.parameters()).device
     with torch.no_grad():
         hidden = encoder.model(pixel_values=images.to(device)).last_hidden_state  # (B, 1 + P, d)
-    patches = hidden[:, 1:].float()  # (B, P, d), the CLS token dropped
-    if pool_grid:
-        B, P, d = patches.shape
-        g = int(round(P ** 0.5))  # square images -> a g x g patch grid
-        if pool_grid > g:
-            raise PipelineError(f"{where}.pool_grid: {pool_grid} exceeds the {g}x{g} patch grid "
-                                f"(raise image_size or lower pool_grid)")
-        grid = patches.transpose(1, 2).reshape(B, d, g, g)  # (B, d, g, g), row-major like the patch order
-        patches = F.adaptive_avg_pool2d(grid, pool_grid).flatten(2).transpose(1, 2)  # (B, pool_grid**2, d)
-    return patches.contiguous().cpu()
+    return pool_patches(hidden[:, 1:].float(), pool_grid, where).contiguous().cpu()  # the CLS token dropped
+
+
+def encoder_layers(encoder: Encoder, images: torch.Tensor, pool_grid: int,
+                   where: str = "dino_features") -> list[torch.Tensor]:
+    """Pooled patch tokens after every layer (0 = embeddings), each through the final layer norm as
+    DINOv2's intermediate-layer readout does (the last equals encode_batch's): a list of (B, n_tokens, d)."""
+    device = next(encoder.model.parameters()).device
+    with torch.no_grad():
+        hidden = encoder.model(pixel_values=images.to(device), output_hidden_states=True).hidden_states
+        return [pool_patches(encoder.model.layernorm(h)[:, 1:].float(), pool_grid, where).cpu() for h in hidden]
 
 
 def cache_key(encoder_id: str, params: EncoderParams) -> str:

@@ -2,12 +2,12 @@
 
 The embedded default of study G's visual-dialogue extension, so the real
 VisDial reader and image encoder run offline. A scene holds 1..max_objects
-nouns, each drawn as its fixed visual identity (a shape plus an inner mark:
-the image alone tells which noun it is) in a colour, size and position that
-vary per scene. The caption names every object with some of its attributes;
-each dialogue round asks about a present object with probability
-p_present_mention, otherwise about an absent one ("is there a dog" -> "no")
-or the object count. Text follows real VisDial: lower case, questions without
+nouns, each drawn as its fixed visual identity (a shape plus an inner mark in
+the noun's own pattern and signature colour: the image alone tells which noun
+it is) with a body colour, size and position that vary per scene. The
+caption names every object with some of its attributes; each dialogue round
+asks about a present object with probability p_present_mention, otherwise
+about an absent one ("is there a dog" -> "no") or the object count. Text follows real VisDial: lower case, questions without
 "?", answers with commas ("yes, there is a red dog"). Nouns keep their `_`
 (teddy_bear) so each stays one word.
 """
@@ -28,7 +28,10 @@ from emergence.data.nouns import CDI_NOUNS
 from emergence.io import PipelineError, atomic_path
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross", "star", "hexagon")
-MARKS = ("plain", "stripes", "dot")  # drawn in black inside the shape
+MARKS = ("stripes", "dot", "ring", "checks")  # patterns drawn inside the shape
+# A noun's mark has its own signature colour, from a palette disjoint from the body colours (COLOURS),
+# so the body colour stays a per-scene attribute that the dialogue asks about.
+MARK_COLOURS = {"black": (0, 0, 0), "white": (255, 255, 255), "cyan": (0, 200, 220), "magenta": (210, 0, 210)}
 COLOURS = {"red": (220, 40, 40), "blue": (40, 80, 220), "green": (40, 160, 60), "yellow": (235, 210, 40),
            "orange": (240, 140, 30), "purple": (140, 60, 180), "pink": (240, 130, 180), "brown": (140, 90, 40)}
 SIZES = {"small": 0.2, "big": 0.3}  # object diameter / image side
@@ -86,7 +89,7 @@ class SceneParams:
         if not 0.0 <= self.p_present_mention <= 1.0:
             raise PipelineError(f"{where}.p_present_mention: must be in [0, 1], got {self.p_present_mention}")
         pool = tuple(self.nouns or CDI_NOUNS)
-        limit = min(len(pool), len(SHAPES) * len(MARKS))  # every noun needs its own visual identity
+        limit = min(len(pool), n_identities())  # every noun needs its own visual identity
         if self.n_nouns > limit:
             raise PipelineError(f"{where}.n_nouns: at most {limit} nouns have distinct identities, got {self.n_nouns}")
         if self.n_nouns <= self.max_objects:  # some noun must stay absent from every scene
@@ -103,11 +106,20 @@ class Scene:
     objects: list[Obj]
 
 
+def n_identities() -> int:
+    """How many nouns can have their own mark: the mark (pattern, colour) alone tells the noun."""
+    return len(MARKS) * len(MARK_COLOURS)
+
+
 def noun_identities(nouns: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """noun i -> (shape, mark): shapes cycle first, so the first 7 nouns differ by outline alone."""
-    if len(nouns) > len(SHAPES) * len(MARKS):
-        raise PipelineError(f"nouns: only {len(SHAPES) * len(MARKS)} distinct visual identities, got {len(nouns)} nouns")
-    return {n: (SHAPES[i % len(SHAPES)], MARKS[i // len(SHAPES)]) for i, n in enumerate(nouns)}
+    """noun i -> (shape, mark, mark colour): the mark and its colour differ for every noun, the shape cycles
+    on top. The mark carries the identity because a randomly initialised encoder (the default here) keeps
+    colour and texture but not outlines (README: visual dialogue); a pretrained one sees all three."""
+    if len(nouns) > n_identities():
+        raise PipelineError(f"nouns: only {n_identities()} distinct visual identities, got {len(nouns)} nouns")
+    colours = list(MARK_COLOURS)
+    return {n: (SHAPES[i % len(SHAPES)], MARKS[i % len(MARKS)], colours[i // len(MARKS)])
+            for i, n in enumerate(nouns)}
 
 
 def sample_scene(rng: random.Random, nouns: Sequence[str], params: SceneParams) -> Scene:
@@ -145,13 +157,18 @@ def _masks(shape: str, mark: str, d: int) -> tuple[Image.Image, Image.Image]:
     _outline(ImageDraw.Draw(body), shape, big)
     mark_img = Image.new("L", (big, big))
     draw = ImageDraw.Draw(mark_img)
+    period = big // 4
     if mark == "stripes":  # diagonal, so they never line up with the cross's arms
-        period = big // 4
         for x in range(-big, big, period):
             draw.line((x, big, x + big, 0), fill=255, width=max(1, period // 3))
-    elif mark == "dot":  # radius 0.3 fits inside every shape's centre
-        r = 0.3 * big / 2
-        draw.ellipse((big / 2 - r, big / 2 - r, big / 2 + r, big / 2 + r), fill=255)
+    elif mark == "checks":
+        for y in range(0, big, period):
+            for x in range((y // period) % 2 * period, big, 2 * period):
+                draw.rectangle((x, y, x + period - 1, y + period - 1), fill=255)
+    else:  # a centred dot (radius 0.3) or ring (0.2-0.4): inside every shape, the ring clipped by the cross
+        outer, inner = (0.3, 0.0) if mark == "dot" else (0.4, 0.2)
+        for r, fill in ((outer * big / 2, 255), (inner * big / 2, 0)):
+            draw.ellipse((big / 2 - r, big / 2 - r, big / 2 + r, big / 2 + r), fill=fill)
     mark_img = ImageChops.multiply(mark_img, body)
     return (body.resize((d, d), Image.Resampling.BOX), mark_img.resize((d, d), Image.Resampling.BOX))
 
@@ -160,11 +177,12 @@ def draw_scene(scene: Scene, identities: dict[str, tuple[str, ...]], size: int) 
     img = Image.new("RGB", (size, size), BACKGROUND)
     for noun, colour, obj_size, pos in scene.objects:
         d = round(SIZES[obj_size] * size)
-        body, mark = _masks(*identities[noun], d)
+        shape, mark, mark_colour = identities[noun]
+        body, mark_mask = _masks(shape, mark, d)
         cx, cy = POSITIONS[pos]
         corner = (round(cx * size - d / 2), round(cy * size - d / 2))
         img.paste(COLOURS[colour], corner + (corner[0] + d, corner[1] + d), body)
-        img.paste((0, 0, 0), corner + (corner[0] + d, corner[1] + d), mark)
+        img.paste(MARK_COLOURS[mark_colour], corner + (corner[0] + d, corner[1] + d), mark_mask)
     return img
 
 

@@ -70,6 +70,7 @@ rule visual_vocab:
         "src/emergence/data/grounding.py",
         "src/emergence/data/visual_inputs.py",
         "src/emergence/data/nouns.py",
+        "src/emergence/data/scenes.py",
         P["visual_dialogs"],
     output:
         P["visual_vocab"],

@@ -1,5 +1,7 @@
 """Target nouns of the visual-dialogue study (caption v<ENV> and dialogue v<LAN> both frequent enough)
-and its word-level vocabulary."""
+and its word-level vocabulary. Words of the caption and question frames ("a picture of", "on a grey
+background"), attribute words and words naming the picture itself are never targets: they do not name
+a thing in the image."""
 from __future__ import annotations
 
 from emergence.cli import stage_main, start_stage
@@ -7,6 +9,7 @@ from emergence.config import from_dict, path_of, section
 from emergence.data import visual_inputs as inputs
 from emergence.data.grounding import VocabParams, target_vocabulary
 from emergence.data.nouns import CDI_NOUNS
+from emergence.data.scenes import object_nouns
 from emergence.io import write_json, write_parquet
 
 
@@ -14,7 +17,7 @@ from emergence.io import write_json, write_parquet
 def main(argv: list[str] | None = None) -> None:
     _, params = start_stage(__doc__, argv)
     p = from_dict(VocabParams, section(params, "visual_vocab"), "visual_vocab")
-    targets, vocab, stats = target_vocabulary(inputs.dialogs(params), CDI_NOUNS, p, "visual_vocab")
+    targets, vocab, stats = target_vocabulary(inputs.dialogs(params), object_nouns(CDI_NOUNS), p, "visual_vocab")
     write_parquet(stats, path_of(params, "visual_targets"))
     write_json({"targets": targets, "vocab": vocab}, path_of(params, "visual_vocab"))
 

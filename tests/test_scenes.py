@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from emergence.data.grounding import VocabParams, target_vocabulary
 from emergence.data.nouns import CDI_NOUNS
 from emergence.data.scenes import (COLOURS, COUNTS, MARK_COLOURS, MARKS, SHAPES, Scene, SceneParams, caption_of,
-                                   dialog_of, draw_scene, noun_identities, sample_scene, write_scenes)
+                                   dialog_of, draw_scene, non_object_words, noun_identities, object_nouns,
+                                   sample_scene, write_scenes)
+from emergence.data.visdial import extract_dialogs
 from emergence.io import PipelineError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -192,6 +195,7 @@ def test_output_is_byte_identical_and_replaces_the_directory(tmp_path):
     ({"seed": -1}, "seed"),
     ({"nouns": ("dog", "red", "cat", "cup"), "n_nouns": 4, "max_objects": 2}, "nouns"),
     ({"nouns": ("dog", "dog", "cat"), "n_nouns": 3, "max_objects": 2}, "nouns"),
+    ({"nouns": ("dog", "picture", "cat", "cup"), "n_nouns": 4, "max_objects": 2}, "nouns"),
     ({"n_options": 5000}, "n_options"),  # more options than distinct answers: caught while writing
 ])
 def test_bad_params_name_the_key_and_write_nothing(tmp_path, change, key):
@@ -210,3 +214,18 @@ def test_custom_nouns_are_used(tmp_path):
     data = json.loads((tmp_path / "out" / "visdial_synthetic.json").read_text())["data"]
     words = {w for d in data["dialogs"] for w in _words(d["caption"])}
     assert {"ball", "cup", "teddy_bear", "shoe"} & words and "spoon" not in words and "bear" not in words
+
+
+def test_frame_and_attribute_words_never_become_visual_targets(tmp_path):
+    params = replace(TINY, n_images=150, n_nouns=16, rounds=10)
+    write_scenes(tmp_path / "out", params)
+    dialogs = extract_dialogs(tmp_path / "out" / "visdial_synthetic.json")
+    vocab = VocabParams(n_words=3, min_count=5)
+    # "a picture of ...", "is there a dog in the picture": a CDI noun that the frames make frequent
+    assert "picture" in target_vocabulary(dialogs, CDI_NOUNS, vocab, "visual_vocab")[0]
+    targets = target_vocabulary(dialogs, object_nouns(CDI_NOUNS), vocab, "visual_vocab")[0]
+    assert len(targets) == 3 and set(targets) <= set(params.inventory())
+    excluded = non_object_words()
+    assert {"picture", "image", "background", "photo", "orange", "red", "big", "left", "three"} <= excluded
+    assert not excluded & set(params.inventory())
+    assert object_nouns(["dog", "picture", "orange", "cup"]) == ["dog", "cup"]

@@ -60,6 +60,9 @@ PRESENT_QA = {
     "what": (("what is {w}", "what do you see {w}"), ("{cn}", "{sn}", "there is {cn}")),
 }
 NOUN_RE = re.compile(r"[a-z]+(_[a-z]+)*")
+# Words naming the picture itself rather than a thing in it, as real VisDial dialogues use them too
+# ("is the photo in color"); with the frames' and attribute words they are never target nouns.
+PICTURE_WORDS = frozenset({"picture", "image", "photo", "photograph", "pic", "background", "foreground"})
 
 Obj = tuple[str, str, str, str]  # (noun, colour, size, position)
 
@@ -95,10 +98,26 @@ class SceneParams:
         if self.n_nouns <= self.max_objects:  # some noun must stay absent from every scene
             raise PipelineError(f"{where}.n_nouns: must exceed max_objects ({self.max_objects}), got {self.n_nouns}")
         chosen = self.inventory()
-        bad = [n for n in chosen if not NOUN_RE.fullmatch(n) or n in ATTRIBUTE_WORDS]
+        bad = [n for n in chosen if not NOUN_RE.fullmatch(n) or n not in object_nouns([n])]
         if bad or len(set(chosen)) != len(chosen):
             raise PipelineError(f"{where}.nouns: need distinct lower-case words that are not colour, size, "
-                                f"position or count words; bad: {bad or 'duplicates'}")
+                                f"position, count or frame words; bad: {bad or 'duplicates'}")
+
+
+def non_object_words() -> frozenset[str]:
+    """Words that never name an object of a scene: every word of the caption and dialogue frames
+    ("a picture of ...", "... on a grey background", "is there ... in the picture"), the attribute
+    words (colour, size, position, count) and PICTURE_WORDS."""
+    qa = [frame for frames in PRESENT_QA.values() for group in frames for frame in group]
+    frames = (*CAPTION_FRAMES, *EXIST_Q, *NO_A, *COUNT_Q, *COUNT_A, *WHERE.values(), *qa)
+    words = {w for frame in frames for w in re.findall(r"[a-z]+", re.sub(r"\{\w+\}", " ", frame))}
+    return frozenset(words | ATTRIBUTE_WORDS | PICTURE_WORDS)
+
+
+def object_nouns(nouns: Sequence[str]) -> list[str]:
+    """The nouns that can name a thing in an image: `nouns` without non_object_words (visual targets)."""
+    excluded = non_object_words()
+    return [n for n in nouns if n not in excluded]
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from emergence.analysis.grounding_saliency import HeadParams
+from emergence.analysis.grounding_saliency import VisualHeadParams
 from emergence.cli import stage_main, start_stage
 from emergence.config import from_dict, path_of, section
 from emergence.data import visual_inputs as inputs
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     _, params = start_stage(__doc__, argv)
     runs = inputs.runs_of(params)
     attention_runs = runs.names(inputs.attention_models(params).models)
-    threshold = from_dict(HeadParams, section(params, "visual_heads"), "visual_heads").threshold
+    head_params = from_dict(VisualHeadParams, section(params, "visual_heads"), "visual_heads")
     rows, gain_files = per_run(params, "visual_gain", runs.names(), {"word": "O", "gain": "f"}, KEYS)
     saliency, sal_files = per_run(params, "visual_saliency", attention_runs,
                                   {"layer": "i", "head": "i", "metric": "O", "value": "f"}, KEYS)
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     record = provenance(params, runs.seeds, used, ("visual", "visdial", "dino", "grounding_models"))
     write_json({"encoder_pretrained": bool(encoder.get("pretrained")), **visual_metrics(curve, ablation)},
                path_of(params, "visual_metrics"))
-    mechanisms = mechanism_sections(saliency, heads, ablation, threshold)
+    mechanisms = mechanism_sections(saliency, heads, ablation, head_params.threshold, head_params.image_baseline)
     write_text(visual_page(counts, targets, inputs.eval_set(params), encoder, curve, mechanisms, record),
                path_of(params, "visual_report"))
 

@@ -10,9 +10,11 @@ import torch
 from emergence.analysis.binding_ablation import ablation_hook
 from emergence.analysis.grounding_ablation import AblationParams, checkpoint_ablations
 from emergence.analysis.grounding_gain import target_surprisal
-from emergence.analysis.grounding_saliency import SALIENCY_COLUMNS, find_heads, saliency_table
+from emergence.analysis.grounding_saliency import (SALIENCY_COLUMNS, VisualHeadParams, find_heads, rise_over_init,
+                                                   saliency_table)
 from emergence.analysis.saliency import head_saliency
 from emergence.analysis.visual_gain import matched_visual_inputs
+from emergence.config import from_dict
 from emergence.data import visual_inputs
 from emergence.io import PipelineError
 from emergence.models import build_model
@@ -35,9 +37,9 @@ FEATURES = torch.randn(4, P, D_FEAT, generator=torch.Generator().manual_seed(1))
 IMAGE_ROW = {12: 0, 10: 1, 11: 2, 13: 3}
 
 
-def prefix_model(seed: int = 0) -> torch.nn.Module:
+def prefix_model(seed: int = 0, n_ctx: int = 12) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return build_model("transformer", dict(n_layers=L, d_model=24, n_heads=H, d_head=8, d_mlp=32, n_ctx=12,
+    return build_model("transformer", dict(n_layers=L, d_model=24, n_heads=H, d_head=8, d_mlp=32, n_ctx=n_ctx,
                                            d_vocab=len(VOCAB), d_prefix=D_FEAT, pos="learned")).eval()
 
 
@@ -70,6 +72,40 @@ def test_image_saliency_counts_the_prefix_positions_as_the_environment():
     got = table.query("step == 0 and metric == 'aggregate_share' and layer == 1 and head == 2")["value"].item()
     assert got == pytest.approx(expected, rel=1e-4)
     assert no_hooks(model)
+
+
+def test_untrained_models_have_no_image_heads_above_their_step0_share():
+    """16 image positions (pool_grid 4) take most of an untrained head's saliency: by the share alone nearly
+    every head is an aggregate head at every checkpoint; measured against step 0 (another random init
+    standing in for each later checkpoint) (almost) none is."""
+    g = torch.Generator().manual_seed(5)
+    n, n_prefix = 8, 16
+    feats = 3.0 + torch.randn(n, n_prefix, D_FEAT, generator=g)
+    contexts = [torch.randint(1, len(VOCAB), (8,), generator=g).tolist() for _ in range(n)]
+    targets = [INDEX["dog<LAN>"]] * n
+    models = [(10 * k, prefix_model(k, n_ctx=n_prefix + 8)) for k in range(4)]
+    table = saliency_table(models, contexts, targets, [[]] * n, n, feats)
+    plain = find_heads(table, 0.3).query("kind == 'aggregate'").groupby("step").size()
+    assert len(plain) == 4 and plain.min() >= L * H // 2
+    assert len(find_heads(table, 0.3, "init").query("kind == 'aggregate'")) <= 1
+    assert find_heads(table.query("step == 0"), 0.3, "init").empty
+
+
+def test_rise_over_init_and_the_visual_head_params():
+    table = pd.DataFrame({"seed": [0, 0, 0, 1, 1], "step": [0, 5, 9, 0, 5], "layer": 0, "head": 1,
+                          "metric": "aggregate_share", "value": [0.5, 0.65, 0.9, 0.0, 0.3]})
+    np.testing.assert_allclose(rise_over_init(table), [0.0, 0.3, 0.8, 0.0, 0.3])
+    found = find_heads(table, 0.3, "init")
+    assert found[["seed", "step"]].values.tolist() == [[0, 5], [0, 9], [1, 5]]
+    assert found["share"].tolist() == [0.65, 0.9, 0.3]                  # the share itself is reported
+    with pytest.raises(PipelineError, match="no step-0 checkpoint"):
+        find_heads(table.query("step > 0"), 0.3, "init")
+    p = from_dict(VisualHeadParams, {"threshold": 0.3}, "visual_heads")
+    assert p.baseline("image") == "init" and p.baseline("caption") == "none"
+    with pytest.raises(PipelineError, match=r"^visual_heads\.image_baseline: one of"):
+        from_dict(VisualHeadParams, {"image_baseline": "first"}, "visual_heads")
+    with pytest.raises(PipelineError, match=r"^visual_heads\.image_baselines: unknown key"):
+        from_dict(VisualHeadParams, {"image_baselines": "init"}, "visual_heads")
 
 
 def test_checkpoint_ablations_zero_each_kind_with_the_image_read_first():
@@ -135,8 +171,11 @@ def run_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame
 
 def test_report_sections_label_each_setting_and_show_what_the_control_lacks():
     gain, saliency, heads, ablation = run_tables()
-    sections = dict(mechanism_sections(saliency, heads, ablation, 0.3))
+    sections = dict(mechanism_sections(saliency, heads, ablation, 0.3, "init"))
     assert list(sections) == ["Saliency flow by layer", "Aggregate and gather heads", "Head ablation"]
+    assert "(s − s0) / (1 − s0) ≥ 30%" in sections["Aggregate and gather heads"]
+    plain = dict(mechanism_sections(saliency, heads, ablation, 0.3, "none"))["Aggregate and gather heads"]
+    assert "image_baseline: none" in plain and "s0" not in plain
     assert "image / t4" in sections["Aggregate and gather heads"] and "caption / t4" in sections["Head ablation"]
     assert "ENV → prediction" in sections["Saliency flow by layer"]
     assert "control heads (mean)" in sections["Head ablation"]

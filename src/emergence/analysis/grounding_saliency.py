@@ -10,13 +10,18 @@ S = A * dL/dA from `saliency.head_saliency` (one backward pass):
 - layer flow I_l = |sum_h S_h| (Wu et al., arXiv 2510.13796): its share on the
   edges v<ENV> -> p ("env_to_pred") and on all other edges into p ("other_to_pred").
 Shares are computed per context, then averaged. Heads whose share reaches the
-threshold (the paper: 30 %) are aggregate or gather heads.
+threshold (the paper: 30 %) are aggregate or gather heads. Where the
+environment has many positions (an image prefix) a head's share is large
+already at initialisation; baseline "init" then asks instead that the share
+rise above the same head's share at step 0 by the threshold's part of what
+was left: (s - s0) / (1 - s0) >= threshold.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -31,6 +36,7 @@ KINDS = {"aggregate": "aggregate_share", "gather": "gather_share"}
 # Per-checkpoint columns (and kinds) of the saliency and heads artifacts, after the run keys.
 SALIENCY_COLUMNS = {"step": "i", "layer": "i", "head": "i", "metric": "O", "value": "f"}
 HEAD_COLUMNS = {"step": "i", "layer": "i", "head": "i", "kind": "O"}
+BASELINES = ("none", "init")  # what a head's share is measured against: 0, or its share at step 0
 
 
 @dataclass
@@ -40,6 +46,22 @@ class HeadParams:
     def validate(self, where: str) -> None:
         if not 0.0 < self.threshold <= 1.0:
             raise PipelineError(f"{where}.threshold: a share in (0, 1], got {self.threshold}")
+
+
+@dataclass
+class VisualHeadParams(HeadParams):
+    # An image has pool_grid**2 prefix positions where a caption has one or two v<ENV>: an untrained model's
+    # heads already put about half their saliency there. "init": an image-setting head counts when its share
+    # rises above its step-0 share (find_heads); "none": the share itself, as in the caption setting.
+    image_baseline: str = "init"
+
+    def validate(self, where: str) -> None:
+        super().validate(where)
+        if self.image_baseline not in BASELINES:
+            raise PipelineError(f"{where}.image_baseline: one of {list(BASELINES)}, got {self.image_baseline!r}")
+
+    def baseline(self, setting: str) -> str:
+        return self.image_baseline if setting == "image" else "none"
 
 
 def matched_inputs(eval_set: pd.DataFrame, index: dict[str, int],
@@ -133,11 +155,26 @@ def saliency_table(models: Iterable[tuple[int, torch.nn.Module]], contexts: Sequ
     return pd.concat(tables, ignore_index=True)[list(SALIENCY_COLUMNS)]
 
 
-def find_heads(saliency: pd.DataFrame, threshold: float) -> pd.DataFrame:
-    """Aggregate and gather heads: rows (..., layer, head, kind, share) whose share >= threshold."""
+def rise_over_init(saliency: pd.DataFrame) -> pd.Series:
+    """Each row's value as its rise above the same run, layer, head and metric at step 0 (random init),
+    over the room that was left: (s - s0) / (1 - s0); 0 at step 0."""
+    keys = [c for c in saliency.columns if c not in ("step", "value")]
+    init = saliency.loc[saliency["step"] == 0, [*keys, "value"]]
+    if init.empty:
+        raise PipelineError("saliency: no step-0 checkpoint (random init) to measure the heads' rise from")
+    s0 = saliency[keys].merge(init, on=keys, how="left")["value"].to_numpy()
+    return pd.Series((saliency["value"].to_numpy() - s0) / np.clip(1.0 - s0, 1e-12, None), index=saliency.index)
+
+
+def find_heads(saliency: pd.DataFrame, threshold: float, baseline: str = "none") -> pd.DataFrame:
+    """Aggregate and gather heads: rows (..., layer, head, kind, share) whose share >= threshold, or with
+    baseline "init" whose rise over their step-0 share (rise_over_init) >= threshold."""
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
+    measure = rise_over_init(saliency) if baseline == "init" else saliency["value"]
     found = []
     for kind, metric in KINDS.items():
-        hits = saliency[(saliency["metric"] == metric) & (saliency["value"] >= threshold)]
+        hits = saliency[(saliency["metric"] == metric) & (measure >= threshold)]
         found.append(hits.drop(columns="metric").rename(columns={"value": "share"}).assign(kind=kind))
     out = pd.concat(found, ignore_index=True)
     keys = [c for c in out.columns if c not in ("layer", "head", "kind", "share")]

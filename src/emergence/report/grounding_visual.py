@@ -34,21 +34,26 @@ def visual_metrics(curve: pd.DataFrame, ablation: pd.DataFrame) -> dict:
 
 
 def mechanism_sections(saliency: pd.DataFrame, heads: pd.DataFrame, ablation: pd.DataFrame,
-                       threshold: float) -> list[tuple[str, str]]:
+                       threshold: float, image_baseline: str) -> list[tuple[str, str]]:
     """The text study's saliency, heads and ablation sections, one panel or row per (setting, model)."""
     saliency, heads, ablation = labelled(saliency), labelled(heads), labelled(ablation)
     where = H.para(f"{ENV} positions: in the caption setting the caption's v<ENV> (as in the text study); in "
                    "the image setting the image's prefix positions (its DINOv2 features projected into the "
                    "model), the dialogue read there having no caption. An aggregate head there carries the image "
-                   "to the prediction of v<LAN>; a gather head mixes image positions among themselves. The image "
-                   "has many positions where a caption has one or two v<ENV>, so its share is large even in an "
-                   "untrained model: read the image rows against their first checkpoint (random init). Where "
-                   "(almost) every head of a layer passes the threshold, fewer random control heads are left "
-                   "than are ablated (control heads column) and the control is no longer matched; with none "
-                   "left, control and p are empty.")
+                   "to the prediction of v<LAN>; a gather head mixes image positions among themselves.")
+    rule = (f"so an image-setting head counts only when its share rises above the same head's share at step 0 "
+            f"(random init) by {threshold:.0%} of what was left: (s − s0) / (1 − s0) ≥ {threshold:.0%} "
+            "(visual_heads.image_baseline: init). The caption setting uses the share itself."
+            if image_baseline == "init" else
+            "and image-setting heads are found by the share itself (visual_heads.image_baseline: none): read "
+            "their rows against the first checkpoint (random init).")
+    baseline = H.para("The image has many positions where a caption has one or two v<ENV>, so its share is large "
+                      f"even in an untrained model, {rule} Where (almost) every head of a layer passes, fewer random "
+                      "control heads are left than are ablated (control heads column) and the control is no longer "
+                      "matched; with none left, control and p are empty.")
     return [
         ("Saliency flow by layer", where + "\n" + mech.saliency_section(saliency, ENV)),
-        ("Aggregate and gather heads", mech.heads_section(heads, saliency, threshold, ENV)),
+        ("Aggregate and gather heads", baseline + "\n" + mech.heads_section(heads, saliency, threshold, ENV)),
         ("Head ablation", mech.ablation_section(ablation, paper=False)),
     ]
 

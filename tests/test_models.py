@@ -39,14 +39,29 @@ def test_loss_ignores_minus_one_targets():
     torch.testing.assert_close(loss, expected)
 
 
-@pytest.mark.parametrize("pos", ["rope", "learned"])
-def test_causal(pos):
-    model, idx = tiny(pos=pos), tokens()
+@pytest.mark.parametrize("pos, conv", [("rope", 0), ("learned", 0), ("learned", 3)])
+def test_causal(pos, conv):
+    model, idx = tiny(pos=pos, conv_kernel=conv), tokens()
     changed = idx.clone()
     changed[:, 6] = (changed[:, 6] + 1) % TINY["d_vocab"]
     a, b = model(idx)[0], model(changed)[0]
     torch.testing.assert_close(a[:, :6], b[:, :6], rtol=0, atol=1e-6)
     assert not torch.allclose(a[:, 6:], b[:, 6:])
+
+
+def test_conv_mixes_exactly_the_kernel_window():
+    """conv_kernel=3 at layer 0: position t's conv output depends on tokens t-2..t only."""
+    model, idx = tiny(conv_kernel=3), tokens()
+    seen = {}
+    with model.hooks([("blocks.0.hook_conv_out", lambda x, name: seen.setdefault("a", x))]):
+        model(idx)
+    changed = idx.clone()
+    changed[:, 4] = (changed[:, 4] + 1) % TINY["d_vocab"]
+    with model.hooks([("blocks.0.hook_conv_out", lambda x, name: seen.setdefault("b", x))]):
+        model(changed)
+    moved = (seen["a"] - seen["b"]).abs().amax(dim=(0, 2)) > 0  # (T,)
+    assert moved.nonzero().flatten().tolist() == [4, 5, 6]
+    assert "blocks.0.hook_conv_out" not in tiny().hook_points()  # only when enabled
 
 
 def test_rope_and_learned_differ_in_parameters():
@@ -102,9 +117,9 @@ def test_too_long_sequence_rejected():
         tiny()(tokens(T=17))
 
 
-@pytest.mark.parametrize("pos", ["rope", "learned"])
-def test_registry_round_trip(pos):
-    model, idx = tiny(pos=pos), tokens()
+@pytest.mark.parametrize("pos, conv", [("rope", 0), ("learned", 0), ("rope", 4)])
+def test_registry_round_trip(pos, conv):
+    model, idx = tiny(pos=pos, conv_kernel=conv), tokens()
     spec = model_spec(model)
     assert spec["arch"] == "transformer" and spec["config"]["pos"] == pos
     clone = build_model(**spec)
@@ -125,6 +140,7 @@ def test_registry_round_trip(pos):
         ("rope_base", -1.0, "model.rope_base: must be a positive number"),
         ("d_head", 7, "model.d_head: must be even"),
         ("tie_embeddings", "yes", "model.tie_embeddings: must be true or false"),
+        ("conv_kernel", -1, "model.conv_kernel: must be an integer >= 0"),
     ],
 )
 def test_config_validation_names_key(key, value, message):

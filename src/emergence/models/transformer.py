@@ -4,6 +4,13 @@ Attention runs through F.scaled_dot_product_attention unless someone listens
 to that layer's `hook_pattern`; then it switches to an explicit softmax so the
 probabilities exist as a (differentiable) tensor. Both paths compute the same
 function.
+
+Optional local token mixing (`conv_kernel` > 0): a causal depthwise
+convolution over the last `conv_kernel` positions, added to the residual
+stream at the start of every block (a "Canon layer", Allen-Zhu 2025, Physics
+of Language Models 4.1). It hands each position its recent tokens directly,
+which a plain GPT-2 must first learn as previous-token heads; the binding
+study's CPU default uses it (README, "Model"). 0 = plain GPT-2.
 """
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ class TransformerConfig:
     rope_base: float = 10000.0
     tie_embeddings: bool = False
     d_prefix: int = 0  # > 0: width of environment features read as a prefix (models/prefix.py)
+    conv_kernel: int = 0  # > 0: causal depthwise conv over this many positions at each block's start
 
     def validate(self, where: str = "model") -> None:
         def fail(key: str, rule: str) -> None:
@@ -63,6 +71,8 @@ class TransformerConfig:
             fail("tie_embeddings", "must be true or false")
         if isinstance(self.d_prefix, bool) or not isinstance(self.d_prefix, int) or self.d_prefix < 0:
             fail("d_prefix", "must be an integer >= 0")
+        if isinstance(self.conv_kernel, bool) or not isinstance(self.conv_kernel, int) or self.conv_kernel < 0:
+            fail("conv_kernel", "must be an integer >= 0")
 
 
 def rope_tables(n_ctx: int, d_head: int, base: float) -> Rope:
@@ -120,6 +130,19 @@ class Attention(nn.Module):
         return F.dropout(pattern, p, self.training) @ v  # (B, H, T, d_head)
 
 
+class CausalConv(nn.Module):
+    """Depthwise conv mixing each position with the `kernel - 1` before it (never later ones)."""
+
+    def __init__(self, d_model: int, kernel: int) -> None:
+        super().__init__()
+        self.kernel = kernel
+        self.conv = nn.Conv1d(d_model, d_model, kernel, groups=d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.pad(x.transpose(1, 2), (self.kernel - 1, 0))  # (B, d_model, k - 1 + T): left pad only
+        return self.conv(h).transpose(1, 2)  # (B, T, d_model)
+
+
 class MLP(nn.Module):
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
@@ -134,15 +157,20 @@ class MLP(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
+        self.conv = CausalConv(cfg.d_model, cfg.conv_kernel) if cfg.conv_kernel else None
         self.ln1, self.attn = LayerNorm(cfg.d_model), Attention(cfg)
         self.ln2, self.mlp = LayerNorm(cfg.d_model), MLP(cfg)
         self.drop = nn.Dropout(cfg.dropout)
-        # All (B, T, d_model); resid_mid = resid_pre + attn_out, resid_post = resid_mid + mlp_out.
+        # All (B, T, d_model); resid_mid = resid_pre (+ conv_out) + attn_out, resid_post = resid_mid + mlp_out.
         self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_post = HookPoint(), HookPoint(), HookPoint()
         self.hook_attn_out, self.hook_mlp_out = HookPoint(), HookPoint()
+        if self.conv is not None:
+            self.hook_conv_out = HookPoint()
 
     def forward(self, x: torch.Tensor, rope: Rope | None) -> torch.Tensor:
         x = self.hook_resid_pre(x)
+        if self.conv is not None:
+            x = x + self.hook_conv_out(self.conv(x))
         x = self.hook_resid_mid(x + self.hook_attn_out(self.drop(self.attn(self.ln1(x), rope))))
         return self.hook_resid_post(x + self.hook_mlp_out(self.drop(self.mlp(self.ln2(x)))))
 

@@ -40,6 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--lines", type=int, nargs=2, default=(16, 16), metavar=("MIN", "MAX"))
+    ap.add_argument("--ramp", type=int, default=0,
+                    help="curriculum: the longest program allowed grows from MIN to MAX lines over this many steps")
     ap.add_argument("--max-hops", type=int, default=4)
     ap.add_argument("--pool", type=int, default=20000, help="training programs (sampled with replacement)")
     ap.add_argument("--format", default="line_values")
@@ -104,6 +106,20 @@ def control_batch(rng: np.random.Generator, n: int, k: int, tok: CharTokenizer) 
     return idx, targets
 
 
+def curriculum(data, n_lines: np.ndarray, a: argparse.Namespace):
+    """batch_fn drawing only programs of at most MIN + (MAX - MIN) * step / ramp lines."""
+    if not a.ramp:
+        return sampler(data, a.batch, a.seed)
+
+    def batch_fn(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        cap = a.lines[0] + (a.lines[1] - a.lines[0]) * min(1.0, step / a.ramp)
+        eligible = np.flatnonzero(n_lines <= cap)
+        ix = torch.from_numpy(np.random.default_rng([a.seed, step]).choice(eligible, a.batch))
+        return data.idx[ix], data.targets[ix]
+
+    return batch_fn
+
+
 def build(a: argparse.Namespace, tok: CharTokenizer) -> torch.nn.Module:
     torch.manual_seed(a.seed)
     return build_model("transformer", dict(
@@ -163,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
               + " " + " ".join(f"{kinds[k]:6.2f}" for k in LINE_KINDS), flush=True)
         return {"accuracy": float(hit.mean())}
 
-    run(a, build(a, tok), sampler(data, a.batch, a.seed), eval_fn)
+    run(a, build(a, tok), curriculum(data, np.array([len(p.lines) for p in pool]), a), eval_fn)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ majority class, on the features the image setting reads (dino_features' artifact
 
 Labels: target noun v is in an image when the image's caption names it (v<ENV>); the synthetic scenes'
 captions name every object. Images are split 70/30 (seeded); a ridge classifier per noun is fitted on
-the training images' standardised features, its penalty picked by 5-fold cross-validation there, and
+the training images' standardised features (one penalty for all nouns, picked by 5-fold cross-validation there) and
 scored on the test images. Two readouts: the features averaged over the image's positions ("pooled")
 and all positions side by side ("positions"). Also printed: the share of the features' spread that
 varies across images (the rest is the same for every image; the LM's prefix input standardises it away).

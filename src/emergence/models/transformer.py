@@ -9,8 +9,8 @@ Optional local token mixing (`conv_kernel` > 0): a causal depthwise
 convolution over the last `conv_kernel` positions, added to the residual
 stream at the start of every block (a "Canon layer", Allen-Zhu 2025, Physics
 of Language Models 4.1). It hands each position its recent tokens directly,
-which a plain GPT-2 must first learn as previous-token heads; the binding
-study's CPU default uses it (README, "Model"). 0 = plain GPT-2.
+which a plain GPT-2 must first learn as previous-token heads (the binding
+plateau diagnostics in the README, bench/binding_lookup.py). 0 = plain GPT-2.
 """
 from __future__ import annotations
 

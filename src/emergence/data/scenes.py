@@ -7,9 +7,10 @@ the noun's own pattern and signature colour: the image alone tells which noun
 it is) with a body colour, size and position that vary per scene. The
 caption names every object with some of its attributes; each dialogue round
 asks about a present object with probability p_present_mention, otherwise
-about an absent one ("is there a dog" -> "no") or the object count. Text follows real VisDial: lower case, questions without
-"?", answers with commas ("yes, there is a red dog"). Nouns keep their `_`
-(teddy_bear) so each stays one word.
+about an absent one ("is there a dog" -> "no") or the object count. Text
+follows real VisDial: lower case, questions without "?", answers with commas
+("yes, there is a red dog"). Nouns keep their `_` (teddy_bear) so each stays
+one word.
 """
 from __future__ import annotations
 
@@ -98,7 +99,8 @@ class SceneParams:
         if self.n_nouns <= self.max_objects:  # some noun must stay absent from every scene
             raise PipelineError(f"{where}.n_nouns: must exceed max_objects ({self.max_objects}), got {self.n_nouns}")
         chosen = self.inventory()
-        bad = [n for n in chosen if not NOUN_RE.fullmatch(n) or n not in object_nouns([n])]
+        excluded = non_object_words()
+        bad = [n for n in chosen if not NOUN_RE.fullmatch(n) or n in excluded]
         if bad or len(set(chosen)) != len(chosen):
             raise PipelineError(f"{where}.nouns: need distinct lower-case words that are not colour, size, "
                                 f"position, count or frame words; bad: {bad or 'duplicates'}")

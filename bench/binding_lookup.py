@@ -1,12 +1,13 @@
 """Where binding training stalls: held-out accuracy by hop class and by line kind over steps.
 
-    python bench/binding_lookup.py [--steps N --lines 2 16 --format line_values --layers 6 ...]
+    python bench/binding_lookup.py [--steps N --lines 2 16 --conv 0 --pos learned --layers 6 ...]
 
-Trains the project's Transformer on a pool of freshly generated programs whose
-line counts are drawn uniformly from --lines (a length mixture; 16 16 is the
-default training distribution) and every --eval-every steps prints, on the
-paper's 16-line programs (never trained on): accuracy overall and per hop
-class, and the line-value accuracy at each newline split by line kind:
+Trains the project's Transformer (by default the embedded default's: 6 layers,
+d_model 64, 4 heads, RoPE, conv_kernel 4) on a pool of freshly generated
+programs whose line counts are drawn uniformly from --lines (a length mixture;
+16 16 is the default training distribution) and every --eval-every steps
+prints, on the paper's 16-line programs (never trained on): accuracy overall
+and per hop class, and the line-value accuracy at each newline split by line kind:
 `const` (x=5), `copy1` (x=y, y assigned once so far), `copyN` (y reassigned).
 
 --control K switches to the pure-lookup control instead: K constant lines with
@@ -48,8 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--d-model", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--pos", default="learned")
-    ap.add_argument("--conv", type=int, default=0, help="conv_kernel (0 = plain GPT-2)")
+    ap.add_argument("--pos", default="rope")
+    ap.add_argument("--conv", type=int, default=4, help="conv_kernel (0 = plain GPT-2)")
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--eval-programs", type=int, default=500)
     ap.add_argument("--control", type=int, default=0, metavar="K", help="pure-lookup control with K lines")

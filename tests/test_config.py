@@ -75,6 +75,7 @@ def test_profiles_merge_into_params_keeping_comments(tmp_path):
     apply_profile(str(ROOT / "profiles" / "paper.yaml"), params)
     merged = yaml.safe_load(params.read_text())
     assert merged["binding_model"]["n_layers"] == 12 and merged["binding_model"]["d_model"] == 512
+    assert merged["binding_model"]["conv_kernel"] == 0  # the paper's plain GPT-2, not the default's conv
     assert merged["base"]["seeds"] == [0, 1, 2, 3, 4, 5]
     default_paths = yaml.safe_load((ROOT / "params.yaml").read_text())["paths"]
     # artifacts stay where they are; only the corpora become the user's TinyStories file and CHILDES

@@ -64,6 +64,15 @@ def test_conv_mixes_exactly_the_kernel_window():
     assert "blocks.0.hook_conv_out" not in tiny().hook_points()  # only when enabled
 
 
+def test_every_bias_starts_at_zero():
+    """GPT-2 init. A conv's PyTorch default bias (~0.3) dwarfs the 0.02-scale embeddings and, after
+    LayerNorm, drowns the token signal: it kept the binding lookup from forming (README)."""
+    model = tiny(conv_kernel=4)
+    biases = {name: p for name, p in model.named_parameters() if name.endswith("bias") and "ln" not in name}
+    assert "blocks.0.conv.conv.bias" in biases
+    assert all(torch.count_nonzero(p) == 0 for p in biases.values())
+
+
 def test_rope_and_learned_differ_in_parameters():
     assert "pos_embed.weight" in tiny(pos="learned").state_dict()
     rope = tiny(pos="rope")

@@ -9,8 +9,9 @@ Optional local token mixing (`conv_kernel` > 0): a causal depthwise
 convolution over the last `conv_kernel` positions, added to the residual
 stream at the start of every block (a "Canon layer", Allen-Zhu 2025, Physics
 of Language Models 4.1). It hands each position its recent tokens directly,
-which a plain GPT-2 must first learn as previous-token heads (the binding
-plateau diagnostics in the README, bench/binding_lookup.py). 0 = plain GPT-2.
+which a plain GPT-2 must first learn as previous-token heads; the binding
+default uses it to leave its lookup plateau within a CPU budget (README,
+bench/binding_lookup.py). 0 = plain GPT-2.
 """
 from __future__ import annotations
 
@@ -205,8 +206,8 @@ class Transformer(HookedModel):
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, std=0.02)
-            if isinstance(m, nn.Linear) and m.bias is not None:
-                nn.init.zeros_(m.bias)
+            if isinstance(m, (nn.Linear, nn.Conv1d)) and m.bias is not None:
+                nn.init.zeros_(m.bias)  # a conv's default bias (~0.3) would swamp the 0.02-scale embeddings
         # GPT-2: projections that write into the residual stream shrink with depth.
         resid_std = 0.02 / math.sqrt(2 * self.config.n_layers)
         for block in self.blocks:

@@ -28,7 +28,7 @@ snakemake: $(STAMP) profile
 ## profile: with PROFILE=paper (or tiny), write that profile's params into params.yaml
 profile: $(STAMP)
 ifneq ($(PROFILE),)
-	$(BIN)/python -m emergence.profile $(PROFILE)
+	$(BIN)/python -m emergence.core.profile $(PROFILE)
 endif
 
 ## test: the whole test suite

@@ -1,15 +1,31 @@
-# Thin entry point: the rules live in rules/*.smk, the paths and params in
-# params.yaml (the same file DVC reads), cluster settings in profiles/.
+# Every rule comes from dvc.yaml (generated from pipeline.yaml): one rule per DVC
+# stage instance, same command, deps, outs and params. Cluster settings live in profiles/.
+from emergence.core.pipeline import is_directory, param_values, snakemake_jobs
+
 configfile: "params.yaml"
 
-include: "rules/common.smk"
-include: "rules/binding.smk"
-include: "rules/assoc.smk"
-include: "rules/grounding.smk"
-include: "rules/visual.smk"
-include: "rules/index.smk"
+JOBS = snakemake_jobs(config)
 
 
 rule all:
+    default_target: True
     input:
-        config["paths"]["index_report"],
+        [out for job in JOBS for out in job.outs],
+
+
+for job in JOBS:
+
+    rule:
+        name:
+            job.rule
+        input:
+            job.inputs,
+        output:
+            [directory(out) if is_directory(out) else out for out in job.outs],
+        params:
+            **param_values(job.params, config),
+        threads: config["base"]["threads"]
+        log:
+            f"logs/{job.rule}.log",
+        shell:
+            job.cmd + " 2> {log}"

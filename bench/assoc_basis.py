@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from emergence.analysis.assoc_theory import attention_terms, chunk_rows, score_gradient, score_gradient_jacobian
+from emergence.studies.assoc.theory import attention_terms, chunk_rows, score_gradient, score_gradient_jacobian
 
 
 def timed(fn):

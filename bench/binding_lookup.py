@@ -25,11 +25,11 @@ import time
 import numpy as np
 import torch
 
-from emergence.data.binding import ProgramConfig, sample_program
-from emergence.data.binding_batches import encode_programs, predict_answers, sampler
-from emergence.data.tokenizer import CharTokenizer
-from emergence.models import build_model
-from emergence.train import TrainConfig, train
+from emergence.studies.binding.programs import ProgramConfig, sample_program
+from emergence.studies.binding.batches import encode_programs, predict_answers, sampler
+from emergence.studies.binding.tokenizer import CharTokenizer
+from emergence.core.models import build_model
+from emergence.core.train import TrainConfig, train
 
 LINE_KINDS = ("const", "copy1", "copyN")
 

@@ -1,4 +1,4 @@
-"""Images/s of the DINOv2 feature stage (emergence.data.dino_features.encode_images):
+"""Images/s of the DINOv2 feature stage (emergence.studies.grounding.dino_features.encode_images):
 batched against one image at a time, same encoder, same images, same run, each
 into an empty cache so every image is read, encoded and written.
 
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from emergence.data.dino_features import EncoderParams, encode_images, load_encoder
+from emergence.studies.grounding.dino_features import EncoderParams, encode_images, load_encoder
 
 
 def rate(paths: list[Path], params: EncoderParams, encoder, cache_dir: Path) -> float:

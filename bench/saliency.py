@@ -1,5 +1,5 @@
 """Examples/s of attention saliency for all layers and heads: one backward pass
-(emergence.analysis.saliency.head_saliency) against a per-layer loop with
+(emergence.interp.saliency.head_saliency) against a per-layer loop with
 retain_grad, same model, same batches, same run.
 
     python bench/saliency.py [--layers 12] [--d-model 256] [--seq 64] [--batch 16]
@@ -11,8 +11,8 @@ import time
 
 import torch
 
-from emergence.analysis.saliency import head_saliency, head_saliency_per_layer
-from emergence.models import build_model
+from emergence.interp.saliency import head_saliency, head_saliency_per_layer
+from emergence.core.models import build_model
 
 
 def rate(fn, model, batches) -> float:

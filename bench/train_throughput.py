@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from emergence.models import Transformer, TransformerConfig
+from emergence.core.models import Transformer, TransformerConfig
 
 VOCAB = 41
 

@@ -22,12 +22,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from emergence.config import from_dict, path_of, read_params, section
-from emergence.data import visual_inputs as inputs
-from emergence.data.dino_features import EncoderParams, encoder_layers, load_encoder, load_image
-from emergence.data.grounding import env
-from emergence.data.visdial import find_images
-from emergence.io import read_parquet
+from emergence.core.config import from_dict, path_of, read_params, section
+from emergence.studies.grounding import visual_inputs as inputs
+from emergence.studies.grounding.dino_features import EncoderParams, encoder_layers, load_encoder, load_image
+from emergence.studies.grounding.tokens import env
+from emergence.studies.grounding.visdial import find_images
+from emergence.core.io import read_parquet
 
 PENALTIES = (0.1, 1.0, 10.0, 100.0, 1000.0)
 TRAIN_SHARE, N_FOLDS = 0.7, 5

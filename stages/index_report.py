@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import os
 
-from emergence.cli import stage_main, start_stage
-from emergence.config import path_of
-from emergence.io import write_text
-from emergence.report.index import index_page
+from emergence.core.cli import stage_main, start_stage
+from emergence.core.config import path_of
+from emergence.core.io import write_text
+from emergence.core.report.index import index_page
 
 # (paths key of the study page, title, one-line summary); later studies append here.
 STUDY_PAGES = [

@@ -58,5 +58,5 @@ def project_copy(dest: Path, profile: str | None = "tiny") -> Path:
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A"], dest)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "copy"], dest)
     if profile:
-        run([sys.executable, "-m", "emergence.profile", profile], dest)
+        run([sys.executable, "-m", "emergence.core.profile", profile], dest)
     return dest

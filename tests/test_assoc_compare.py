@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from emergence.analysis.assoc_compare import (
+from emergence.studies.assoc.compare import (
     causal_table,
     corpus_loss,
     cosine,
@@ -16,9 +16,9 @@ from emergence.analysis.assoc_compare import (
     remove_direction,
     top_associations,
 )
-from emergence.analysis.assoc_theory import compute_basis
-from emergence.io import PipelineError
-from emergence.models import build_model
+from emergence.studies.assoc.theory import compute_basis
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model
 
 V, T = 6, 5
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from emergence.analysis.assoc_theory import (
+from emergence.studies.assoc.theory import (
     WEIGHTS,
     attention_terms,
     bigram_and_context,
@@ -14,7 +14,7 @@ from emergence.analysis.assoc_theory import (
     score_gradient,
     score_gradient_jacobian,
 )
-from emergence.models import build_model
+from emergence.core.models import build_model
 
 V, T, N = 7, 6, 20
 

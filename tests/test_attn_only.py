@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from emergence.models import build_model
-from emergence.models.attn_only import diagonal_bias
+from emergence.core.models import build_model
+from emergence.core.models.attn_only import diagonal_bias
 
 from tiny_models import no_hooks
 

@@ -6,12 +6,11 @@ import pandas as pd
 import pytest
 import torch
 
-from emergence.analysis.binding_ablation import (
-    ablate_heads, ablation_table, mean_head_activations, rank_routing_heads,
-)
-from emergence.analysis.binding_patching import answer_digits
-from emergence.data.binding import ProgramConfig, generate_table
-from emergence.data.binding_batches import encode_programs
+from emergence.interp.ablation import ablate_heads, mean_head_activations
+from emergence.studies.binding.ablation import ablation_table, rank_routing_heads
+from emergence.studies.binding.patching import answer_digits
+from emergence.studies.binding.programs import ProgramConfig, generate_table
+from emergence.studies.binding.batches import encode_programs
 from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")

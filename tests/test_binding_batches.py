@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from emergence.data.binding import ProgramConfig, generate_table
-from emergence.data.binding_batches import (
+from emergence.studies.binding.programs import ProgramConfig, generate_table
+from emergence.studies.binding.batches import (
     IGNORE,
     encode_programs,
     line_values,
@@ -14,8 +14,8 @@ from emergence.data.binding_batches import (
     predict_answers,
     sampler,
 )
-from emergence.data.tokenizer import CharTokenizer
-from emergence.io import PipelineError
+from emergence.studies.binding.tokenizer import CharTokenizer
+from emergence.core.io import PipelineError
 
 TOK = CharTokenizer()
 

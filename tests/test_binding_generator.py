@@ -4,11 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from emergence.data.binding import (
+from emergence.studies.binding.programs import (
     HEURISTICS, Program, ProgramConfig, evaluate, generalisation_table, generate_table,
     heuristic_table, sample_program, trace,
 )
-from emergence.io import PipelineError
+from emergence.core.io import PipelineError
 
 
 def parse(text: str) -> tuple[tuple[tuple[str, str], ...], str]:

@@ -4,12 +4,12 @@ import pandas as pd
 import pytest
 import torch
 
-from emergence.analysis.binding_patching import (
+from emergence.studies.binding.patching import (
     answer_digits, make_counterfactual_pairs, patch_residual, patching_table, position_classes,
 )
-from emergence.data.binding import ProgramConfig, generate_table, trace
-from emergence.data.binding_batches import encode_programs, parse_program
-from emergence.io import PipelineError
+from emergence.studies.binding.programs import ProgramConfig, generate_table, trace
+from emergence.studies.binding.batches import encode_programs, parse_program
+from emergence.core.io import PipelineError
 from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from emergence.analysis.binding_trajectory import PhaseParams, checkpoint_rows, detect_phases, training_rows
-from emergence.data.binding_heuristics import HEURISTICS
-from emergence.io import PipelineError
-from emergence.config import from_dict
+from emergence.studies.binding.trajectory import PhaseParams, checkpoint_rows, detect_phases, training_rows
+from emergence.studies.binding.heuristics import HEURISTICS
+from emergence.core.io import PipelineError
+from emergence.core.config import from_dict
 
 HEUR = list(HEURISTICS)
 

@@ -2,8 +2,8 @@ import shutil
 
 import pytest
 
-from emergence.data.chat import read_chat_file, speech_documents, speech_words
-from emergence.io import PipelineError
+from emergence.core.chat import read_chat_file, speech_documents, speech_words
+from emergence.core.io import PipelineError
 
 EVE = "childes/Brown-Eve-010600a.cha"
 HEADER = """@UTF8

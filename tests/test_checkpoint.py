@@ -7,8 +7,8 @@ import pytest
 import safetensors.torch
 import torch
 
-from emergence.io import PipelineError
-from emergence.train.checkpoint import (
+from emergence.core.io import PipelineError
+from emergence.core.train.checkpoint import (
     list_checkpoints,
     load_checkpoint,
     load_resume_state,

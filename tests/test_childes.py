@@ -6,8 +6,8 @@ import zipfile
 
 import pytest
 
-from emergence.data.childes import extract_turns, turn_counts, validate_chat
-from emergence.io import PipelineError
+from emergence.studies.grounding.childes import extract_turns, turn_counts, validate_chat
+from emergence.core.io import PipelineError
 
 EVE = "childes/Brown-Eve-010600a.cha"
 HEADER = """@UTF8

@@ -4,10 +4,10 @@ from dataclasses import replace
 import pylangacq
 import pytest
 
-from emergence.data.childes import extract_turns, turn_counts, validate_chat
-from emergence.data.childes_synth import SynthConfig, noun_inventory, write_sessions
-from emergence.data.nouns import CDI_NOUNS
-from emergence.io import PipelineError
+from emergence.studies.grounding.childes import extract_turns, turn_counts, validate_chat
+from emergence.studies.grounding.childes_synth import SynthConfig, noun_inventory, write_sessions
+from emergence.studies.grounding.nouns import CDI_NOUNS
+from emergence.core.io import PipelineError
 
 SMALL = SynthConfig(n_files=2, turns_per_file=300, n_nouns=20, seed=3)
 

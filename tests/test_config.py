@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from emergence.config import BaseParams, from_dict, load_base, read_params
-from emergence.data.grounding import model_entry
-from emergence.io import PipelineError
-from emergence.models.registry import make_config
-from emergence.profile import apply_profile, merge_into
+from emergence.core.config import BaseParams, from_dict, load_base, read_params
+from emergence.studies.grounding.tokens import model_entry
+from emergence.core.io import PipelineError
+from emergence.core.models.registry import make_config
+from emergence.core.profile import apply_profile, merge_into
 
 
 @dataclasses.dataclass
@@ -116,7 +116,7 @@ def test_stage_exits_with_one_line_naming_the_key(tmp_path, section, key, value,
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params[section][key] = value
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    proc = subprocess.run([sys.executable, "-m", "stages.binding_data", "--params", str(tmp_path / "params.yaml")],
+    proc = subprocess.run([sys.executable, "-m", "stages.binding.data", "--params", str(tmp_path / "params.yaml")],
                           cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": str(ROOT), "PATH": str(Path(sys.executable).parent)})
     assert proc.returncode != 0

@@ -10,10 +10,10 @@ import pytest
 import torch
 from PIL import Image
 
-from emergence.data import dino_features as dino
-from emergence.data.dino_features import (EncoderParams, encode_batch, encode_images, encoder_layers, image_key,
+from emergence.studies.grounding import dino_features as dino
+from emergence.studies.grounding.dino_features import (EncoderParams, encode_batch, encode_images, encoder_layers, image_key,
                                           load_encoder, load_image)
-from emergence.io import PipelineError
+from emergence.core.io import PipelineError
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore:.*random-init DINOv2")]
 

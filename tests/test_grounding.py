@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from emergence.analysis.grounding_gain import gain_rows, sign_flip_test, target_surprisal, word_gains
-from emergence.data.grounding import (
+from emergence.studies.grounding.gain import gain_rows, sign_flip_test, target_surprisal, word_gains
+from emergence.studies.grounding.tokens import (
     build_vocab,
     evaluation_turns,
     mismatched,
@@ -17,8 +17,8 @@ from emergence.data.grounding import (
     token_counts,
     training_windows,
 )
-from emergence.io import PipelineError
-from emergence.models import build_model
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model
 
 TURNS = pd.DataFrame({
     "file": ["a.cha"] * 4 + ["b.cha"] * 2,

@@ -8,17 +8,17 @@ import pandas as pd
 import pytest
 import torch
 
-from emergence.analysis.binding_ablation import ablation_hook
-from emergence.analysis.grounding_ablation import ablation_rows, control_heads
-from emergence.analysis.grounding_cooc import cooccurrence_stats, r2_table, r_squared
-from emergence.analysis.grounding_gain import target_surprisal
-from emergence.analysis.grounding_saliency import find_heads, head_summary, saliency_rows, saliency_shares
-from emergence.analysis.saliency import head_saliency
-from emergence.data.grounding import GroundingRuns, model_entry
-from emergence.data.grounding_inputs import spread_checkpoints
-from emergence.io import PipelineError
-from emergence.models import build_model
-from emergence.report.grounding_mech import ablation_table, heads_table
+from emergence.interp.ablation import ablation_hook
+from emergence.studies.grounding.ablation import ablation_rows, control_heads
+from emergence.studies.grounding.cooc import cooccurrence_stats, r2_table, r_squared
+from emergence.studies.grounding.gain import target_surprisal
+from emergence.studies.grounding.saliency import find_heads, head_summary, saliency_rows, saliency_shares
+from emergence.interp.saliency import head_saliency
+from emergence.studies.grounding.tokens import GroundingRuns, model_entry
+from emergence.studies.grounding.inputs import spread_checkpoints
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model
+from emergence.studies.grounding.report_mech import ablation_table, heads_table
 
 from tiny_models import no_hooks
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from emergence.io import PipelineError, atomic_path, read_parquet, write_parquet
+from emergence.core.io import PipelineError, atomic_path, read_parquet, write_parquet
 
 
 def test_atomic_path_keeps_old_file_on_failure(tmp_path):

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from emergence.io import PipelineError
-from emergence.models import Transformer, TransformerConfig, build_model, model_spec
-from emergence.models.transformer import apply_rope, rope_tables
+from emergence.core.io import PipelineError
+from emergence.core.models import Transformer, TransformerConfig, build_model, model_spec
+from emergence.core.models.transformer import apply_rope, rope_tables
 
 TINY = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, d_mlp=64, n_ctx=16, d_vocab=11)
 

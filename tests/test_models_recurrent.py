@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from emergence.io import PipelineError
-from emergence.models import build_model, model_spec
-from emergence.train.checkpoint import load_checkpoint, save_checkpoint
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model, model_spec
+from emergence.core.train.checkpoint import load_checkpoint, save_checkpoint
 from tiny_models import no_hooks
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -164,7 +164,7 @@ def test_lstm_dropout_only_in_training_and_keeps_layers_chained():
 def test_mamba2_is_the_hf_model_with_hooks():
     from transformers import Mamba2ForCausalLM
 
-    from emergence.models.mamba2 import hf_config
+    from emergence.core.models.mamba2 import hf_config
 
     model, idx = tiny("mamba2"), tokens()
     assert model.lm_head.weight is not model.embed.weight  # untied, like the Transformer's default

@@ -5,14 +5,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from emergence.analysis.grounding_gain import target_surprisal
-from emergence.analysis.grounding_saliency import saliency_shares
-from emergence.analysis.saliency import head_saliency
-from emergence.io import PipelineError
-from emergence.models import build_model
-from emergence.models.prefix import STD_FLOOR, set_prefix_stats
-from emergence.train import TrainConfig, list_checkpoints, load_checkpoint, train
-from emergence.train.checkpoint import save_checkpoint
+from emergence.studies.grounding.gain import target_surprisal
+from emergence.studies.grounding.saliency import saliency_shares
+from emergence.interp.saliency import head_saliency
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model
+from emergence.core.models.prefix import STD_FLOOR, set_prefix_stats
+from emergence.core.train import TrainConfig, list_checkpoints, load_checkpoint, train
+from emergence.core.train.checkpoint import save_checkpoint
 
 from tiny_models import no_hooks
 

@@ -8,10 +8,10 @@ import re
 import pandas as pd
 import pytest
 
-from emergence.report import html as H
-from emergence.report import binding
-from emergence.report.binding import binding_metrics, binding_page, binding_plot_table, phase_bands
-from emergence.report.index import index_page
+from emergence.core.report import html as H
+from emergence.studies.binding import report as binding
+from emergence.studies.binding.report import binding_metrics, binding_page, binding_plot_table, phase_bands
+from emergence.core.report.index import index_page
 
 SEEDS, STEPS = (0, 1), (0, 1, 10, 100, 1000)  # > 2 decades: symlog step axis
 HEURS = ("last_constant", "first_constant")
@@ -205,7 +205,7 @@ def test_index_links():
 
 
 def test_every_patching_position_class_has_a_colour():
-    from emergence.analysis.binding_patching import POSITION_CLASSES
-    from emergence.report.plots import CLASS_COLOURS
+    from emergence.studies.binding.patching import POSITION_CLASSES
+    from emergence.core.report.plots import CLASS_COLOURS
 
     assert set(CLASS_COLOURS) == set(POSITION_CLASSES)

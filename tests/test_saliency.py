@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from emergence.analysis.saliency import head_saliency, head_saliency_per_layer, layer_flow
-from emergence.models import build_model
+from emergence.interp.saliency import head_saliency, head_saliency_per_layer, layer_flow
+from emergence.core.models import build_model
 
 from tiny_models import no_hooks
 

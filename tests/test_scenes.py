@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from emergence.data.grounding import VocabParams, target_vocabulary
-from emergence.data.nouns import CDI_NOUNS
-from emergence.data.scenes import (COLOURS, COUNTS, MARK_COLOURS, MARKS, SHAPES, Scene, SceneParams, caption_of,
+from emergence.studies.grounding.tokens import VocabParams, target_vocabulary
+from emergence.studies.grounding.nouns import CDI_NOUNS
+from emergence.studies.grounding.scenes import (COLOURS, COUNTS, MARK_COLOURS, MARKS, SHAPES, Scene, SceneParams, caption_of,
                                    dialog_of, draw_scene, non_object_words, noun_identities, object_nouns,
                                    sample_scene, write_scenes)
-from emergence.data.visdial import extract_dialogs
-from emergence.io import PipelineError
+from emergence.studies.grounding.visdial import extract_dialogs
+from emergence.core.io import PipelineError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -26,6 +26,7 @@ import torch
 import yaml
 
 from conftest import ROOT
+from emergence.core.pipeline import stage_command
 
 # `stages` is importable from the project root only; this checkout's src first, even where the
 # venv's editable install points at another checkout
@@ -41,7 +42,7 @@ TURNS = "data/grounding/turns.parquet"
 
 
 def stage(root: Path, name: str, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", f"stages.{name}", *args]
+    cmd = [sys.executable, "-m", stage_command(name, ROOT), *args]
     return subprocess.run(cmd, cwd=root, env=ENV, capture_output=True, text=True, timeout=300)
 
 
@@ -50,7 +51,7 @@ def workspace(tmp_path_factory) -> Path:
     """programs.parquet and seed 0's trained run at the tiny profile, threads 1."""
     root = tmp_path_factory.mktemp("workspace")
     shutil.copy(ROOT / "params.yaml", root / "params.yaml")
-    subprocess.run([sys.executable, "-m", "emergence.profile", str(ROOT / "profiles" / "tiny.yaml")],
+    subprocess.run([sys.executable, "-m", "emergence.core.profile", str(ROOT / "profiles" / "tiny.yaml")],
                    cwd=root, env=ENV, check=True, capture_output=True)
     for name, *args in (("binding_data",), ("binding_train", "--seed", "0")):
         proc = stage(root, name, *args)
@@ -310,7 +311,7 @@ def snapshot(path: Path) -> str | dict[str, str] | None:
 # stderr files, exit status, interpreter shutdown included).
 FORK_RUNNER = r"""
 import gc, json, os, runpy, sys
-import emergence.analysis.binding_ablation, emergence.analysis.binding_patching, emergence.train  # the slow imports
+import emergence.studies.binding.ablation, emergence.studies.binding.patching, emergence.core.train  # the slow imports
 gc.freeze()  # children's shutdown then leaves the shared pages alone: ~2x faster
 for cwd, log, module, *args in json.loads(sys.argv[1]):
     sys.stdout.flush(); sys.stderr.flush()
@@ -347,7 +348,7 @@ def outcomes(workspace, tmp_path_factory) -> dict[str, Outcome]:
             text_file(rel, text)(root)
         case.breaks(root)
         before[name] = {rel: snapshot(root / rel) for rel in outputs}
-        jobs.append([str(root), str(base / f"{name}.log"), f"stages.{case.argv[0]}", *case.argv[1:]])
+        jobs.append([str(root), str(base / f"{name}.log"), stage_command(case.argv[0], ROOT), *case.argv[1:]])
     subprocess.run([sys.executable, "-c", FORK_RUNNER, json.dumps(jobs)], env=ENV, check=True, timeout=600)
     # stderr as bytes: text mode would turn the progress bars' \r into line breaks
     return {name: Outcome(base / name, int((base / f"{name}.log.code").read_text()),
@@ -390,7 +391,7 @@ def test_bad_input_leaves_no_partial_artifact(outcomes, name):
 
 def launch(root: Path) -> subprocess.Popen:
     # Python only turns SIGINT into KeyboardInterrupt if SIGINT is not ignored when it starts.
-    return subprocess.Popen([sys.executable, "-m", "stages.binding_train", "--seed", "1"], cwd=root, env=ENV,
+    return subprocess.Popen([sys.executable, "-m", "stages.binding.train", "--seed", "1"], cwd=root, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import save
 
-from emergence.data.stories import StoryConfig, generate_stories, write_stories
-from emergence.data.text_corpus import (CorpusConfig, build_corpus, load_corpus, read_text_documents,
+from emergence.studies.assoc.stories import StoryConfig, generate_stories, write_stories
+from emergence.studies.assoc.corpus import (CorpusConfig, build_corpus, load_corpus, read_text_documents,
                                         save_corpus, word_tokens)
-from emergence.io import PipelineError, file_sha256
+from emergence.core.io import PipelineError, file_sha256
 
 
 def word_corpus(docs, vocab_size=2, seq_len=1, **kw):

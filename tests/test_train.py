@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 import torch
 
-from emergence.config import from_dict
-from emergence.io import PipelineError, read_parquet
-from emergence.train import TrainConfig, checkpoint_steps, list_checkpoints, load_checkpoint, lr_factor, train
+from emergence.core.config import from_dict
+from emergence.core.io import PipelineError, read_parquet
+from emergence.core.train import TrainConfig, checkpoint_steps, list_checkpoints, load_checkpoint, lr_factor, train
 from tiny_models import tiny
 
 VOCAB, B, T = 8, 4, 6
@@ -253,7 +253,7 @@ def test_out_dir_replaced_only_when_complete(tmp_path):
 
 
 def test_epoch_batches_visit_every_window_once_per_epoch():
-    from emergence.train.batches import epoch_batches
+    from emergence.core.train.batches import epoch_batches
 
     windows = np.arange(10 * 4).reshape(10, 4)  # 10 windows of T + 1 = 4 tokens
     batch_fn = epoch_batches(windows, 3, seed=0)  # 3 batches per epoch, one window sits out

@@ -4,11 +4,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from emergence.analysis.grounding_gain import target_surprisal
-from emergence.analysis.tuned_lens import (LensParams, TunedLens, layer_kl, layer_surprisal, resid_names,
+from emergence.studies.grounding.gain import target_surprisal
+from emergence.interp.tuned_lens import (LensParams, TunedLens, layer_kl, layer_surprisal, resid_names,
                                            train_lens)
-from emergence.io import PipelineError
-from emergence.models import build_model
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model
 from tiny_models import no_hooks
 
 pytestmark = pytest.mark.usefixtures("one_thread")

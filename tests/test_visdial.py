@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from emergence.data.visdial import (ANSWERER, QUESTIONER, dialog_tokens, extract_dialogs, load_visdial,
+from emergence.studies.grounding.visdial import (ANSWERER, QUESTIONER, dialog_tokens, extract_dialogs, load_visdial,
                                     visdial_counts, words)
-from emergence.io import PipelineError
+from emergence.core.io import PipelineError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

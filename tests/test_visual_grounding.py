@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 import torch
 
-from emergence.analysis.grounding_gain import target_surprisal
-from emergence.analysis.visual_gain import image_gain_rows, image_pairs
-from emergence.data.visual_grounding import dialog_sequences, image_batches, other_images, without_env
-from emergence.io import PipelineError
-from emergence.models import build_model
+from emergence.studies.grounding.gain import target_surprisal
+from emergence.studies.grounding.visual_gain import image_gain_rows, image_pairs
+from emergence.studies.grounding.visual_data import dialog_sequences, image_batches, other_images, without_env
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,18 +7,18 @@ import pandas as pd
 import pytest
 import torch
 
-from emergence.analysis.binding_ablation import ablation_hook
-from emergence.analysis.grounding_ablation import AblationParams, checkpoint_ablations
-from emergence.analysis.grounding_gain import target_surprisal
-from emergence.analysis.grounding_saliency import (SALIENCY_COLUMNS, VisualHeadParams, find_heads, rise_over_init,
+from emergence.interp.ablation import ablation_hook
+from emergence.studies.grounding.ablation import AblationParams, checkpoint_ablations
+from emergence.studies.grounding.gain import target_surprisal
+from emergence.studies.grounding.saliency import (SALIENCY_COLUMNS, VisualHeadParams, find_heads, rise_over_init,
                                                    saliency_table)
-from emergence.analysis.saliency import head_saliency
-from emergence.analysis.visual_gain import matched_visual_inputs
-from emergence.config import from_dict
-from emergence.data import visual_inputs
-from emergence.io import PipelineError
-from emergence.models import build_model
-from emergence.report.grounding_visual import mechanism_sections, visual_curve, visual_metrics
+from emergence.interp.saliency import head_saliency
+from emergence.studies.grounding.visual_gain import matched_visual_inputs
+from emergence.core.config import from_dict
+from emergence.studies.grounding import visual_inputs
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model
+from emergence.studies.grounding.report_visual import mechanism_sections, visual_curve, visual_metrics
 
 from tiny_models import no_hooks
 

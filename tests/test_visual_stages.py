@@ -14,9 +14,10 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from emergence.train import list_checkpoints, load_checkpoint
+from emergence.core.train import list_checkpoints, load_checkpoint
 
 from conftest import ROOT
+from emergence.core.pipeline import stage_command
 
 # this checkout's src first, even where the venv's editable install points at another checkout
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]), "OMP_NUM_THREADS": "1"}
@@ -24,7 +25,7 @@ SCENES, FEATURES = "data/visual/scenes", "data/visual/features"
 
 
 def stage(root: Path, name: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", f"stages.{name}", *args], cwd=root, env=ENV, capture_output=True,
+    return subprocess.run([sys.executable, "-m", stage_command(name, ROOT), *args], cwd=root, env=ENV, capture_output=True,
                           text=True, timeout=300)
 
 
@@ -51,7 +52,7 @@ def set_param(root: Path, dotted: str, value) -> None:
 def workspace(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("visual")
     shutil.copy(ROOT / "params.yaml", root / "params.yaml")
-    subprocess.run([sys.executable, "-m", "emergence.profile", str(ROOT / "profiles" / "tiny.yaml")],
+    subprocess.run([sys.executable, "-m", "emergence.core.profile", str(ROOT / "profiles" / "tiny.yaml")],
                    cwd=root, env=ENV, check=True, capture_output=True)
     set_param(root, "base.threads", 1)
     run_ok(root, "visual_scenes", "visdial_extract")

@@ -8,8 +8,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from emergence.data.tokenizer import CharTokenizer
-from emergence.models.registry import build_model, register
+from emergence.studies.binding.tokenizer import CharTokenizer
+from emergence.core.models.registry import build_model, register
 
 TOK = CharTokenizer()
 N_LAYERS = 2

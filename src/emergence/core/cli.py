@@ -1,0 +1,89 @@
+"""What every stage's `main(argv=None)` shares: params loading and clean failure."""
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from pathlib import Path
+from typing import Callable
+
+import torch
+from tqdm import tqdm
+
+from emergence.core.config import PARAMS_FILE, load_base, read_params
+from emergence.core.declared import DeclaredParams, reads_of_module
+from emergence.core.io import PipelineError
+
+
+def stage_parser(description: str, per_seed: bool = False, per_layers: bool = False,
+                 per_model: bool = False, per_setting: bool = False) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--params", default=PARAMS_FILE, help="params file (default: %(default)s)")
+    if per_seed:
+        parser.add_argument("--seed", type=int, required=True, help="training seed of this stage instance")
+    if per_layers:
+        parser.add_argument("--layers", type=int, required=True, help="layer count of this stage instance")
+    if per_model:
+        parser.add_argument("--model", required=True, help="model name (a params entry) of this stage instance")
+    if per_setting:
+        parser.add_argument("--setting", required=True, help="grounding setting (e.g. caption, image) of this instance")
+    return parser
+
+
+def start_stage(
+    description: str, argv: list[str] | None, per_seed: bool = False, per_layers: bool = False,
+    per_model: bool = False, per_setting: bool = False,
+) -> tuple[argparse.Namespace, dict]:
+    """Parse the CLI, read params.yaml and fix the thread count: the first lines of every stage."""
+    args = stage_parser(description, per_seed, per_layers, per_model, per_setting).parse_args(argv)
+    params = read_params(args.params)
+    reads = reads_of_module(_caller_module(), project_root())
+    if reads is not None:  # a stage of this checkout: hold it to its pipeline.yaml entry
+        params = DeclaredParams(params, reads)
+    set_threads(load_base(params).threads)
+    return args, params
+
+
+def project_root() -> Path:
+    """The checkout the stage scripts come from (pipeline.yaml sits beside `stages/`)."""
+    import stages
+
+    return Path(stages.__file__).resolve().parents[1]
+
+
+def _caller_module() -> str:
+    # The stage calling start_stage: its module name, or under `python -m` the name it was run as.
+    caller = sys._getframe(2).f_globals
+    spec = caller.get("__spec__")
+    return spec.name if caller["__name__"] == "__main__" and spec else caller["__name__"]
+
+
+def stage_main(fn: Callable[[list[str] | None], None]) -> Callable[[list[str] | None], int]:
+    """Wrap a stage body: a PipelineError becomes one line on stderr and exit 1."""
+
+    @functools.wraps(fn)
+    def main(argv: list[str] | None = None) -> int:
+        try:
+            fn(argv)
+        except PipelineError as e:
+            _fail(f"error: {e}")
+            return 1
+        except KeyboardInterrupt:
+            _fail("error: interrupted; no partial artifact was written")
+            return 130
+        return 0
+
+    return main
+
+
+def _fail(message: str) -> None:
+    # A progress bar left open by the exception (its frame lives on in the traceback)
+    # would redraw after, and on the same line as, the error: close it first.
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
+    print(message, file=sys.stderr)
+
+
+def set_threads(n: int) -> None:
+    """Fix the CPU thread count: float reductions (and so artifact bytes) depend on it."""
+    torch.set_num_threads(n)

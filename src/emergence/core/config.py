@@ -1,0 +1,158 @@
+"""params.yaml -> typed, validated dataclasses.
+
+Every stage starts by loading its sections through `load_section`, so an
+unknown key, a wrong type or an impossible combination stops the stage with
+one line naming the key (`binding_data.max_hops: ...`) before any work.
+Sections are dataclasses; a dataclass may define `validate(where)` for
+cross-field checks.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from emergence.core.io import PipelineError
+
+T = TypeVar("T")
+PARAMS_FILE = "params.yaml"
+
+
+def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise PipelineError(f"{path}: params file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise PipelineError(f"{path}{line}: invalid YAML ({getattr(e, 'problem', e)})") from e
+    if not isinstance(data, dict):
+        raise PipelineError(f"{path}: top level must be a mapping of sections")
+    return data
+
+
+def section(params: dict[str, Any], name: str) -> dict[str, Any]:
+    if name not in params:
+        raise PipelineError(f"{name}: section missing from params")
+    value = params[name]
+    if not isinstance(value, dict):
+        raise PipelineError(f"{name}: must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
+    """Build dataclass `cls` from `data`, checking keys and types recursively."""
+    if not isinstance(data, dict):
+        raise PipelineError(f"{where}: must be a mapping, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise PipelineError(f"{where}.{unknown[0]}: unknown key (known: {', '.join(fields)})")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, f in fields.items():
+        key = f"{where}.{name}"
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise PipelineError(f"{key}: required key missing")
+            continue
+        kwargs[name] = _coerce(data[name], hints[name], key)
+    obj = cls(**kwargs)
+    if hasattr(obj, "validate"):
+        obj.validate(where)
+    return obj
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    return dataclasses.asdict(obj)
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, arg, key)
+            except PipelineError as e:
+                errors.append(str(e))
+        raise PipelineError(errors[0])
+    if origin is typing.Literal:
+        if value not in args:
+            raise PipelineError(f"{key}: must be one of {', '.join(map(str, args))}, got {value!r}")
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise PipelineError(f"{key}: must be a list, got {type(value).__name__}")
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise PipelineError(f"{key}: must have {len(args)} items, got {len(value)}")
+            return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+        item = args[0] if args else Any
+        out = [_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(out) if origin is tuple else out
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise PipelineError(f"{key}: must be a mapping, got {type(value).__name__}")
+        return dict(value)
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, key)
+    if hint is Any:
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise PipelineError(f"{key}: must be true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PipelineError(f"{key}: must be an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PipelineError(f"{key}: must be a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise PipelineError(f"{key}: must be a string, got {value!r}")
+        return value
+    raise TypeError(f"{key}: unsupported type annotation {hint!r}")
+
+
+@dataclasses.dataclass
+class BaseParams:
+    """The `base:` section shared by every study."""
+
+    seeds: list[int]
+    device: typing.Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = 2
+
+    def validate(self, where: str) -> None:
+        if not self.seeds:
+            raise PipelineError(f"{where}.seeds: at least one seed is needed")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise PipelineError(f"{where}.seeds: duplicate seed in {self.seeds}")
+        if self.threads < 1:
+            raise PipelineError(f"{where}.threads: must be >= 1, got {self.threads}")
+
+
+def load_base(params: dict[str, Any]) -> BaseParams:
+    return from_dict(BaseParams, section(params, "base"), "base")
+
+
+def path_of(params: dict[str, Any], key: str) -> Path:
+    """A path from the `paths:` section, by key (the only place paths are written)."""
+    paths = section(params, "paths")
+    if key not in paths:
+        raise PipelineError(f"paths.{key}: missing from params")
+    if not isinstance(paths[key], str):
+        raise PipelineError(f"paths.{key}: must be a string, got {paths[key]!r}")
+    return Path(paths[key])

@@ -1,0 +1,95 @@
+"""A stage may read only what pipeline.yaml declares for it.
+
+DVC and Snakemake rerun a stage when a declared params section or path
+changes, and never otherwise, so a stage that reads an undeclared section
+would go stale silently. `DeclaredParams` wraps params.yaml for one stage and
+fails the moment the stage reads a section (or a `paths:` key) that its
+pipeline.yaml entry does not name: the tiny pipeline run in the tests thus
+checks every stage's declaration against what its code really reads.
+
+Every stage reads `base.threads` (CPU threads change float reductions, so
+artifact bytes); the generator declares it for every stage (`IMPLICIT`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from emergence.core.io import PipelineError
+
+DECLARATION = "pipeline.yaml"
+IMPLICIT = ("base.threads",)
+PATH_KEY = re.compile(r"\$\{paths\.(\w+)\}")
+
+
+@dataclass(frozen=True)
+class StageReads:
+    """What one stage's declaration allows it to read."""
+
+    stage: str
+    sections: frozenset[str]  # top-level params sections (from `x` or `x.key` entries)
+    paths: frozenset[str]     # paths: keys among its deps, outs and metrics, or meta.untracked
+
+
+def stage_reads(name: str, stage: dict[str, Any]) -> StageReads:
+    params = [*IMPLICIT, *stage.get("params", [])]
+    files = [*stage.get("deps", []), *stage.get("outs", []), *stage.get("metrics", [])]
+    untracked = (stage.get("meta") or {}).get("untracked", [])
+    return StageReads(name, frozenset(str(p).split(".")[0] for p in params),
+                      frozenset(k for f in files for k in PATH_KEY.findall(str(f))) | frozenset(untracked))
+
+
+def reads_of_module(module: str, root: Path) -> StageReads | None:
+    """The union of what the stages running `python -m <module>` may read (None: no such stage)."""
+    path = root / DECLARATION
+    if not path.is_file():
+        return None
+    stages = (yaml.safe_load(path.read_text()) or {}).get("stages", {})
+    found = [stage_reads(name, st) for name, st in stages.items()
+             if re.match(rf"python -m {re.escape(module)}(\s|$)", st.get("cmd", ""))]
+    if not found:
+        return None
+    return StageReads(found[0].stage, frozenset().union(*(f.sections for f in found)),
+                      frozenset().union(*(f.paths for f in found)))
+
+
+class DeclaredParams(dict):
+    """params.yaml as a dict that refuses reads the stage did not declare."""
+
+    def __init__(self, data: dict[str, Any], reads: StageReads):
+        super().__init__(data)
+        self.reads = reads
+
+    def __getitem__(self, name: str) -> Any:
+        value = super().__getitem__(name)
+        if name == "paths" and isinstance(value, dict):
+            return DeclaredPaths(value, self.reads)
+        if name not in self.reads.sections:
+            raise PipelineError(f"{DECLARATION}: stage {self.reads.stage} reads params section '{name}' "
+                                f"but does not declare it under params:")
+        return value
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self else default
+
+
+class DeclaredPaths(dict):
+    """The `paths:` section: a stage may resolve only the paths among its deps and outs."""
+
+    def __init__(self, data: dict[str, Any], reads: StageReads):
+        super().__init__(data)
+        self.reads = reads
+
+    def __getitem__(self, key: str) -> Any:
+        value = super().__getitem__(key)
+        if key not in self.reads.paths:
+            raise PipelineError(f"{DECLARATION}: stage {self.reads.stage} uses paths.{key} but it is not among "
+                                f"its deps, outs or meta.untracked")
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default

@@ -1,0 +1,143 @@
+"""Mamba-2 language model with TransformerLens-style hook points, built from HF modules.
+
+The layers are the Hugging Face `transformers` Mamba-2 blocks (random init,
+nothing downloaded), but the forward pass is ours: embedding -> each block
+between `blocks.{L}.hook_resid_pre` and `blocks.{L}.hook_resid_post` ->
+final RMSNorm -> LM head, so hooks can read and replace the residual stream
+exactly as on the Transformer. A Mamba2Block is pre-norm and residual
+(x + mixer(norm(x))), so the hooked tensor is a true residual stream.
+
+With `mamba-ssm` and `causal-conv1d` installed (CUDA only) HF dispatches the
+blocks to fused kernels by itself; on CPU its PyTorch reference path runs.
+The chunked scan is an exact rewrite of the recurrence, so `chunk_size` only
+trades speed for memory: 64 was the fastest on the CPU here (d_model 128,
+sequence 256); mamba_ssm and HF default to 256.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn as nn
+
+from emergence.core.io import PipelineError
+from emergence.core.models.hooks import HookPoint
+from emergence.core.models.prefix import add_prefix_input
+from emergence.core.models.registry import register
+from emergence.core.models.token_lm import TokenLM
+
+if TYPE_CHECKING:
+    import transformers
+
+
+@dataclass
+class Mamba2Config:
+    n_layers: int = 4
+    d_model: int = 128
+    d_vocab: int = 41
+    n_ctx: int = 128  # Mamba has no positional limit; kept so every arch bounds its inputs alike
+    d_state: int = 64
+    head_dim: int = 32
+    expand: int = 2
+    conv_kernel: int = 4
+    n_groups: int = 1
+    chunk_size: int = 64
+    d_prefix: int = 0  # > 0: width of environment features read as a prefix (models/prefix.py)
+
+    @property
+    def n_heads(self) -> int:
+        return self.expand * self.d_model // self.head_dim
+
+    def validate(self, where: str = "model") -> None:
+        def fail(key: str, rule: str) -> None:
+            raise PipelineError(f"{where}.{key}: {rule}, got {getattr(self, key)!r}")
+
+        for key in (
+            "n_layers", "d_model", "d_vocab", "n_ctx", "d_state", "head_dim", "expand", "conv_kernel",
+            "n_groups", "chunk_size",
+        ):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                fail(key, "must be a positive integer")
+        if (self.expand * self.d_model) % self.head_dim:
+            fail("head_dim", f"must divide expand * d_model = {self.expand * self.d_model}")
+        if self.n_heads % self.n_groups:
+            fail("n_groups", f"must divide the number of heads expand * d_model / head_dim = {self.n_heads}")
+        if isinstance(self.d_prefix, bool) or not isinstance(self.d_prefix, int) or self.d_prefix < 0:
+            fail("d_prefix", "must be an integer >= 0")
+
+
+def hf_config(cfg: Mamba2Config) -> transformers.Mamba2Config:
+    """The `transformers.Mamba2Config` of our config (num_heads * head_dim == expand * d_model)."""
+    from transformers import Mamba2Config as HFMamba2Config  # lazy: see _hf_model
+
+    return HFMamba2Config(
+        vocab_size=cfg.d_vocab, hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
+        state_size=cfg.d_state, head_dim=cfg.head_dim, num_heads=cfg.n_heads, expand=cfg.expand,
+        conv_kernel=cfg.conv_kernel, n_groups=cfg.n_groups, chunk_size=cfg.chunk_size,
+        # The reference mamba_ssm LM init: std 0.02 (HF defaults to 0.1) and out_proj shrunk by
+        # 1/sqrt(n_layers), as GPT-2 does for projections writing into the residual stream.
+        initializer_range=0.02, rescale_prenorm_residual=True,
+        use_cache=False, tie_word_embeddings=False,
+        pad_token_id=None, bos_token_id=None, eos_token_id=None,  # no special tokens in a small vocab
+    )
+
+
+# Without CUDA the PyTorch path is the only one that can exist (mamba-ssm cannot even be
+# installed), so HF's "install mamba_ssm" advice is noise there. On a GPU machine it stays.
+_FALLBACK_LOGGER = logging.getLogger("transformers.integrations.hub_kernels")
+
+
+def _drop_cpu_fallback_warning(record: logging.LogRecord) -> bool:
+    return "is falling back to its reference PyTorch implementation" not in record.getMessage()
+
+
+def _hf_model(cfg: Mamba2Config) -> nn.Module:
+    # Imported here, not at module level: the registry imports every model module for every
+    # build, and `transformers` adds seconds to each stage that never builds a Mamba-2.
+    from transformers import Mamba2ForCausalLM
+
+    if not torch.cuda.is_available():
+        _FALLBACK_LOGGER.addFilter(_drop_cpu_fallback_warning)  # idempotent: same filter object
+    return Mamba2ForCausalLM(hf_config(cfg))
+
+
+class HookedNorm(nn.Module):
+    def __init__(self, norm: nn.Module) -> None:
+        super().__init__()
+        self.norm = norm
+        self.hook_normalized = HookPoint()  # (B, T, d_model), after the gain
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.hook_normalized(self.norm(x))
+
+
+class Mamba2Layer(nn.Module):
+    """One HF Mamba2Block (x + mixer(rmsnorm(x))) between the residual-stream hook points."""
+
+    def __init__(self, block: nn.Module) -> None:
+        super().__init__()
+        self.mamba = block
+        self.hook_resid_pre, self.hook_resid_post = HookPoint(), HookPoint()  # (B, T, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.hook_resid_post(self.mamba(self.hook_resid_pre(x)))
+
+
+@register("mamba2", Mamba2Config)
+class Mamba2(TokenLM):
+    def __init__(self, config: Mamba2Config) -> None:
+        super().__init__()
+        config.validate()
+        self.config = config
+        hf = _hf_model(config)
+        # Keep HF's modules, drop its shell: our forward is the one that runs the hooks.
+        self.embed = hf.backbone.embeddings
+        self.hook_embed = HookPoint()  # (B, T, d_model)
+        self.blocks = nn.ModuleList(Mamba2Layer(block) for block in hf.backbone.layers)
+        self.ln_final = HookedNorm(hf.backbone.norm_f)
+        self.lm_head = hf.lm_head
+        add_prefix_input(self, config.d_prefix, config.d_model)
+        self._setup_hook_points()

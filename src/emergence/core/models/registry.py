@@ -1,0 +1,66 @@
+"""The model zoo: architecture name -> (config dataclass, model class).
+
+Every architecture registers itself here, so the training loop, checkpoints
+and analyses build models by name and never import a concrete class:
+adding an architecture means one new module, one decorator and its import in
+`models/__init__.py`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import torch.nn as nn
+
+from emergence.core.io import PipelineError
+
+_ZOO: dict[str, tuple[type, type[nn.Module]]] = {}
+
+
+def register(arch: str, config_cls: type) -> Callable[[type[nn.Module]], type[nn.Module]]:
+    """Class decorator: `@register("transformer", TransformerConfig)`."""
+
+    def deco(model_cls: type[nn.Module]) -> type[nn.Module]:
+        if arch in _ZOO:
+            raise ValueError(f"architecture '{arch}' registered twice")
+        _ZOO[arch] = (config_cls, model_cls)
+        model_cls.arch = arch
+        return model_cls
+
+    return deco
+
+
+def architectures() -> list[str]:
+    return sorted(_ZOO)
+
+
+def make_config(arch: str, values: dict[str, Any], where: str = "model") -> Any:
+    """Build the config dataclass of `arch`, rejecting unknown keys by name."""
+    config_cls, _ = _lookup(arch, where)
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise PipelineError(f"{where}.{unknown[0]}: unknown key for architecture '{arch}'")
+    config = config_cls(**values)
+    if hasattr(config, "validate"):  # name the caller's key (binding_model.n_heads), not "model.n_heads"
+        config.validate(where)
+    return config
+
+
+def build_model(arch: str, config: Any | dict[str, Any], where: str = "model") -> nn.Module:
+    """Instantiate `arch` from its config dataclass or a plain dict of its fields."""
+    if isinstance(config, dict):
+        config = make_config(arch, config, where)
+    _, model_cls = _lookup(arch, where)
+    return model_cls(config)
+
+
+def model_spec(model: nn.Module) -> dict[str, Any]:
+    """JSON-able description that `build_model(**spec)` turns back into the same model."""
+    return {"arch": model.arch, "config": dataclasses.asdict(model.config)}
+
+
+def _lookup(arch: str, where: str) -> tuple[type, type[nn.Module]]:
+    if arch not in _ZOO:
+        raise PipelineError(f"{where}.arch: unknown architecture '{arch}' (known: {', '.join(sorted(_ZOO))})")
+    return _ZOO[arch]

@@ -1,0 +1,217 @@
+"""Checkpoints (published artifacts) and resume state (internal scratch file).
+
+A checkpoint is a directory `step{N}/` with `model.safetensors` (weights) and
+`config.json` (format tag, architecture, model config, step, meta), enough to
+rebuild the model with no training code. Resume state is a torch.save of
+everything the loop needs to continue bit-exactly, tagged with a fingerprint
+of the run so a changed config never resumes from a stale run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import safetensors.torch
+import torch
+import torch.nn as nn
+from safetensors import SafetensorError
+
+from emergence.core.io import PipelineError, atomic_path, write_json
+from emergence.core.models.registry import build_model, model_spec
+
+FORMAT = "emergence-checkpoint-v1"
+WEIGHTS, CONFIG = "model.safetensors", "config.json"
+_STEP_DIR = re.compile(r"step(\d+)")
+
+
+def step_dirname(step: int) -> str:
+    return f"step{step}"
+
+
+def save_checkpoint(model: nn.Module, path_dir: str | os.PathLike, step: int, meta: dict) -> Path:
+    """Write `{path_dir}/step{step}/` atomically and return its path."""
+    step_dir = Path(path_dir) / step_dirname(step)
+    config = {"format": FORMAT, **model_spec(model), "step": step, "meta": meta}
+    with atomic_path(step_dir) as tmp:
+        tmp.mkdir()
+        # save_model drops duplicate names of tied weights (safetensors forbids shared storage).
+        safetensors.torch.save_model(model, str(tmp / WEIGHTS))
+        write_json(config, tmp / CONFIG)
+    return step_dir
+
+
+def load_checkpoint(step_dir: str | os.PathLike, device: str = "cpu") -> tuple[nn.Module, dict]:
+    """Rebuild the model saved in `step_dir`; returns (model in eval mode, config.json dict)."""
+    step_dir = Path(step_dir)
+    weights, config_path = step_dir / WEIGHTS, step_dir / CONFIG
+    if not step_dir.is_dir():
+        raise PipelineError(f"{step_dir}: checkpoint directory not found")
+    for path in (config_path, weights):
+        if not path.is_file():
+            raise PipelineError(f"{path}: file not found")
+    info = _read_config(config_path)
+    model = build_model(info["arch"], info["config"], where=str(config_path))
+    try:
+        safetensors.torch.load_model(model, weights, strict=True)
+    except (SafetensorError, OSError) as e:
+        raise PipelineError(f"{weights}: unreadable or truncated safetensors file ({e})") from e
+    except RuntimeError as e:  # missing/unexpected keys or shape mismatch
+        detail = " ".join(str(e).split())
+        raise PipelineError(f"{weights}: weights do not match architecture '{info['arch']}': {detail}") from e
+    return model.to(device).eval(), info
+
+
+def _read_config(path: Path) -> dict:
+    try:
+        info = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PipelineError(f"{path}: not valid JSON ({e})") from e
+    if not isinstance(info, dict) or info.get("format") != FORMAT:
+        raise PipelineError(f"{path}: foreign checkpoint (expected format '{FORMAT}')")
+    for key, kind in (("arch", str), ("config", dict), ("step", int)):
+        if not isinstance(info.get(key), kind):
+            raise PipelineError(f"{path}: key '{key}' missing or not a {kind.__name__}")
+    return info
+
+
+def list_checkpoints(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+    """All `step{N}` directories of a run, sorted by step."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise PipelineError(f"{run_dir}: run directory not found")
+    found = [(int(m.group(1)), p) for p in run_dir.iterdir() if p.is_dir() and (m := _STEP_DIR.fullmatch(p.name))]
+    return sorted(found)
+
+
+def find_checkpoint(run_dir: str | os.PathLike, name: str, where: str = "checkpoint") -> tuple[int, Path]:
+    """(step, path) of checkpoint `name` in a run: "final" (the last one) or "step{N}"."""
+    ckpts = list_checkpoints(run_dir)
+    if not ckpts:
+        raise PipelineError(f"{run_dir}: no step{{N}} checkpoints in the run directory")
+    if name == "final":
+        return ckpts[-1]
+    for step, path in ckpts:
+        if path.name == name:
+            return step, path
+    raise PipelineError(f"{where}: no checkpoint '{name}' in {run_dir} (use final or step{{N}})")
+
+
+def load_named_checkpoint(run_dir: str | os.PathLike, name: str, where: str = "checkpoint") -> tuple[int, nn.Module]:
+    """(step, model in eval mode) of checkpoint `name` ("final" or "step{N}") of a run."""
+    step, path = find_checkpoint(run_dir, name, where)
+    return step, load_checkpoint(path)[0]
+
+
+def publish_run(scratch_dir: Path, out_dir: Path, files: list[str]) -> None:
+    """Atomically make `out_dir` hold scratch's checkpoints plus `files`.
+
+    Hard links (copies across file systems) rather than moves, so a crash
+    mid-publish leaves scratch intact and the run can simply publish again.
+    """
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir()
+        for _, step_dir in list_checkpoints(scratch_dir):
+            shutil.copytree(step_dir, tmp / step_dir.name, copy_function=_link_or_copy)
+        for name in files:
+            _link_or_copy(scratch_dir / name, tmp / name)
+
+
+def _link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def clear_run_files(run_dir: Path, files: list[str]) -> None:
+    """Remove the checkpoints and `files` of a run from `run_dir` (only what the loop writes)."""
+    if not run_dir.is_dir():
+        return
+    for _, step_dir in list_checkpoints(run_dir):
+        shutil.rmtree(step_dir)
+    for name in files:
+        (run_dir / name).unlink(missing_ok=True)
+    if not any(run_dir.iterdir()):
+        run_dir.rmdir()
+
+
+# ---- resume state ---------------------------------------------------------
+
+
+def run_fingerprint(train_config: dict, model: nn.Module, data_fingerprint: str) -> str:
+    """Hash of everything that determines a run: train config, model spec and
+    initial weights, data. Resume is only allowed when it matches."""
+    weights = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        weights.update(name.encode())
+        weights.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    blob = {"train": train_config, "model": model_spec(model), "init": weights.hexdigest(), "data": data_fingerprint}
+    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def save_resume_state(
+    path: Path,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+    tokens: int,
+    rows: list[dict],
+    fingerprint: str,
+) -> None:
+    """Atomically save everything the loop needs to continue from `step`."""
+    state = {
+        "fingerprint": fingerprint,
+        "step": step,
+        "tokens": tokens,
+        "rows": rows,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "rng": {
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "numpy": np.random.get_state(),
+            "python": random.getstate(),
+        },
+    }
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_resume_state(
+    path: Path, fingerprint: str, model: nn.Module, optimizer: torch.optim.Optimizer, device: str
+) -> dict | None:
+    """Restore model, optimizer and RNGs from `path` into place and return
+    {"step", "tokens", "rows"}; None (after saying why) when starting fresh."""
+    if not path.exists():
+        return None
+    try:
+        # Our own scratch file; weights_only=False because RNG states hold numpy arrays.
+        state = torch.load(path, map_location=device, weights_only=False)
+    except Exception as e:  # any unreadable file just means "start over"
+        _say(f"{path}: unreadable resume state ({e.__class__.__name__}); starting fresh")
+        return None
+    if state.get("fingerprint") != fingerprint:
+        _say(f"{path}: resume state is from a different run (fingerprint mismatch); starting fresh")
+        return None
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    rng = state["rng"]
+    torch.set_rng_state(rng["torch"].cpu())
+    if rng["cuda"]:
+        torch.cuda.set_rng_state_all([s.cpu() for s in rng["cuda"]])
+    np.random.set_state(rng["numpy"])
+    random.setstate(rng["python"])
+    _say(f"{path}: resuming from step {state['step']}")
+    return {key: state[key] for key in ("step", "tokens", "rows")}
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)

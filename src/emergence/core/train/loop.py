@@ -1,0 +1,213 @@
+"""The one training loop every study uses: checkpoints, metrics, exact resume.
+
+Exact resume rests on two rules: the data is a pure function of the step
+(`batch_fn(step)`), and torch's RNG is re-seeded from (seed, step) before
+every update, so dropout is a pure function of the step too. A run resumed
+from its scratch state therefore ends with the same bits as one that never
+stopped.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn as nn
+from tqdm import tqdm
+
+from emergence.core.io import PipelineError, write_parquet
+from emergence.core.train.checkpoint import (
+    clear_run_files,
+    load_resume_state,
+    publish_run,
+    run_fingerprint,
+    save_checkpoint,
+    save_resume_state,
+)
+from emergence.core.train.schedule import SCHEDULES, checkpoint_steps, lr_factor
+
+BatchFn = Callable[[int], tuple[torch.Tensor | dict[str, torch.Tensor], torch.Tensor]]  # (inputs, targets)
+EvalFn = Callable[[nn.Module, int], dict[str, Any]]
+RESUME, METRICS = "resume.pt", "metrics.parquet"
+
+
+@dataclass
+class TrainConfig:
+    steps: int
+    batch_size: int
+    lr: float
+    optimizer: str = "adamw"  # adamw | sgd
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    momentum: float = 0.0  # sgd
+    schedule: str = "constant"  # constant | linear | cosine
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0
+    grad_clip: float | None = 1.0
+    seed: int = 0
+    dense_until: int = 0  # checkpoint every step up to here
+    n_log_checkpoints: int = 20
+    checkpoint_every: int = 0  # regular checkpoints (0 = none besides log-spaced and final)
+    resume_every: int = 200  # steps between resume-state saves
+    eval_every: int = 0  # call eval_fn every N steps (and at every checkpoint)
+    device: str = "auto"  # auto -> cuda if available else cpu
+
+    def validate(self, where: str = "train") -> None:
+        def check(key: str, ok: bool, rule: str) -> None:
+            if not ok:
+                raise PipelineError(f"{where}.{key}: {rule}, got {getattr(self, key)!r}")
+
+        def is_int(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        def is_num(v: Any) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+        for key in ("steps", "batch_size", "resume_every"):
+            check(key, is_int(getattr(self, key)) and getattr(self, key) >= 1, "must be a positive integer")
+        for key in ("seed", "warmup_steps", "dense_until", "n_log_checkpoints", "checkpoint_every", "eval_every"):
+            check(key, is_int(getattr(self, key)) and getattr(self, key) >= 0, "must be a non-negative integer")
+        check("lr", is_num(self.lr) and self.lr > 0, "must be a positive number")
+        check("weight_decay", is_num(self.weight_decay) and self.weight_decay >= 0, "must be a number >= 0")
+        check("momentum", is_num(self.momentum) and 0 <= self.momentum < 1, "must be a number in [0, 1)")
+        check("min_lr_ratio", is_num(self.min_lr_ratio) and 0 <= self.min_lr_ratio <= 1, "must be a number in [0, 1]")
+        betas_ok = isinstance(self.betas, tuple) and len(self.betas) == 2
+        check("betas", betas_ok and all(is_num(b) and 0 <= b < 1 for b in self.betas), "must be two numbers in [0, 1)")
+        clip_ok = self.grad_clip is None or (is_num(self.grad_clip) and self.grad_clip > 0)
+        check("grad_clip", clip_ok, "must be null or > 0")
+        check("optimizer", self.optimizer in ("adamw", "sgd"), "must be adamw or sgd")
+        check("schedule", self.schedule in SCHEDULES, f"must be one of {', '.join(SCHEDULES)}")
+        check("warmup_steps", self.warmup_steps <= self.steps, "must be <= steps")
+        device_ok = isinstance(self.device, str) and (self.device in ("auto", "cpu") or self.device.startswith("cuda"))
+        check("device", device_ok, "must be auto, cpu or cuda[:N]")
+
+
+def train(
+    model: nn.Module,
+    batch_fn: BatchFn,
+    cfg: TrainConfig,
+    out_dir: str | Path,
+    scratch_dir: str | Path,
+    *,
+    eval_fn: EvalFn | None = None,
+    data_fingerprint: str = "",
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Train `model` for cfg.steps updates; publish checkpoints + metrics.parquet as `out_dir`.
+
+    Work happens in `scratch_dir` (resumed from if it holds a matching resume
+    state); `out_dir` appears, atomically, only when the run is complete.
+    Metrics rows: step, tokens (seen before the step), loss, lr, grad_norm
+    (of the update made at that step) plus eval_fn's keys where it ran; the
+    row of the final step exists only if eval_fn ran there. No wall-clock
+    columns, so metrics.parquet is byte-identical across reruns.
+    """
+    cfg.validate()
+    out_dir, scratch_dir = Path(out_dir), Path(scratch_dir)
+    _seed_everything(cfg.seed)
+    train_dict = dataclasses.asdict(cfg)
+    fingerprint = run_fingerprint(train_dict, model, data_fingerprint)  # before .to(): hashes init weights
+    device = resolve_device(cfg.device)
+    model.to(device).train()
+    optimizer = _make_optimizer(model, cfg)
+    resumed = load_resume_state(scratch_dir / RESUME, fingerprint, model, optimizer, device)
+    if resumed is None:
+        clear_run_files(scratch_dir, [RESUME, METRICS])  # leftovers of another run must not be published
+        resumed = {"step": 0, "tokens": 0, "rows": []}
+    start, tokens, rows = resumed["step"], resumed["tokens"], resumed["rows"]
+    scratch_dir.mkdir(parents=True, exist_ok=True)
+    ckpts = set(checkpoint_steps(cfg.steps, cfg.dense_until, cfg.n_log_checkpoints, cfg.checkpoint_every))
+    meta = {"train": train_dict, "data_fingerprint": data_fingerprint}
+    with tqdm(total=cfg.steps, initial=start, disable=None if progress else True, desc="train") as bar:
+        for step in range(start, cfg.steps + 1):
+            if step != start and (step % cfg.resume_every == 0 or step in ckpts):
+                save_resume_state(
+                    scratch_dir / RESUME, model=model, optimizer=optimizer,
+                    step=step, tokens=tokens, rows=rows, fingerprint=fingerprint,
+                )
+            row: dict[str, Any] = {"step": step, "tokens": tokens}
+            evaluate = eval_fn is not None and (step in ckpts or (cfg.eval_every > 0 and step % cfg.eval_every == 0))
+            if evaluate:
+                row.update(_evaluate(model, eval_fn, step))
+            if step in ckpts:
+                save_checkpoint(model, scratch_dir, step, meta)
+            if step < cfg.steps:
+                stats, n_tokens = _train_step(model, optimizer, batch_fn, cfg, step, device)
+                row.update(stats)
+                tokens += n_tokens
+                bar.update(1)
+                bar.set_postfix(loss=f"{stats['loss']:.4f}")  # the bar itself shows elapsed time
+            if step < cfg.steps or evaluate:
+                rows.append(row)
+    metrics = pd.DataFrame(rows)
+    write_parquet(metrics, scratch_dir / METRICS)
+    publish_run(scratch_dir, out_dir, [METRICS])
+    clear_run_files(scratch_dir, [RESUME, METRICS])
+    return metrics
+
+
+def _train_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, batch_fn: BatchFn, cfg: TrainConfig, step: int, device: str
+) -> tuple[dict[str, float], int]:
+    torch.manual_seed(cfg.seed * 1_000_003 + step)  # dropout as a pure function of step -> exact resume
+    inputs, targets = batch_fn(step)
+    lr = cfg.lr * lr_factor(step, cfg.steps, cfg.warmup_steps, cfg.schedule, cfg.min_lr_ratio)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    if isinstance(inputs, dict):  # e.g. {"idx": tokens, "prefix": image features}
+        idx = inputs["idx"]
+        _, loss = model(**{k: v.to(device) for k, v in inputs.items()}, targets=targets.to(device))
+    else:
+        idx = inputs
+        _, loss = model(idx.to(device), targets.to(device))
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    params = [p for p in model.parameters() if p.grad is not None]
+    if cfg.grad_clip is None:
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    else:
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)  # returns the pre-clip norm
+    optimizer.step()
+    return {"loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item()}, idx.numel()
+
+
+def _evaluate(model: nn.Module, eval_fn: EvalFn, step: int) -> dict[str, Any]:
+    model.eval()
+    try:
+        with torch.no_grad():
+            result = eval_fn(model, step)
+    finally:
+        model.train()
+    if clash := sorted(set(result) & {"step", "tokens", "loss", "lr", "grad_norm"}):
+        raise ValueError(f"eval_fn returned reserved metric name '{clash[0]}'")
+    return result
+
+
+def _make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    # As in nanoGPT: decay matrices and embeddings, not biases or norm gains.
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+    return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)

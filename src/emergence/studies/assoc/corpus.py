@@ -1,0 +1,171 @@
+"""Natural-text corpora as fixed-length training sequences over a top-K vocabulary.
+
+As in the association study (Im et al., arXiv 2601.19208): text is split into
+tokens, the K most frequent types form the vocabulary, and each document is cut
+into consecutive non-overlapping windows of T + 1 tokens (T inputs, each with
+its next token as target). Only windows made entirely of vocabulary tokens are
+kept, so the model never sees an <unk> and every co-occurrence it learns is
+between real types.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+from emergence.studies.assoc.stories import DOC_SEPARATOR
+from emergence.core.io import PipelineError, atomic_path
+
+TOKENIZERS = ("word", "bpe")
+_WORD = re.compile(r"[^\W\d_]+|\S")  # a run of letters, or any single other non-space
+
+
+def word_tokens(text: str) -> list[str]:
+    """Lower-cased words (runs of letters); every other non-space character alone."""
+    return _WORD.findall(text.lower())
+
+
+def _read_utf8(file: Path) -> str:
+    try:
+        return file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PipelineError(f"{file}: not UTF-8 text (invalid byte at offset {e.start})") from None
+
+
+def read_text_documents(path: str | os.PathLike) -> list[str]:
+    """Documents of a TinyStories-style .txt file, or of every *.txt under a directory
+    (sorted, recursive): split on `<|endoftext|>`, blank documents dropped."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(path.rglob("*.txt"))
+        if not files:
+            raise PipelineError(f"{path}: directory holds no .txt files")
+    elif path.exists():
+        files = [path]
+    else:
+        raise PipelineError(f"{path}: text file or directory not found")
+    documents = (doc.strip() for file in files for doc in _read_utf8(file).split(DOC_SEPARATOR))
+    return [doc for doc in documents if doc]
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    vocab_size: int
+    seq_len: int
+    tokenizer: str = "word"
+    max_sequences: int = 0  # 0 = keep all
+
+    def validate(self, where: str = "corpus") -> None:
+        if self.vocab_size < 2:
+            raise PipelineError(f"{where}.vocab_size: must be >= 2, got {self.vocab_size}")
+        if self.seq_len < 1:
+            raise PipelineError(f"{where}.seq_len: must be >= 1, got {self.seq_len}")
+        if self.tokenizer not in TOKENIZERS:
+            raise PipelineError(f"{where}.tokenizer: must be one of {TOKENIZERS}, got {self.tokenizer!r}")
+        if self.max_sequences < 0:
+            raise PipelineError(f"{where}.max_sequences: must be >= 0, got {self.max_sequences}")
+
+
+@dataclass
+class Corpus:
+    vocab: list[str]        # id -> token, most frequent first
+    sequences: np.ndarray   # (N, seq_len + 1) int32
+    tokenizer: str
+    n_documents: int
+    n_tokens: int           # all tokens of all documents
+    n_types: int            # distinct types before the top-K cut
+    coverage: float         # fraction of tokens whose type is in the vocabulary
+    n_windows: int          # candidate windows before the vocabulary filter and max_sequences
+
+    @property
+    def seq_len(self) -> int:
+        return self.sequences.shape[1] - 1
+
+
+def _bpe_tokens(documents: list[str], vocab_size: int) -> list[list[str]]:
+    """Token strings of each document under a BPE trained on the documents themselves."""
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(documents, trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False))
+    return [enc.tokens for enc in tok.encode_batch(documents)]
+
+
+def _windows(ids: np.ndarray, width: int) -> np.ndarray:
+    """(n, width): consecutive non-overlapping windows; the ragged tail is dropped."""
+    n = len(ids) // width
+    return ids[:n * width].reshape(n, width)
+
+
+def build_corpus(documents: list[str], cfg: CorpusConfig, source: str) -> Corpus:
+    """Tokenise, keep the top-K types, cut into in-vocabulary windows of seq_len + 1.
+
+    `source` (the input file or directory) names the data in every error.
+    """
+    cfg.validate()
+    if cfg.tokenizer == "bpe":
+        docs = _bpe_tokens(documents, cfg.vocab_size)
+    else:
+        docs = [word_tokens(d) for d in documents]
+    counts = Counter(t for doc in docs for t in doc)
+    n_tokens = sum(counts.values())
+    if n_tokens == 0:
+        raise PipelineError(f"{source}: empty corpus, no tokens in {len(documents)} documents")
+    if len(counts) == 1:
+        raise PipelineError(f"{source}: vocabulary of one type ({next(iter(counts))!r}), need at least two")
+    ranked = sorted(counts, key=lambda t: (-counts[t], t))  # ties broken by the string: deterministic
+    vocab = ranked[:cfg.vocab_size]
+    ids = {t: i for i, t in enumerate(vocab)}
+    width = cfg.seq_len + 1
+    windows = np.concatenate(  # (W, T+1)
+        [_windows(np.array([ids.get(t, -1) for t in doc], dtype=np.int64), width) for doc in docs])
+    kept = windows[(windows >= 0).all(axis=1)]  # -1 marks an out-of-vocabulary token
+    if len(kept) == 0:
+        longest = max(map(len, docs))
+        raise PipelineError(
+            f"{source}: sequences shorter than T+1={width} tokens: no window of {width} consecutive"
+            f" in-vocabulary tokens survives (vocab_size={cfg.vocab_size}, longest document {longest} tokens)")
+    if cfg.max_sequences:
+        kept = kept[:cfg.max_sequences]
+    return Corpus(
+        vocab=vocab, sequences=kept.astype(np.int32), tokenizer=cfg.tokenizer,
+        n_documents=len(documents), n_tokens=n_tokens, n_types=len(counts),
+        coverage=sum(counts[t] for t in vocab) / n_tokens, n_windows=len(windows))
+
+
+def save_corpus(corpus: Corpus, path: str | os.PathLike) -> None:
+    """One safetensors file: the sequences tensor, everything else as JSON metadata."""
+    meta = {f.name: getattr(corpus, f.name) for f in dataclasses.fields(corpus) if f.name != "sequences"}
+    # One metadata key only: safetensors serialises its metadata map in arbitrary order.
+    header = {"corpus": json.dumps(meta, sort_keys=True)}
+    data = save({"sequences": np.ascontiguousarray(corpus.sequences, dtype=np.int32)}, metadata=header)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)  # (save_file would create the file mode 0600)
+
+
+def load_corpus(path: str | os.PathLike) -> Corpus:
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path}: corpus file not found")
+    try:
+        with safe_open(path, framework="np") as f:
+            sequences = f.get_tensor("sequences")
+            meta = json.loads((f.metadata() or {})["corpus"])
+        corpus = Corpus(sequences=sequences, **meta)
+    except (SafetensorError, OSError, ValueError, KeyError, TypeError) as e:
+        raise PipelineError(f"{path}: not a readable corpus file ({e.__class__.__name__})") from None
+    n_vocab = len(corpus.vocab)
+    if sequences.dtype != np.int32 or sequences.ndim != 2 or sequences.shape[1] < 2:
+        raise PipelineError(f"{path}: sequences must be (N, T+1) int32, got {sequences.dtype} {sequences.shape}")
+    if sequences.size and not 0 <= sequences.min() <= sequences.max() < n_vocab:
+        raise PipelineError(f"{path}: token ids outside the vocabulary of {n_vocab}")
+    return corpus

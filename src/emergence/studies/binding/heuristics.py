@@ -1,0 +1,81 @@
+"""Cheap shortcut heuristics for variable-binding programs.
+
+Each heuristic guesses the answer digit from surface features, returning -1
+when it has nothing to say. The generator (binding.py) keeps every one of them
+at chance level (~10%), so a model that learned a heuristic instead of binding
+would score near chance. `evaluate` (the programs' Python semantics) lives
+here because the final-value heuristic needs it.
+
+Programs are duck-typed: anything with `.lines` ((lhs, rhs) pairs) and `.query`.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Protocol
+
+from emergence.core.io import PipelineError
+
+
+class _ProgramLike(Protocol):
+    lines: tuple[tuple[str, str], ...]
+    query: str
+
+
+def evaluate(lines: Iterable[tuple[str, str]]) -> dict[str, int]:
+    """Final value of every assigned variable under Python semantics.
+
+    A copy `x=y` reads y's value at that line, so later reassigning y leaves x alone.
+    """
+    env: dict[str, int] = {}
+    for i, (lhs, rhs) in enumerate(lines):
+        if rhs.isdigit():
+            env[lhs] = int(rhs)
+        elif rhs in env:
+            env[lhs] = env[rhs]
+        else:
+            raise PipelineError(f"line {i} '{lhs}={rhs}': copies undefined variable '{rhs}'")
+    return env
+
+
+def _mode(digits: Iterable[int]) -> int:
+    """Most frequent digit, ties -> smallest; -1 for none."""
+    counts = [0] * 10
+    for d in digits:
+        counts[d] += 1
+    best = max(counts)
+    return counts.index(best) if best else -1
+
+
+def last_constant(p: _ProgramLike) -> int:
+    return next((int(rhs) for _, rhs in reversed(p.lines) if rhs.isdigit()), -1)
+
+
+def first_constant(p: _ProgramLike) -> int:
+    return next((int(rhs) for _, rhs in p.lines if rhs.isdigit()), -1)
+
+
+def most_frequent_digit(p: _ProgramLike) -> int:
+    # Constants are the only digits in the program text.
+    return _mode(int(rhs) for _, rhs in p.lines if rhs.isdigit())
+
+
+def query_first_assignment(p: _ProgramLike) -> int:
+    rhs = next((rhs for lhs, rhs in p.lines if lhs == p.query), "")
+    return int(rhs) if rhs.isdigit() else -1
+
+
+def most_common_final_value(p: _ProgramLike) -> int:
+    return _mode(evaluate(p.lines).values())
+
+
+HEURISTICS: dict[str, Callable[[_ProgramLike], int]] = {
+    "last_constant": last_constant,
+    "first_constant": first_constant,
+    "most_frequent_digit": most_frequent_digit,
+    "query_first_assignment": query_first_assignment,
+    "most_common_final_value": most_common_final_value,
+}
+
+
+def match_pattern(p: _ProgramLike, answer: int) -> int:
+    """Bit i set iff heuristic i (in HEURISTICS order) guesses `answer`."""
+    return sum(1 << i for i, h in enumerate(HEURISTICS.values()) if h(p) == answer)

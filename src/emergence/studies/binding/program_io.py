@@ -1,0 +1,27 @@
+"""The programs artifact: its schema, and the subsets the stages read."""
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from emergence.studies.binding.heuristics import HEURISTICS
+from emergence.core.io import read_parquet
+
+PROGRAM_COLUMNS = {
+    "program": "OU", "query": "OU", "answer": "i", "hops": "i", "chain_lines": "O",
+    "n_lines": "i", "split": "OU", "set": "OU",
+    **{f"heur_{name}": "i" for name in HEURISTICS},
+}
+
+
+def load_programs(path: str | os.PathLike) -> pd.DataFrame:
+    """programs.parquet with its schema checked; `program_id` = row number."""
+    df = read_parquet(path, PROGRAM_COLUMNS)
+    return df.assign(program_id=range(len(df)))
+
+
+def subset(df: pd.DataFrame, split: str, set_name: str = "main", n: int | None = None) -> pd.DataFrame:
+    """Programs of one split of one set, the first `n` of them (the table is already shuffled)."""
+    rows = df[(df["split"] == split) & (df["set"] == set_name)]
+    return rows if n is None else rows.head(n)

@@ -1,0 +1,210 @@
+"""Study G's token data: target nouns, vocabulary, training windows, evaluation contexts.
+
+Input is the turn table of `childes.extract_turns` (one row per turn, its
+`tokens` already ordered: `<MOT>`, situation/event words as `w<ENV>`, speech
+as `w<LAN>`). Grounding is measured on *held-out* turns in which a target
+noun appears in the environment and is then named: the context is the turn
+up to the first `v<LAN>` (the paper's `<CHI> asked for a new book<ENV> <CHI>
+i love this` -> `book<LAN>`), and the mismatched contexts swap `v<ENV>` for
+another target's `u<ENV>`. Those turns never enter the training windows.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from emergence.core.io import PipelineError
+
+ENV, LAN = "<ENV>", "<LAN>"
+UNK = "<unk>"
+ARCHS = ("transformer", "mamba2", "lstm")
+MODEL_NAME = re.compile(r"[a-z][a-z0-9]*")  # run names are {model}_seed{S}: no '_' inside the model name
+
+
+@dataclass
+class GroundingRuns:
+    models: list[str]   # names of grounding_models entries
+    seeds: list[int]
+
+    def validate(self, where: str) -> None:
+        if not self.models or len(set(self.models)) != len(self.models):
+            raise PipelineError(f"{where}.models: distinct model names, at least one, got {self.models}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise PipelineError(f"{where}.seeds: distinct seeds, at least one, got {self.seeds}")
+
+    def names(self) -> list[str]:
+        return [run_name(m, s) for m in self.models for s in self.seeds]
+
+    def check(self, model: str, seed: int, where: str) -> None:
+        """A stage instance must be one of the configured runs (a stale command line would not be)."""
+        if model not in self.models or seed not in self.seeds:
+            raise PipelineError(f"{where}: run {model} seed {seed} is not in models x seeds "
+                                f"({self.models} x {self.seeds})")
+
+
+def model_entry(models: dict, name: str, where: str = "grounding_models") -> tuple[str, dict]:
+    """(arch, config values) of the model called `name` in the grounding_models section."""
+    if not MODEL_NAME.fullmatch(name):
+        raise PipelineError(f"{where}.{name}: model names are lower-case letters and digits, got {name!r}")
+    if not isinstance(models.get(name), dict):
+        raise PipelineError(f"{where}.{name}: no such model (have {sorted(models)})")
+    values = dict(models[name])
+    arch = values.pop("arch", None)
+    if arch not in ARCHS:
+        raise PipelineError(f"{where}.{name}.arch: one of {list(ARCHS)}, got {arch!r}")
+    return arch, values
+
+
+def run_name(model: str, seed: int) -> str:
+    return f"{model}_seed{seed}"
+
+
+def env(word: str) -> str:
+    return word + ENV
+
+
+def lan(word: str) -> str:
+    return word + LAN
+
+
+@dataclass
+class VocabParams:
+    n_words: int = 100          # target nouns
+    min_count: int = 100        # each of v<ENV> and v<LAN> at least this often
+    min_token_count: int = 1    # rarer tokens become <unk>
+
+    def validate(self, where: str) -> None:
+        for key in ("n_words", "min_count", "min_token_count"):
+            if getattr(self, key) < 1:
+                raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
+
+
+def token_counts(token_lists: Iterable[Sequence[str]]) -> Counter:
+    counts: Counter = Counter()
+    for tokens in token_lists:
+        counts.update(tokens)
+    return counts
+
+
+def select_targets(counts: Counter, candidates: Sequence[str], n_words: int, min_count: int,
+                   where: str = "grounding_vocab") -> list[str]:
+    """The n_words candidate nouns whose rarer form is most frequent, each form >= min_count."""
+    passing = [(min(counts[env(w)], counts[lan(w)]), w) for w in dict.fromkeys(candidates)]
+    passing = [(c, w) for c, w in passing if c >= min_count]
+    if len(passing) < n_words:
+        raise PipelineError(f"{where}.n_words: only {len(passing)} nouns have both forms >= min_count="
+                            f"{min_count} times, {n_words} requested (lower n_words or min_count)")
+    return [w for _, w in sorted(passing, key=lambda cw: (-cw[0], cw[1]))[:n_words]]
+
+
+def build_vocab(counts: Counter, targets: Sequence[str], min_token_count: int) -> list[str]:
+    """<unk> first, then every token seen >= min_token_count times (targets' forms always),
+    by frequency then spelling: deterministic ids."""
+    keep = {t for t, c in counts.items() if c >= min_token_count} | {f(w) for w in targets for f in (env, lan)}
+    return [UNK] + sorted(keep, key=lambda t: (-counts[t], t))
+
+
+def evaluation_turns(turns: pd.DataFrame, targets: Sequence[str], max_per_word: int, seed: int,
+                     max_len: int | None = None) -> pd.DataFrame:
+    """Held-out contexts: turns where v<ENV> precedes the turn's first v<LAN>.
+
+    Columns: turn (row index in `turns`), word, context (tokens before that v<LAN>).
+    At most max_per_word per word, drawn with `seed`; contexts longer than
+    max_len (the models' context) are not eligible.
+    """
+    rows = []
+    wanted = set(targets)
+    for i, tokens in zip(turns.index, turns["tokens"]):
+        seen_env = set()
+        for pos, tok in enumerate(tokens):
+            if tok.endswith(ENV):
+                seen_env.add(tok[: -len(ENV)])
+            elif tok.endswith(LAN) and tok[: -len(LAN)] in wanted and tok[: -len(LAN)] in seen_env:
+                if max_len is None or pos <= max_len:
+                    rows.append({"turn": int(i), "word": tok[: -len(LAN)], "context": list(tokens[:pos])})
+                break  # one context per turn: the turn is held out once
+    table = pd.DataFrame(rows, columns=["turn", "word", "context"])
+    rng = np.random.default_rng(seed)
+    picked = [g.iloc[np.sort(rng.permutation(len(g))[:max_per_word])] for _, g in table.groupby("word", sort=True)]
+    return pd.concat(picked, ignore_index=True) if picked else table
+
+
+@dataclass
+class EvalParams:
+    max_per_word: int = 10      # contexts per target noun
+    n_mismatched: int = 10      # other targets u per context
+    seed: int = 0
+
+    def validate(self, where: str) -> None:
+        for key in ("max_per_word", "n_mismatched"):
+            if getattr(self, key) < 1:
+                raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
+
+
+def target_vocabulary(turns: pd.DataFrame, candidates: Sequence[str], p: VocabParams,
+                      where: str) -> tuple[list[str], list[str], pd.DataFrame]:
+    """(targets, vocab, per-target counts of both forms) of a turn table's `tokens`."""
+    counts = token_counts(turns["tokens"])
+    targets = select_targets(counts, candidates, p.n_words, p.min_count, where)
+    stats = pd.DataFrame({"word": targets, "n_env": [counts[env(w)] for w in targets],
+                          "n_lan": [counts[lan(w)] for w in targets]})
+    return targets, build_vocab(counts, targets, p.min_token_count), stats
+
+
+def evaluation_set(turns: pd.DataFrame, targets: Sequence[str], p: EvalParams, where: str,
+                   source: str, max_len: int | None = None) -> pd.DataFrame:
+    """Held-out contexts (evaluation_turns) of every target, each with n_mismatched other targets."""
+    if p.n_mismatched > len(targets) - 1:
+        raise PipelineError(f"{where}.n_mismatched: at most {len(targets) - 1} other targets exist, "
+                            f"got {p.n_mismatched}")
+    table = evaluation_turns(turns, targets, p.max_per_word, p.seed, max_len)
+    if missing := sorted(set(targets) - set(table["word"])):
+        raise PipelineError(f"{source}: no held-out context for target '{missing[0]}' "
+                            f"({len(missing)} targets lack one)")
+    rng = np.random.default_rng(p.seed)
+    table["others"] = [sorted(rng.choice([u for u in targets if u != w], p.n_mismatched, replace=False).tolist())
+                       for w in table["word"]]
+    return table
+
+
+def mismatched(context: Sequence[str], word: str, other: str) -> list[str]:
+    """The context with every v<ENV> replaced by u<ENV>."""
+    return [env(other) if tok == env(word) else tok for tok in context]
+
+
+def encode(tokens: Sequence[str], index: dict[str, int]) -> list[int]:
+    return [index.get(t, 0) for t in tokens]  # 0 = <unk>
+
+
+def training_windows(turns: pd.DataFrame, held_out: set[int], index: dict[str, int], seq_len: int) -> np.ndarray:
+    """(N, seq_len + 1) int32 windows cut from each file's token stream, held-out turns removed."""
+    windows = []
+    for _, group in turns.groupby("file", sort=True):
+        stream = [t for i, toks in zip(group.index, group["tokens"]) if i not in held_out for t in toks]
+        ids = np.asarray(encode(stream, index), dtype=np.int32)
+        n = len(ids) // (seq_len + 1)
+        if n:
+            windows.append(ids[: n * (seq_len + 1)].reshape(n, seq_len + 1))
+    if not windows:
+        raise PipelineError(f"no file has {seq_len + 1} tokens for one training window (lower seq_len)")
+    return np.concatenate(windows)
+
+
+def read_vocab(path: str | Path) -> tuple[list[str], list[str]]:
+    """(targets, vocab) from grounding_vocab's JSON; PipelineError naming the file if unusable."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+        targets, vocab = list(data["targets"]), list(data["vocab"])
+    except FileNotFoundError as e:
+        raise PipelineError(f"{path}: not found (run grounding_vocab first)") from e
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+        raise PipelineError(f"{path}: not a grounding vocabulary file ({e.__class__.__name__}: {e})") from e
+    return targets, vocab

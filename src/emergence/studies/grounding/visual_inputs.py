@@ -1,0 +1,116 @@
+"""What the visual-dialogue stages read from the pipeline: runs, dialogs, vocabulary, eval set, features."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+import torch
+from safetensors.torch import load_file
+
+from emergence.core.config import from_dict, path_of, section
+from emergence.studies.grounding import inputs as grounding_inputs
+from emergence.studies.grounding.tokens import MODEL_NAME, read_vocab
+from emergence.studies.grounding.inputs import SaliencyParams, checked_attention_models
+from emergence.studies.grounding.visual_data import SETTINGS
+from emergence.core.io import PipelineError, read_parquet
+
+
+@dataclass
+class VisualRuns:
+    settings: list[str]      # caption and/or image
+    models: list[str]        # names of grounding_models entries
+    seeds: list[int]
+
+    def validate(self, where: str) -> None:
+        if not self.settings or set(self.settings) - set(SETTINGS) or len(set(self.settings)) != len(self.settings):
+            raise PipelineError(f"{where}.settings: distinct values of {list(SETTINGS)}, got {self.settings}")
+        if not self.models or len(set(self.models)) != len(self.models):
+            raise PipelineError(f"{where}.models: distinct model names, at least one, got {self.models}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise PipelineError(f"{where}.seeds: distinct seeds, at least one, got {self.seeds}")
+
+    def names(self, models: list[str] | None = None) -> list[str]:
+        """Run names of settings x models x seeds (models: all, or the given subset)."""
+        return [run_name(s, m, k) for s in self.settings for m in (models or self.models) for k in self.seeds]
+
+
+def run_name(setting: str, model: str, seed: int) -> str:
+    return f"{setting}_{model}_seed{seed}"
+
+
+def runs_of(params: dict) -> VisualRuns:
+    return from_dict(VisualRuns, section(params, "visual_runs"), "visual_runs")
+
+
+def checked_run(params: dict, setting: str, model: str, seed: int) -> str:
+    runs = runs_of(params)
+    if setting not in runs.settings or model not in runs.models or seed not in runs.seeds or \
+            not MODEL_NAME.fullmatch(model):
+        raise PipelineError(f"visual_runs: run {setting} {model} seed {seed} is not in settings x models x seeds "
+                            f"({runs.settings} x {runs.models} x {runs.seeds})")
+    return run_name(setting, model, seed)
+
+
+def attention_models(params: dict) -> SaliencyParams:
+    """visual_saliency's models: visual_runs models with attention heads (saliency, heads, ablation)."""
+    return checked_attention_models(params, "visual_saliency", runs_of(params).models, "visual_runs")
+
+
+def checked_attention_run(params: dict, setting: str, model: str, seed: int) -> str:
+    if model not in attention_models(params).models:
+        raise PipelineError(f"visual_saliency.models: run {setting} {model} seed {seed} is not analysed through "
+                            "attention")
+    return checked_run(params, setting, model, seed)
+
+
+def run_checkpoints(params: dict, run: str) -> list[tuple[int, Path]]:
+    return grounding_inputs.run_checkpoints(params, run, "visual")
+
+
+def checkpoint_models(params: dict, run: str, desc: str) -> Iterator[tuple[int, torch.nn.Module]]:
+    return grounding_inputs.checkpoint_models(params, run, desc, "visual")
+
+
+def dialogs(params: dict) -> pd.DataFrame:
+    return read_parquet(path_of(params, "visual_dialogs"), {"file": "O", "image_id": "i", "env": "O", "tokens": "O"})
+
+
+def vocab_index(params: dict) -> tuple[list[str], dict[str, int]]:
+    targets, vocab = read_vocab(path_of(params, "visual_vocab"))
+    return targets, {t: i for i, t in enumerate(vocab)}
+
+
+def eval_set(params: dict) -> pd.DataFrame:
+    return read_parquet(path_of(params, "visual_eval"), {"turn": "i", "word": "O", "context": "O", "others": "O",
+                                                         "image_id": "i", "image_context": "O", "other_images": "O"})
+
+
+def seq_len(params: dict) -> int:
+    return int(section(params, "visual_train").get("seq_len", 96))
+
+
+def features(params: dict) -> tuple[torch.Tensor, dict[int, int], dict]:
+    """(features (N_images, P, d), image_id -> row, encoder record) of dino_features."""
+    root = path_of(params, "visual_features")
+    try:
+        feats = load_file(str(root / "features.safetensors"))["features"]
+        record = json.loads((root / "encoder.json").read_text())
+    except (OSError, KeyError, json.JSONDecodeError) as e:
+        raise PipelineError(f"{root}: unreadable features ({e.__class__.__name__}: {e}); run dino_features") from e
+    images = read_parquet(root / "images.parquet", {"row": "i", "image_id": "i"})
+    return feats, dict(zip(images["image_id"].tolist(), images["row"].tolist())), record
+
+
+def environment(params: dict, setting: str) -> tuple[torch.Tensor | None, dict[int, int] | None]:
+    """What a setting reads besides tokens: the image setting's (features, image_id -> row); else (None, None)."""
+    if setting != "image":
+        return None, None
+    feats, image_row, _ = features(params)
+    return feats, image_row
+
+
+def run_file(params: dict, path_key: str, run: str) -> Path:
+    return path_of(params, path_key) / f"{run}.parquet"

@@ -1,0 +1,39 @@
+"""Training loss after removing each learned weight's theoretical direction (the paper's Table 3)."""
+from __future__ import annotations
+
+import dataclasses
+
+from emergence.studies.assoc.compare import causal_table, run_name
+from emergence.studies.assoc.theory import load_basis
+from emergence.core.cli import stage_main, start_stage
+from emergence.core.config import from_dict, path_of, section
+from emergence.studies.assoc.corpus import load_corpus
+from emergence.core.io import PipelineError, write_parquet
+from emergence.core.train import load_named_checkpoint
+
+
+@dataclasses.dataclass
+class CausalParams:
+    checkpoint: str = "final"   # final | step{N}
+    n_sequences: int = 0        # 0 = the whole corpus
+
+    def validate(self, where: str) -> None:
+        if self.n_sequences < 0:
+            raise PipelineError(f"{where}.n_sequences: must be >= 0, got {self.n_sequences}")
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    args, params = start_stage(__doc__, argv, per_seed=True, per_layers=True)
+    p = from_dict(CausalParams, section(params, "assoc_causal"), "assoc_causal")
+    run = run_name(args.layers, args.seed)
+    step, model = load_named_checkpoint(path_of(params, "assoc_runs") / run, p.checkpoint, "assoc_causal.checkpoint")
+    sequences = load_corpus(path_of(params, "assoc_corpus")).sequences
+    table = causal_table(model, load_basis(path_of(params, "assoc_basis")), sequences[: p.n_sequences or None])
+    for i, (key, value) in enumerate((("n_layers", args.layers), ("seed", args.seed), ("step", step))):
+        table.insert(i, key, value)
+    write_parquet(table, path_of(params, "assoc_causal") / f"{run}.parquet")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

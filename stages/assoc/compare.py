@@ -1,0 +1,48 @@
+"""Cosine between every learned weight and its closed form, per checkpoint of one run."""
+from __future__ import annotations
+
+import dataclasses
+
+from tqdm import tqdm
+
+from emergence.studies.assoc.compare import cosine_table, run_name
+from emergence.studies.assoc.theory import load_basis
+from emergence.core.cli import stage_main, start_stage
+from emergence.core.config import from_dict, path_of, section
+from emergence.studies.assoc.corpus import load_corpus
+from emergence.core.io import PipelineError, read_parquet, write_parquet
+from emergence.core.train import list_checkpoints, load_checkpoint
+
+
+@dataclasses.dataclass
+class CompareParams:
+    window_epochs: int = 100
+
+    def validate(self, where: str) -> None:
+        if self.window_epochs < 1:
+            raise PipelineError(f"{where}.window_epochs: must be >= 1, got {self.window_epochs}")
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    args, params = start_stage(__doc__, argv, per_seed=True, per_layers=True)
+    p = from_dict(CompareParams, section(params, "assoc_compare"), "assoc_compare")
+    basis = load_basis(path_of(params, "assoc_basis"))
+    n_sequences = len(load_corpus(path_of(params, "assoc_corpus")).sequences)
+    run = run_name(args.layers, args.seed)
+    ckpts = list_checkpoints(path_of(params, "assoc_runs") / run)
+    if not ckpts:
+        raise PipelineError(f"{path_of(params, 'assoc_runs') / run}: no checkpoints")
+    train_cfg = load_checkpoint(ckpts[0][1])[1]["meta"]["train"]
+    per_epoch = n_sequences // train_cfg["batch_size"]
+    models = ((step, load_checkpoint(path)[0]) for step, path in tqdm(ckpts, desc="checkpoints"))
+    table = cosine_table(models, basis, train_cfg["lr"], per_epoch, p.window_epochs)
+    metrics = read_parquet(path_of(params, "assoc_runs") / run / "metrics.parquet", {"step": "i", "corpus_loss": "f"})
+    table = table.merge(metrics[["step", "corpus_loss"]].dropna(), on="step", how="left")
+    table.insert(0, "n_layers", args.layers)
+    table.insert(1, "seed", args.seed)
+    write_parquet(table, path_of(params, "assoc_cosines") / f"{run}.parquet")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""Residual-stream interchange interventions on one seed's trained model."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from emergence.studies.binding.patching import make_counterfactual_pairs, patching_table
+from emergence.core.cli import stage_main, start_stage
+from emergence.core.config import from_dict, path_of, section
+from emergence.studies.binding.program_io import load_programs, subset
+from emergence.studies.binding.tokenizer import CharTokenizer
+from emergence.core.io import PipelineError, write_parquet
+from emergence.core.train import load_named_checkpoint
+
+
+@dataclasses.dataclass
+class PatchingParams:
+    n_pairs: int = 200
+    checkpoint: str = "final"   # final | step{N}
+
+    def validate(self, where: str) -> None:
+        if self.n_pairs < 1:
+            raise PipelineError(f"{where}.n_pairs: must be >= 1, got {self.n_pairs}")
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    args, params = start_stage(__doc__, argv, per_seed=True)
+    p = from_dict(PatchingParams, section(params, "binding_patching"), "binding_patching")
+    run_dir = path_of(params, "binding_runs") / f"seed{args.seed}"
+    step, model = load_named_checkpoint(run_dir, p.checkpoint, "binding_patching.checkpoint")
+    test = subset(load_programs(path_of(params, "binding_programs")), "test")
+    pairs = make_counterfactual_pairs(test, np.random.default_rng(args.seed), p.n_pairs)
+    table = patching_table(model, pairs, CharTokenizer(), seed=args.seed, step=step)
+    write_parquet(table, path_of(params, "binding_patching") / f"seed{args.seed}.parquet")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

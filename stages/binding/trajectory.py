@@ -1,0 +1,53 @@
+"""Score every checkpoint of one seed: accuracy by hops, heuristic agreement, phases."""
+from __future__ import annotations
+
+import pandas as pd
+from tqdm import tqdm
+
+from emergence.studies.binding.trajectory import PhaseParams, detect_phases, trajectory_table, training_rows
+from emergence.core.cli import stage_main, start_stage
+from emergence.core.config import from_dict, path_of, section
+from emergence.studies.binding.batches import encode_programs, predict_answers
+from emergence.studies.binding.program_io import load_programs, subset
+from emergence.studies.binding.tokenizer import CharTokenizer
+from emergence.core.io import PipelineError, read_parquet, write_parquet
+from emergence.core.train import list_checkpoints, load_checkpoint
+
+
+def final_predictions(model, programs: pd.DataFrame, tok: CharTokenizer, seed: int, step: int) -> pd.DataFrame:
+    data = encode_programs(programs["program"], programs["answer"], tok)
+    preds = predict_answers(model, data, tok)
+    cols = ["program_id", "set", "split", "n_lines", "hops", "answer", "program"]
+    return programs[cols].assign(seed=seed, step=step, pred=preds, correct=preds == programs["answer"].to_numpy())
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> None:
+    args, params = start_stage(__doc__, argv, per_seed=True)
+    p = from_dict(PhaseParams, section(params, "binding_trajectory"), "binding_trajectory")
+    tok = CharTokenizer()
+    programs = load_programs(path_of(params, "binding_programs"))
+    test = subset(programs, "test", n=p.n_programs)
+    data = encode_programs(test["program"], test["answer"], tok)
+    run_dir = path_of(params, "binding_runs") / f"seed{args.seed}"
+    ckpts = list_checkpoints(run_dir)
+    if not ckpts:
+        raise PipelineError(f"{run_dir}: no step{{N}} checkpoints in the run directory")
+    models = ((step, load_checkpoint(path)[0]) for step, path in tqdm(ckpts, desc="checkpoints"))
+    traj = trajectory_table(models, data, test, tok, args.seed)
+    metrics = read_parquet(run_dir / "metrics.parquet", {"step": "i", "loss": "f"})
+    traj = pd.concat([traj, training_rows(metrics, args.seed)], ignore_index=True)
+    phases = detect_phases(traj, p)
+
+    last_step, last_path = ckpts[-1]
+    evaluated = pd.concat([test, subset(programs, "test", "gen")])
+    preds = final_predictions(load_checkpoint(last_path)[0], evaluated, tok, args.seed, last_step)
+    name = f"seed{args.seed}.parquet"
+    write_parquet(traj, path_of(params, "binding_trajectory") / name)
+    write_parquet(phases, path_of(params, "binding_phases") / name)
+    write_parquet(preds, path_of(params, "binding_predictions") / name)
+    print(phases.to_string(index=False))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

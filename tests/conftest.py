@@ -60,3 +60,10 @@ def project_copy(dest: Path, profile: str | None = "tiny") -> Path:
     if profile:
         run([sys.executable, "-m", "emergence.core.profile", profile], dest)
     return dest
+
+
+def pytest_collection_modifyitems(items):
+    """tests/pipeline/ runs stages, engines or whole profiles: `pytest -m "not pipeline"` skips them."""
+    for item in items:
+        if "pipeline" in item.path.parent.name:
+            item.add_marker(pytest.mark.pipeline)

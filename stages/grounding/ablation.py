@@ -13,7 +13,7 @@ from emergence.core.io import read_parquet, write_parquet
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True)
-    run = inputs.checked_attention_run(params, args.model, args.seed)
+    run = inputs.checked_run(args.model, args.seed)
     p = from_dict(AblationParams, section(params, "grounding_ablation"), "grounding_ablation")
     heads = read_parquet(inputs.run_file(params, "grounding_heads", run), HEAD_COLUMNS)
     _, index = inputs.vocab_index(params)

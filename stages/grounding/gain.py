@@ -14,7 +14,7 @@ from emergence.core.train import load_checkpoint
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True)
-    run = inputs.checked_run(params, args.model, args.seed)
+    run = inputs.checked_run(args.model, args.seed)
     _, index = inputs.vocab_index(params)
     eval_set = inputs.eval_set(params)
     tables = []

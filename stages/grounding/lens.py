@@ -31,7 +31,7 @@ def lens_rows(model, lens, windows: np.ndarray, eval_set: pd.DataFrame, pairs) -
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True)
-    run = inputs.checked_run(params, args.model, args.seed)
+    run = inputs.checked_run(args.model, args.seed)
     values = dict(section(params, "grounding_lens"))
     n_checkpoints = values.pop("n_checkpoints", 4)
     if not isinstance(n_checkpoints, int) or n_checkpoints < 1:

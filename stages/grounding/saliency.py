@@ -11,8 +11,8 @@ from emergence.core.io import write_parquet
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True)
-    run = inputs.checked_attention_run(params, args.model, args.seed)
-    batch_size = inputs.attention_models(params).batch_size
+    run = inputs.checked_run(args.model, args.seed)
+    batch_size = inputs.saliency_batch_size(params)
     _, index = inputs.vocab_index(params)
     contexts, targets, env_pos = matched_inputs(inputs.eval_set(params), index)
     models = inputs.checkpoint_models(params, run, "saliency")

@@ -20,7 +20,7 @@ from emergence.core.train.batches import epoch_batches
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True)
-    run = inputs.checked_run(params, args.model, args.seed)
+    run = inputs.checked_run(args.model, args.seed)
     arch, model_cfg = model_entry(section(params, "grounding_models"), args.model)
     values = {k: v for k, v in section(params, "grounding_train").items() if k != "seq_len"}
     cfg = from_dict(TrainConfig, {**values, "seed": args.seed, "device": load_base(params).device},

@@ -15,7 +15,7 @@ from emergence.core.io import read_parquet, write_parquet
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True, per_setting=True)
-    run = inputs.checked_attention_run(params, args.setting, args.model, args.seed)
+    run = inputs.checked_run(args.setting, args.model, args.seed)
     p = from_dict(AblationParams, section(params, "visual_ablation"), "visual_ablation")
     heads = read_parquet(inputs.run_file(params, "visual_heads", run), HEAD_COLUMNS)
     _, index = inputs.vocab_index(params)

@@ -16,7 +16,7 @@ from emergence.core.train import load_checkpoint
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True, per_setting=True)
-    run = inputs.checked_run(params, args.setting, args.model, args.seed)
+    run = inputs.checked_run(args.setting, args.model, args.seed)
     _, index = inputs.vocab_index(params)
     eval_set = inputs.eval_set(params)
     feats, image_row = inputs.environment(params, args.setting)

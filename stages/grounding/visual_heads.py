@@ -13,7 +13,7 @@ from emergence.core.io import read_parquet, write_parquet
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True, per_setting=True)
-    run = inputs.checked_attention_run(params, args.setting, args.model, args.seed)
+    run = inputs.checked_run(args.setting, args.model, args.seed)
     p = from_dict(VisualHeadParams, section(params, "visual_heads"), "visual_heads")
     saliency = read_parquet(inputs.run_file(params, "visual_saliency", run),
                             {"setting": "O", "model": "O", "seed": "i", **SALIENCY_COLUMNS})

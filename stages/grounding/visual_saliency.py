@@ -7,14 +7,15 @@ from emergence.studies.grounding.saliency import SALIENCY_COLUMNS, saliency_tabl
 from emergence.studies.grounding.visual_gain import matched_visual_inputs
 from emergence.core.cli import stage_main, start_stage
 from emergence.studies.grounding import visual_inputs as inputs
+from emergence.studies.grounding.inputs import saliency_batch_size
 from emergence.core.io import write_parquet
 
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True, per_setting=True)
-    run = inputs.checked_attention_run(params, args.setting, args.model, args.seed)
-    batch_size = inputs.attention_models(params).batch_size
+    run = inputs.checked_run(args.setting, args.model, args.seed)
+    batch_size = saliency_batch_size(params, "visual_saliency")
     _, index = inputs.vocab_index(params)
     contexts, targets, env_pos, prefixes = matched_visual_inputs(args.setting, inputs.eval_set(params), index,
                                                                  *inputs.environment(params, args.setting))

@@ -45,7 +45,7 @@ def batches(params: dict, setting: str, index: dict[str, int], batch_size: int, 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True, per_setting=True)
-    run = inputs.checked_run(params, args.setting, args.model, args.seed)
+    run = inputs.checked_run(args.setting, args.model, args.seed)
     arch, model_cfg = model_entry(section(params, "grounding_models"), args.model)
     values = {k: v for k, v in section(params, "visual_train").items() if k != "seq_len"}
     cfg = from_dict(TrainConfig, {**values, "seed": args.seed, "device": load_base(params).device}, "visual_train")

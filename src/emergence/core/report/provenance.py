@@ -26,7 +26,7 @@ def study_params(params: dict, prefixes: tuple[str, ...]) -> dict:
 
     A report records only these, so editing another study's params leaves its bytes alone
     (and DVC and Snakemake agree on which reports are up to date)."""
-    own = {name: value for name, value in params.items() if name.startswith(prefixes)}
+    own = {name: params[name] for name in params if name.startswith(prefixes)}  # reads declared sections
     paths = {key: value for key, value in params.get("paths", {}).items() if key.startswith(prefixes)}
     return {**own, "paths": paths}
 

@@ -15,7 +15,7 @@ import torch
 from tqdm import tqdm
 
 from emergence.core.config import from_dict, path_of, section
-from emergence.studies.grounding.tokens import GroundingRuns, model_entry, read_vocab, run_name, training_windows
+from emergence.studies.grounding.tokens import MODEL_NAME, GroundingRuns, model_entry, read_vocab, run_name, training_windows
 from emergence.core.io import PipelineError, read_parquet
 from emergence.core.train import list_checkpoints, load_checkpoint
 
@@ -27,9 +27,12 @@ def runs_of(params: dict) -> GroundingRuns:
     return from_dict(GroundingRuns, section(params, "grounding_runs"), "grounding_runs")
 
 
-def checked_run(params: dict, model: str, seed: int) -> str:
-    """The run name of a stage instance, after checking it is configured."""
-    runs_of(params).check(model, seed, "grounding_runs")
+def checked_run(model: str, seed: int) -> str:
+    """The run name of a stage instance. Which instances exist is the matrix's business (and
+    `python -m emergence check`'s): reading grounding_runs here would make every run depend on
+    the list of all the others, so adding a seed would retrain them all."""
+    if not MODEL_NAME.fullmatch(model):
+        raise PipelineError(f"--model: model names are lower-case letters and digits, got {model!r}")
     return run_name(model, seed)
 
 
@@ -95,15 +98,14 @@ def checked_attention_models(params: dict, where: str, run_models: list[str], ru
     return p
 
 
+def saliency_batch_size(params: dict, where: str = "grounding_saliency") -> int:
+    """A saliency stage's batch size, read without the run lists (see checked_run for why)."""
+    return from_dict(SaliencyParams, section(params, where), where).batch_size
+
+
 def attention_models(params: dict) -> SaliencyParams:
     """grounding_saliency's models, each a configured run model with attention heads."""
     return checked_attention_models(params, "grounding_saliency", runs_of(params).models, "grounding_runs")
-
-
-def checked_attention_run(params: dict, model: str, seed: int) -> str:
-    if model not in attention_models(params).models:
-        raise PipelineError(f"grounding_saliency.models: run {model} seed {seed} is not analysed through attention")
-    return checked_run(params, model, seed)
 
 
 def run_file(params: dict, path_key: str, run: str) -> Path:

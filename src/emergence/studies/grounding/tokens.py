@@ -42,11 +42,6 @@ class GroundingRuns:
     def names(self) -> list[str]:
         return [run_name(m, s) for m in self.models for s in self.seeds]
 
-    def check(self, model: str, seed: int, where: str) -> None:
-        """A stage instance must be one of the configured runs (a stale command line would not be)."""
-        if model not in self.models or seed not in self.seeds:
-            raise PipelineError(f"{where}: run {model} seed {seed} is not in models x seeds "
-                                f"({self.models} x {self.seeds})")
 
 
 def model_entry(models: dict, name: str, where: str = "grounding_models") -> tuple[str, dict]:

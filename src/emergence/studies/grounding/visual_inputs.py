@@ -45,25 +45,17 @@ def runs_of(params: dict) -> VisualRuns:
     return from_dict(VisualRuns, section(params, "visual_runs"), "visual_runs")
 
 
-def checked_run(params: dict, setting: str, model: str, seed: int) -> str:
-    runs = runs_of(params)
-    if setting not in runs.settings or model not in runs.models or seed not in runs.seeds or \
-            not MODEL_NAME.fullmatch(model):
-        raise PipelineError(f"visual_runs: run {setting} {model} seed {seed} is not in settings x models x seeds "
-                            f"({runs.settings} x {runs.models} x {runs.seeds})")
+def checked_run(setting: str, model: str, seed: int) -> str:
+    """The run name of a stage instance (which instances exist: see grounding inputs.checked_run)."""
+    if setting not in SETTINGS or not MODEL_NAME.fullmatch(model):
+        raise PipelineError(f"--setting/--model: a setting of {SETTINGS} and a lower-case model name, "
+                            f"got {setting!r} {model!r}")
     return run_name(setting, model, seed)
 
 
 def attention_models(params: dict) -> SaliencyParams:
     """visual_saliency's models: visual_runs models with attention heads (saliency, heads, ablation)."""
     return checked_attention_models(params, "visual_saliency", runs_of(params).models, "visual_runs")
-
-
-def checked_attention_run(params: dict, setting: str, model: str, seed: int) -> str:
-    if model not in attention_models(params).models:
-        raise PipelineError(f"visual_saliency.models: run {setting} {model} seed {seed} is not analysed through "
-                            "attention")
-    return checked_run(params, setting, model, seed)
 
 
 def run_checkpoints(params: dict, run: str) -> list[tuple[int, Path]]:

@@ -137,9 +137,10 @@ def test_attention_runs_are_transformers_of_the_visual_runs():
     assert runs.names(["transformer4"]) == ["caption_transformer4_seed0", "caption_transformer4_seed1",
                                             "image_transformer4_seed0", "image_transformer4_seed1"]
     ok = params(["transformer4", "lstm4"], ["transformer4"])
-    assert visual_inputs.checked_attention_run(ok, "image", "transformer4", 1) == "image_transformer4_seed1"
-    with pytest.raises(PipelineError, match="visual_saliency.models: run image lstm4 seed 0 is not analysed"):
-        visual_inputs.checked_attention_run(ok, "image", "lstm4", 0)
+    assert visual_inputs.attention_models(ok).models == ["transformer4"]
+    assert visual_inputs.checked_run("image", "transformer4", 1) == "image_transformer4_seed1"
+    with pytest.raises(PipelineError, match="--setting/--model"):
+        visual_inputs.checked_run("audio", "transformer4", 1)
     with pytest.raises(PipelineError, match="visual_saliency.models: 'lstm4' is a lstm"):
         visual_inputs.attention_models(params(["transformer4", "lstm4"], ["lstm4"]))
     with pytest.raises(PipelineError, match=r"'transformer4' is not in visual_runs\.models"):

@@ -98,14 +98,17 @@ def test_matrix_and_templates_resolve_like_dvc_names_them():
                             "deps": ["${paths.corpus}"], "params": ["t"],
                             "outs": ["${paths.runs}/L${item.layers}_seed${item.seed}"]},
                       "r": {"cmd": "python -m stages.r", "deps": ["${paths.runs}", "code.py"],
-                            "outs": ["${paths.report}"]}}}
+                            "outs": ["${paths.report}"]},
+                      "q": {"cmd": "python -m stages.q", "deps": ["${paths.runs}/L3_seed0/model.bin"],
+                            "outs": ["q.txt"]}}}
     params = {"runs": {"layers": [1, 3], "seeds": [0]}, "t": {},
               "paths": {"corpus": "data/c.txt", "runs": "data/runs", "report": "r.html"}}
     jobs = {job.name: job for job in resolve_jobs(dvc, params)}
-    assert sorted(jobs) == ["r", "t@1-0", "t@3-0"]
+    assert sorted(jobs) == ["q", "r", "t@1-0", "t@3-0"]
     assert jobs["t@3-0"].cmd == "python -m stages.t --layers 3 --seed 0"
     assert jobs["t@3-0"].outs == ["data/runs/L3_seed0"] and jobs["t@3-0"].rule == "t_3_0"
-    assert jobs["r"].inputs == ["code.py", "data/runs/L1_seed0", "data/runs/L3_seed0"]
+    assert jobs["r"].inputs == ["code.py", "data/runs/L1_seed0", "data/runs/L3_seed0"]  # the files in a folder dep
+    assert jobs["q"].inputs == ["data/runs/L3_seed0"]  # a file inside a folder output: that output
 
 
 # ---- what a stage may read --------------------------------------------------------------------

@@ -64,8 +64,13 @@ class DeclaredParams(dict):
         super().__init__(data)
         self.reads = reads
 
-    def __getitem__(self, name: str) -> Any:
-        value = super().__getitem__(name)
+    def __getitem__(self, key: str) -> Any:
+        return self._checked(key, super().__getitem__(key))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def _checked(self, name: str, value: Any) -> Any:
         if name == "paths" and isinstance(value, dict):
             return DeclaredPaths(value, self.reads)
         if name not in self.reads.sections:
@@ -73,23 +78,12 @@ class DeclaredParams(dict):
                                 f"but does not declare it under params:")
         return value
 
-    def get(self, name: str, default: Any = None) -> Any:
-        return self[name] if name in self else default
 
-
-class DeclaredPaths(dict):
+class DeclaredPaths(DeclaredParams):
     """The `paths:` section: a stage may resolve only the paths among its deps and outs."""
 
-    def __init__(self, data: dict[str, Any], reads: StageReads):
-        super().__init__(data)
-        self.reads = reads
-
-    def __getitem__(self, key: str) -> Any:
-        value = super().__getitem__(key)
+    def _checked(self, key: str, value: Any) -> Any:
         if key not in self.reads.paths:
             raise PipelineError(f"{DECLARATION}: stage {self.reads.stage} uses paths.{key} but it is not among "
                                 f"its deps, outs or meta.untracked")
         return value
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if key in self else default

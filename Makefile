@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PROFILE ?=
 
-.PHONY: repro test snakemake push pull bench profile clean-venv
+.PHONY: repro test unit lint check snakemake push pull bench profile clean-venv
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,26 +14,37 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-## repro: install, run the whole pipeline with DVC, print where the report is
-repro: $(STAMP) profile
+## check: validate the whole params.yaml (every problem, one line each) before anything runs
+check: $(STAMP) profile
+	$(BIN)/python -m emergence check
+
+## repro: install, check params, run the whole pipeline with DVC, print where the report is
+repro: check
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dvc repro
 	@echo "Report: file://$(CURDIR)/reports/index.html"
 
 ## snakemake: the same pipeline through Snakemake (CORES=2 by default)
 CORES ?= 2
-snakemake: $(STAMP) profile
+snakemake: check
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES)
 	@echo "Report: file://$(CURDIR)/reports/index.html"
 
 ## profile: with PROFILE=paper (or tiny), write that profile's params into params.yaml
 profile: $(STAMP)
 ifneq ($(PROFILE),)
-	$(BIN)/python -m emergence.core.profile $(PROFILE)
+	$(BIN)/python -m emergence profile $(PROFILE)
 endif
 
-## test: the whole test suite
+## test: the whole test suite; unit: without the pipeline tests (a few minutes)
 test: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q
+unit: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q -m "not pipeline"
+
+## lint: ruff lint and format check (configuration in pyproject.toml)
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 ## push / pull: share artifacts through the DVC remote (see README)
 push: $(STAMP)

@@ -1,31 +1,34 @@
-# Every rule comes from dvc.yaml (generated from pipeline.yaml): one rule per DVC
-# stage instance, same command, deps, outs and params. Cluster settings live in profiles/.
-from emergence.core.pipeline import is_directory, param_values, snakemake_jobs
+# Every rule comes from dvc.yaml (generated from pipeline.yaml): one rule per DVC stage, its matrix
+# axes as wildcards (binding_train@0 is the job of rule binding_train with seed=0); same commands,
+# deps, outs and params as DVC. Cluster settings live in profiles/.
+from emergence.core.pipeline import WILDCARD, is_directory, snakemake_rules
 
 configfile: "params.yaml"
 
-JOBS = snakemake_jobs(config)
+RULES = snakemake_rules(config)
 
 
 rule all:
     default_target: True
     input:
-        [out for job in JOBS for out in job.outs],
+        [out for r in RULES for out in r.targets],
 
 
-for job in JOBS:
+for r in RULES:
 
     rule:
         name:
-            job.rule
+            r.name
         input:
-            job.inputs,
+            r.inputs,
         output:
-            [directory(out) if is_directory(out) else out for out in job.outs],
+            [directory(out) if is_directory(out) else out for out in r.outs],
         params:
-            **param_values(job.params, config),
+            **r.param_functions(config),
+        wildcard_constraints:
+            **{w: WILDCARD for w in r.wildcards},
         threads: config["base"]["threads"]
         log:
-            f"logs/{job.rule}.log",
+            r.log,
         shell:
-            job.cmd + " 2> {log}"
+            "{params.stage_command} 2> {log}"

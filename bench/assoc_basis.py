@@ -6,6 +6,7 @@ against the paper's T x T x T softmax-Jacobian method, same data, same run.
 Prints both times, the speed-up (goal >= 10x at T = 200) and the largest
 relative difference between the two results (goal <= 1e-6).
 """
+
 from __future__ import annotations
 
 import argparse

@@ -15,6 +15,7 @@ distinct variables, then 4 queries answered in the text (`a=3\nb=7\n#a:3\n#b:7
 ...`), a target at every ':'; it prints the query accuracy on fresh programs.
 A diagnostic, not a benchmark: it prints curves, no ratio.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,11 +26,11 @@ import time
 import numpy as np
 import torch
 
-from emergence.studies.binding.programs import ProgramConfig, sample_program
-from emergence.studies.binding.batches import encode_programs, predict_answers, sampler
-from emergence.studies.binding.tokenizer import CharTokenizer
 from emergence.core.models import build_model
 from emergence.core.train import TrainConfig, train
+from emergence.studies.binding.batches import encode_programs, predict_answers, sampler
+from emergence.studies.binding.programs import ProgramConfig, sample_program
+from emergence.studies.binding.tokenizer import CharTokenizer
 
 LINE_KINDS = ("const", "copy1", "copyN")
 
@@ -41,8 +42,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--lines", type=int, nargs=2, default=(16, 16), metavar=("MIN", "MAX"))
-    ap.add_argument("--ramp", type=int, default=0,
-                    help="curriculum: the longest program allowed grows from MIN to MAX lines over this many steps")
+    ap.add_argument(
+        "--ramp",
+        type=int,
+        default=0,
+        help="curriculum: the longest program allowed grows from MIN to MAX lines over this many steps",
+    )
     ap.add_argument("--max-hops", type=int, default=4)
     ap.add_argument("--pool", type=int, default=20000, help="training programs (sampled with replacement)")
     ap.add_argument("--format", default="line_values")
@@ -81,7 +86,7 @@ def line_kinds(prog) -> list[str]:
 def line_accuracy(model, progs, tok: CharTokenizer) -> dict[str, float]:
     """Accuracy of the newline predictions (line_values targets) per line kind."""
     data = encode_programs([p.text for p in progs], [p.answer for p in progs], tok, "line_values")
-    logits, _ = model(data.idx)                                   # (N, T, V)
+    logits, _ = model(data.idx)  # (N, T, V)
     hits = {k: [] for k in LINE_KINDS}
     for i, p in enumerate(progs):
         where = torch.nonzero(data.targets[i] >= 0).flatten()[:-1]  # newlines; the last target is the answer
@@ -100,10 +105,10 @@ def control_batch(rng: np.random.Generator, n: int, k: int, tok: CharTokenizer) 
         lines = [f"{x}={d}" for x, d in zip(names, values)]
         lines += [f"#{names[q]}:{values[q]}" for q in rng.integers(0, k, 4)]
         texts.append("\n".join(lines))
-    idx = torch.from_numpy(tok.encode_batch(texts)).long()          # (n, T)
+    idx = torch.from_numpy(tok.encode_batch(texts)).long()  # (n, T)
     targets = torch.full_like(idx, -1)
     colon = idx == tok.encode(":")[0]
-    targets[:, :-1][colon[:, :-1]] = idx[:, 1:][colon[:, :-1]]       # ':' predicts the digit after it
+    targets[:, :-1][colon[:, :-1]] = idx[:, 1:][colon[:, :-1]]  # ':' predicts the digit after it
     return idx, targets
 
 
@@ -123,18 +128,39 @@ def curriculum(data, n_lines: np.ndarray, a: argparse.Namespace):
 
 def build(a: argparse.Namespace, tok: CharTokenizer) -> torch.nn.Module:
     torch.manual_seed(a.seed)
-    return build_model("transformer", dict(
-        n_layers=a.layers, d_model=a.d_model, n_heads=a.heads, d_head=a.d_model // a.heads,
-        d_mlp=4 * a.d_model, n_ctx=128, d_vocab=len(tok), pos=a.pos, act="gelu", dropout=0.0, conv_kernel=a.conv))
+    return build_model(
+        "transformer",
+        dict(
+            n_layers=a.layers,
+            d_model=a.d_model,
+            n_heads=a.heads,
+            d_head=a.d_model // a.heads,
+            d_mlp=4 * a.d_model,
+            n_ctx=128,
+            d_vocab=len(tok),
+            pos=a.pos,
+            act="gelu",
+            dropout=0.0,
+            conv_kernel=a.conv,
+        ),
+    )
 
 
 def run(a: argparse.Namespace, model: torch.nn.Module, batch_fn, eval_fn) -> None:
-    cfg = TrainConfig(steps=a.steps, batch_size=a.batch, lr=a.lr, weight_decay=0.01, schedule="linear",
-                      warmup_steps=a.warmup, seed=a.seed, n_log_checkpoints=0, eval_every=a.eval_every,
-                      device="cpu")
+    cfg = TrainConfig(
+        steps=a.steps,
+        batch_size=a.batch,
+        lr=a.lr,
+        weight_decay=0.01,
+        schedule="linear",
+        warmup_steps=a.warmup,
+        seed=a.seed,
+        n_log_checkpoints=0,
+        eval_every=a.eval_every,
+        device="cpu",
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        train(model, batch_fn, cfg, out_dir=f"{tmp}/run", scratch_dir=f"{tmp}/scratch", eval_fn=eval_fn,
-              progress=False)
+        train(model, batch_fn, cfg, out_dir=f"{tmp}/run", scratch_dir=f"{tmp}/scratch", eval_fn=eval_fn, progress=False)
 
 
 def main_control(a: argparse.Namespace, tok: CharTokenizer) -> None:
@@ -150,8 +176,12 @@ def main_control(a: argparse.Namespace, tok: CharTokenizer) -> None:
         print(f"{step:6d} {time.time() - start:5.0f} {acc:5.3f}", flush=True)
         return {"accuracy": acc}
 
-    run(a, build(a, tok), lambda step: control_batch(np.random.default_rng([a.seed, step]), a.batch, a.control, tok),
-        eval_fn)
+    run(
+        a,
+        build(a, tok),
+        lambda step: control_batch(np.random.default_rng([a.seed, step]), a.batch, a.control, tok),
+        eval_fn,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -167,8 +197,13 @@ def main(argv: list[str] | None = None) -> None:
     test = encode_programs([p.text for p in held_out], [p.answer for p in held_out], tok)
     hops = np.array([p.hops for p in held_out])
     start = time.time()
-    print(f"{'step':>6} {'s':>5} {'acc':>5} " + " ".join(f"h{h}".rjust(5) for h in range(5))
-          + " " + " ".join(k.rjust(6) for k in LINE_KINDS), flush=True)
+    print(
+        f"{'step':>6} {'s':>5} {'acc':>5} "
+        + " ".join(f"h{h}".rjust(5) for h in range(5))
+        + " "
+        + " ".join(k.rjust(6) for k in LINE_KINDS),
+        flush=True,
+    )
 
     def eval_fn(model: torch.nn.Module, step: int) -> dict[str, float]:
         model.eval()
@@ -176,8 +211,13 @@ def main(argv: list[str] | None = None) -> None:
         by_hop = [hit[hops == h].mean() if (hops == h).any() else float("nan") for h in range(5)]
         kinds = line_accuracy(model, held_out[:200], tok)
         model.train()
-        print(f"{step:6d} {time.time() - start:5.0f} {hit.mean():5.3f} " + " ".join(f"{x:5.2f}" for x in by_hop)
-              + " " + " ".join(f"{kinds[k]:6.2f}" for k in LINE_KINDS), flush=True)
+        print(
+            f"{step:6d} {time.time() - start:5.0f} {hit.mean():5.3f} "
+            + " ".join(f"{x:5.2f}" for x in by_hop)
+            + " "
+            + " ".join(f"{kinds[k]:6.2f}" for k in LINE_KINDS),
+            flush=True,
+        )
         return {"accuracy": float(hit.mean())}
 
     run(a, build(a, tok), curriculum(data, np.array([len(p.lines) for p in pool]), a), eval_fn)

@@ -4,6 +4,7 @@ into an empty cache so every image is read, encoded and written.
 
     python bench/dino_cache.py [--images 32] [--batch 16] [--image-size 112] [--threads 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,10 @@ def main(argv: list[str] | None = None) -> None:
         single = EncoderParams(**{**vars(params), "batch_size": 1})
         encode_images(paths[:2], batched, encoder, tmp / "warmup")
         ours, loop = rate(paths, batched, encoder, tmp / "batched"), rate(paths, single, encoder, tmp / "single")
-    print(f"{encoder.encoder_id}, {args.images} images {args.image_size}px, pool_grid {args.pool_grid}, "
-          f"threads {args.threads}")
+    print(
+        f"{encoder.encoder_id}, {args.images} images {args.image_size}px, pool_grid {args.pool_grid}, "
+        f"threads {args.threads}"
+    )
     print(f"batch {args.batch:3d}:        {ours:8.1f} images/s")
     print(f"one at a time:    {loop:8.1f} images/s")
     print(f"speed-up: {ours / loop:.2f}x")

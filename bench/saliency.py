@@ -4,6 +4,7 @@ retain_grad, same model, same batches, same run.
 
     python bench/saliency.py [--layers 12] [--d-model 256] [--seq 64] [--batch 16]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -11,8 +12,8 @@ import time
 
 import torch
 
-from emergence.interp.saliency import head_saliency, head_saliency_per_layer
 from emergence.core.models import build_model
+from emergence.interp.saliency import head_saliency, head_saliency_per_layer
 
 
 def rate(fn, model, batches) -> float:
@@ -35,12 +36,27 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     V = 500
-    model = build_model("transformer", dict(n_layers=args.layers, d_model=args.d_model, n_heads=args.d_model // 64,
-                                            d_head=64, d_mlp=4 * args.d_model, n_ctx=args.seq, d_vocab=V)).eval()
+    model = build_model(
+        "transformer",
+        dict(
+            n_layers=args.layers,
+            d_model=args.d_model,
+            n_heads=args.d_model // 64,
+            d_head=64,
+            d_mlp=4 * args.d_model,
+            n_ctx=args.seq,
+            d_vocab=V,
+        ),
+    ).eval()
     gen = torch.Generator().manual_seed(1)
-    batches = [(torch.randint(0, V, (args.batch, args.seq), generator=gen),
-                torch.full((args.batch,), args.seq - 1), torch.randint(0, V, (args.batch,), generator=gen))
-               for _ in range(args.batches)]
+    batches = [
+        (
+            torch.randint(0, V, (args.batch, args.seq), generator=gen),
+            torch.full((args.batch,), args.seq - 1),
+            torch.randint(0, V, (args.batch,), generator=gen),
+        )
+        for _ in range(args.batches)
+    ]
     ours, loop = rate(head_saliency, model, batches), rate(head_saliency_per_layer, model, batches)
     print(f"{args.layers} layers, d_model {args.d_model}, seq {args.seq}, batch {args.batch}, threads {args.threads}")
     print(f"one backward pass:          {ours:8.1f} examples/s")

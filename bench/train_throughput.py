@@ -7,12 +7,13 @@ in the same process. Timed rounds alternate between the two models so load
 from other processes hits both alike; warmup steps are excluded. Prints
 tokens/s for each (median over rounds) and the ratio ours / HF.
 """
+
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -39,8 +40,15 @@ def parse_args() -> argparse.Namespace:
 
 def build_ours(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable]:
     cfg = TransformerConfig(
-        n_layers=a.layers, d_model=a.d_model, n_heads=a.heads, d_head=a.d_model // a.heads,
-        d_mlp=4 * a.d_model, n_ctx=a.seq, d_vocab=VOCAB, pos="learned", dropout=0.0,
+        n_layers=a.layers,
+        d_model=a.d_model,
+        n_heads=a.heads,
+        d_head=a.d_model // a.heads,
+        d_mlp=4 * a.d_model,
+        n_ctx=a.seq,
+        d_vocab=VOCAB,
+        pos="learned",
+        dropout=0.0,
     )
     model = Transformer(cfg)
     # Full-length forward like HF; next-token targets, last position ignored (-1).
@@ -49,15 +57,25 @@ def build_ours(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable]:
 
 def build_hf(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable]:
     cfg = GPT2Config(
-        vocab_size=VOCAB, n_positions=a.seq, n_embd=a.d_model, n_layer=a.layers, n_head=a.heads,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+        vocab_size=VOCAB,
+        n_positions=a.seq,
+        n_embd=a.d_model,
+        n_layer=a.layers,
+        n_head=a.heads,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
         tie_word_embeddings=False,  # ours is untied by default
     )
     model = GPT2LMHeadModel(cfg)  # default attention implementation: sdpa
     return model, lambda idx: model(input_ids=idx, labels=idx).loss  # HF shifts labels itself
 
 
-def steps_per_second(model: torch.nn.Module, loss_fn: Callable, opt: torch.optim.Optimizer, idx: torch.Tensor, n: int) -> float:
+def steps_per_second(
+    model: torch.nn.Module, loss_fn: Callable, opt: torch.optim.Optimizer, idx: torch.Tensor, n: int
+) -> float:
     start = time.perf_counter()
     for _ in range(n):
         opt.zero_grad(set_to_none=True)

@@ -13,6 +13,7 @@ varies across images (the rest is the same for every image; the LM's prefix inpu
 --layers encodes the images again and probes every hidden layer of the encoder (the final layer norm
 applied to each, as DINOv2's intermediate-layer readout does) instead of the artifact.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,11 +24,11 @@ import pandas as pd
 import torch
 
 from emergence.core.config import from_dict, path_of, read_params, section
+from emergence.core.io import read_parquet
 from emergence.studies.grounding import visual_inputs as inputs
 from emergence.studies.grounding.dino_features import EncoderParams, encoder_layers, load_encoder, load_image
 from emergence.studies.grounding.tokens import env
 from emergence.studies.grounding.visdial import find_images
-from emergence.core.io import read_parquet
 
 PENALTIES = (0.1, 1.0, 10.0, 100.0, 1000.0)
 TRAIN_SHARE, N_FOLDS = 0.7, 5
@@ -50,10 +51,13 @@ def ridge_scores(x_fit: np.ndarray, y_fit: np.ndarray, x_out: np.ndarray, penalt
 
 def pick_penalty(x: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> float:
     folds = np.array_split(rng.permutation(len(x)), N_FOLDS)
+
     def cv_accuracy(penalty: float) -> float:
-        hits = [((ridge_scores(np.delete(x, f, 0), np.delete(y, f, 0), x[f], penalty) > 0.5) == y[f]).mean()
-                for f in folds]
+        hits = [
+            ((ridge_scores(np.delete(x, f, 0), np.delete(y, f, 0), x[f], penalty) > 0.5) == y[f]).mean() for f in folds
+        ]
         return float(np.mean(hits))
+
     return max(PENALTIES, key=cv_accuracy)
 
 
@@ -62,7 +66,7 @@ def probe(x: np.ndarray, y: np.ndarray, seed: int = 0) -> pd.DataFrame:
     x: (N_images, P, d) features, y: (N_images, n_targets) labels."""
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(x))
-    fit, test = order[: int(TRAIN_SHARE * len(x))], order[int(TRAIN_SHARE * len(x)):]
+    fit, test = order[: int(TRAIN_SHARE * len(x))], order[int(TRAIN_SHARE * len(x)) :]
     majority = y[fit].mean(0) >= 0.5
     out = {"present": y.sum(0), "majority": (y[test] == majority).mean(0)}
     for name, flat in (("pooled", x.mean(1)), ("positions", x.reshape(len(x), -1))):
@@ -81,8 +85,9 @@ def artifact_features(params: dict) -> tuple[np.ndarray, list[int]]:
     """(features (N, P, d), image id of each row): one row per distinct image (by sha256), since identical
     images on both sides of the split would inflate the probe."""
     feats, _, _ = inputs.features(params)
-    images = read_parquet(path_of(params, "visual_features") / "images.parquet",
-                          {"row": "i", "image_id": "i", "sha256": "O"})
+    images = read_parquet(
+        path_of(params, "visual_features") / "images.parquet", {"row": "i", "image_id": "i", "sha256": "O"}
+    )
     first = images.sort_values("image_id").drop_duplicates("sha256")
     return feats[torch.tensor(first["row"].tolist())].double().numpy(), first["image_id"].tolist()
 
@@ -96,7 +101,7 @@ def layer_features(params: dict, image_ids: list[int]) -> list[np.ndarray]:
     files = find_images(path_of(params, "visual_images"), image_ids)
     layers: list[list[torch.Tensor]] = []
     for start in range(0, len(files), p.batch_size):
-        batch = torch.stack([load_image(f, p.image_size) for f in files[start:start + p.batch_size]])
+        batch = torch.stack([load_image(f, p.image_size) for f in files[start : start + p.batch_size]])
         hidden = encoder_layers(encoder, batch, p.pool_grid)
         layers = layers or [[] for _ in hidden]
         for acc, h in zip(layers, hidden):
@@ -115,14 +120,21 @@ def main(argv: list[str] | None = None) -> None:
     x, image_ids = artifact_features(params)
     y = labels(inputs.dialogs(params), image_ids, targets)
     _, _, record = inputs.features(params)
-    print(f"{len(image_ids)} images, {len(targets)} target nouns, encoder {record['encoder_id']}"
-          + ("" if record.get("pretrained") else " (encoder not pretrained)"))
+    print(
+        f"{len(image_ids)} images, {len(targets)} target nouns, encoder {record['encoder_id']}"
+        + ("" if record.get("pretrained") else " (encoder not pretrained)")
+    )
     if args.layers:
         rows = []
         for layer, xl in enumerate(layer_features(params, image_ids)):
             table = probe(xl, y)
-            rows.append({"layer": layer, "across_images": across_image_share(xl),
-                         **table[["majority", "pooled", "positions"]].mean().to_dict()})
+            rows.append(
+                {
+                    "layer": layer,
+                    "across_images": across_image_share(xl),
+                    **table[["majority", "pooled", "positions"]].mean().to_dict(),
+                }
+            )
         print(pd.DataFrame(rows).to_string(index=False, float_format="{:.3f}".format))
         return
     table = probe(x, y).astype(float)

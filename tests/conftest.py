@@ -1,4 +1,5 @@
 """Shared fixtures: the project root, the real data beside it, a tiny pipeline copy."""
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,9 @@ def run(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedPr
     env = {**os.environ, **GIT_DATES, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise AssertionError(
+            f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     return proc
 
 

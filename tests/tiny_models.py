@@ -1,5 +1,6 @@
 """Tiny models shared by the tests: a zoo-registered MLP for the training loop,
 and small Transformers for the analyses."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,8 +9,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from emergence.studies.binding.tokenizer import CharTokenizer
 from emergence.core.models.registry import build_model, register
+from emergence.studies.binding.tokenizer import CharTokenizer
 
 TOK = CharTokenizer()
 N_LAYERS = 2
@@ -51,8 +52,9 @@ def tiny(seed: int = 0, **config) -> TinyModel:
 
 def tiny_model() -> torch.nn.Module:
     torch.manual_seed(0)
-    return build_model("transformer", dict(n_layers=N_LAYERS, d_model=32, n_heads=2, d_head=16, d_mlp=64,
-                                           n_ctx=80, d_vocab=len(TOK))).eval()
+    return build_model(
+        "transformer", dict(n_layers=N_LAYERS, d_model=32, n_heads=2, d_head=16, d_mlp=64, n_ctx=80, d_vocab=len(TOK))
+    ).eval()
 
 
 def digit_reader() -> torch.nn.Module:

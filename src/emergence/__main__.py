@@ -1,4 +1,5 @@
 """`python -m emergence <command>`: the project's own tools (stages run as `python -m stages.<study>.<name>`)."""
+
 from __future__ import annotations
 
 import importlib

@@ -1,12 +1,13 @@
 """Closed forms of the association study (B, Phi, Sigma_B, G, Q, Delta) from the corpus."""
+
 from __future__ import annotations
 
-from emergence.studies.assoc.theory import basis_summary, compute_basis, save_basis
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import load_base, path_of
-from emergence.studies.assoc.corpus import load_corpus
 from emergence.core.io import write_parquet
 from emergence.core.train.loop import resolve_device
+from emergence.studies.assoc.corpus import load_corpus
+from emergence.studies.assoc.theory import basis_summary, compute_basis, save_basis
 
 
 @stage_main

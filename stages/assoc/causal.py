@@ -1,25 +1,14 @@
 """Training loss after removing each learned weight's theoretical direction (the paper's Table 3)."""
+
 from __future__ import annotations
 
-import dataclasses
-
-from emergence.studies.assoc.compare import causal_table, run_name
-from emergence.studies.assoc.theory import load_basis
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
-from emergence.studies.assoc.corpus import load_corpus
-from emergence.core.io import PipelineError, write_parquet
+from emergence.core.io import write_parquet
 from emergence.core.train import load_named_checkpoint
-
-
-@dataclasses.dataclass
-class CausalParams:
-    checkpoint: str = "final"   # final | step{N}
-    n_sequences: int = 0        # 0 = the whole corpus
-
-    def validate(self, where: str) -> None:
-        if self.n_sequences < 0:
-            raise PipelineError(f"{where}.n_sequences: must be >= 0, got {self.n_sequences}")
+from emergence.studies.assoc.compare import CausalParams, causal_table, run_name
+from emergence.studies.assoc.corpus import load_corpus
+from emergence.studies.assoc.theory import load_basis
 
 
 @stage_main

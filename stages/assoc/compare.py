@@ -1,26 +1,16 @@
 """Cosine between every learned weight and its closed form, per checkpoint of one run."""
-from __future__ import annotations
 
-import dataclasses
+from __future__ import annotations
 
 from tqdm import tqdm
 
-from emergence.studies.assoc.compare import cosine_table, run_name
-from emergence.studies.assoc.theory import load_basis
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
-from emergence.studies.assoc.corpus import load_corpus
 from emergence.core.io import PipelineError, read_parquet, write_parquet
 from emergence.core.train import list_checkpoints, load_checkpoint
-
-
-@dataclasses.dataclass
-class CompareParams:
-    window_epochs: int = 100
-
-    def validate(self, where: str) -> None:
-        if self.window_epochs < 1:
-            raise PipelineError(f"{where}.window_epochs: must be >= 1, got {self.window_epochs}")
+from emergence.studies.assoc.compare import CompareParams, cosine_table, run_name
+from emergence.studies.assoc.corpus import load_corpus
+from emergence.studies.assoc.theory import load_basis
 
 
 @stage_main

@@ -4,45 +4,40 @@ Source (paths.assoc_source) by assoc_corpus.format: `text` reads a
 TinyStories-style file or directory (stories separated by <|endoftext|>),
 `chat` reads the main-tier speech of a CHAT .cha file or directory.
 """
+
 from __future__ import annotations
 
 import dataclasses
 
+from emergence.core.chat import speech_documents
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
-from emergence.core.chat import speech_documents
-from emergence.studies.assoc.corpus import CorpusConfig, build_corpus, read_text_documents, save_corpus
-from emergence.core.io import PipelineError, write_json
+from emergence.core.io import write_json
+from emergence.studies.assoc.corpus import CorpusConfig, CorpusParams, build_corpus, read_text_documents, save_corpus
 
 READERS = {"text": read_text_documents, "chat": speech_documents}
-
-
-@dataclasses.dataclass
-class CorpusParams:
-    format: str
-    vocab_size: int
-    seq_len: int
-    tokenizer: str = "word"
-    max_sequences: int = 0
-
-    def validate(self, where: str) -> None:
-        if self.format not in READERS:
-            raise PipelineError(f"{where}.format: must be one of {', '.join(READERS)}, got {self.format!r}")
 
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     _, params = start_stage(__doc__, argv)
     p = from_dict(CorpusParams, section(params, "assoc_corpus"), "assoc_corpus")
-    cfg = from_dict(CorpusConfig, {k: v for k, v in dataclasses.asdict(p).items() if k != "format"},
-                    "assoc_corpus")
+    cfg = from_dict(CorpusConfig, {k: v for k, v in dataclasses.asdict(p).items() if k != "format"}, "assoc_corpus")
     source = path_of(params, "assoc_source")
     corpus = build_corpus(READERS[p.format](source), cfg, str(source))
-    summary = {"source": str(source), "format": p.format, "tokenizer": corpus.tokenizer,
-               "vocab_size": len(corpus.vocab), "seq_len": int(corpus.sequences.shape[1] - 1),
-               "n_sequences": int(len(corpus.sequences)), "n_documents": corpus.n_documents,
-               "n_tokens": corpus.n_tokens, "n_types": corpus.n_types, "coverage": round(corpus.coverage, 6),
-               "n_windows": corpus.n_windows}
+    summary = {
+        "source": str(source),
+        "format": p.format,
+        "tokenizer": corpus.tokenizer,
+        "vocab_size": len(corpus.vocab),
+        "seq_len": int(corpus.sequences.shape[1] - 1),
+        "n_sequences": int(len(corpus.sequences)),
+        "n_documents": corpus.n_documents,
+        "n_tokens": corpus.n_tokens,
+        "n_types": corpus.n_types,
+        "coverage": round(corpus.coverage, 6),
+        "n_windows": corpus.n_windows,
+    }
     save_corpus(corpus, path_of(params, "assoc_corpus"))
     write_json(summary, path_of(params, "assoc_corpus_summary"))
 

@@ -1,15 +1,17 @@
 """Render reports/associations.html, its DVC metrics JSON and plots CSV from the analyses."""
+
 from __future__ import annotations
 
 import json
+
 import pandas as pd
 
-from emergence.studies.assoc.compare import AssocRuns
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
-from emergence.studies.assoc.report import assoc_metrics, associations_page, plot_table
 from emergence.core.report.provenance import provenance
+from emergence.studies.assoc.compare import AssocRuns
+from emergence.studies.assoc.report import assoc_metrics, associations_page, plot_table
 
 
 def read_json(path) -> dict:
@@ -28,16 +30,28 @@ def main(argv: list[str] | None = None) -> None:
     runs = runs_params.names()
     cosine_files = [path_of(params, "assoc_cosines") / f"{run}.parquet" for run in runs]
     causal_files = [path_of(params, "assoc_causal") / f"{run}.parquet" for run in runs]
-    cosines = pd.concat([read_parquet(p, {"n_layers": "i", "step": "i", "cosine": "f"}) for p in cosine_files],
-                        ignore_index=True)
+    cosines = pd.concat(
+        [read_parquet(p, {"n_layers": "i", "step": "i", "cosine": "f"}) for p in cosine_files], ignore_index=True
+    )
     causal = pd.concat([read_parquet(p, {"n_layers": "i", "loss": "f"}) for p in causal_files], ignore_index=True)
     order = read_parquet(path_of(params, "assoc_order"), {"eta": "f", "step": "i", "rel_error": "f"})
     words = read_parquet(path_of(params, "assoc_words"), {"probe": "O", "matrix": "O", "token": "O"})
     summary_path = path_of(params, "assoc_corpus_summary")
-    inputs = [summary_path, path_of(params, "assoc_order"), path_of(params, "assoc_words"), *cosine_files,
-              *causal_files]
-    html = associations_page(read_json(summary_path), cosines, order, causal, words,
-                             provenance(params, runs_params.seeds, inputs, ("assoc",)))
+    inputs = [
+        summary_path,
+        path_of(params, "assoc_order"),
+        path_of(params, "assoc_words"),
+        *cosine_files,
+        *causal_files,
+    ]
+    html = associations_page(
+        read_json(summary_path),
+        cosines,
+        order,
+        causal,
+        words,
+        provenance(params, runs_params.seeds, inputs, ("assoc",)),
+    )
     with atomic_path(path_of(params, "assoc_plots")) as tmp:
         plot_table(cosines).to_csv(tmp, index=False)
     write_json(assoc_metrics(cosines, order, causal), path_of(params, "assoc_metrics"))

@@ -1,4 +1,5 @@
 """Write the association study's embedded default corpus: generated TinyStories-style stories."""
+
 from __future__ import annotations
 
 from emergence.core.cli import stage_main, start_stage

@@ -4,38 +4,19 @@ Plain SGD from exactly zero weights, as the theory assumes: no momentum, no
 weight decay, no clipping, constant learning rate. With minibatches every
 epoch visits a seed-dependent permutation of the corpus in whole batches.
 """
-from __future__ import annotations
 
-import dataclasses
+from __future__ import annotations
 
 import torch
 
-from emergence.studies.assoc.compare import corpus_loss, run_name
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, load_base, path_of, section
-from emergence.studies.assoc.corpus import load_corpus
 from emergence.core.io import PipelineError, file_sha256
 from emergence.core.models import build_model
 from emergence.core.train import TrainConfig, train
 from emergence.core.train.batches import epoch_batches
-
-
-@dataclasses.dataclass
-class AssocTrainParams:
-    lr: float
-    epochs: int
-    batch_size: int = 0            # 0 = full batch
-    dense_until: int = 20
-    n_log_checkpoints: int = 30
-    checkpoint_every_epochs: int = 0
-    dtype: str = "float32"
-
-    def validate(self, where: str) -> None:
-        if self.lr <= 0:
-            raise PipelineError(f"{where}.lr: must be > 0, got {self.lr}")
-        for key in ("epochs", "batch_size", "checkpoint_every_epochs"):
-            if getattr(self, key) < (1 if key == "epochs" else 0):
-                raise PipelineError(f"{where}.{key}: must be >= {1 if key == 'epochs' else 0}, got {getattr(self, key)}")
+from emergence.studies.assoc.compare import AssocTrainParams, corpus_loss, run_name
+from emergence.studies.assoc.corpus import load_corpus
 
 
 @stage_main
@@ -50,21 +31,38 @@ def main(argv: list[str] | None = None) -> None:
         raise PipelineError(f"assoc_train.batch_size: the corpus has only {n} sequences, got {batch}")
     per_epoch = n // batch
     cfg = TrainConfig(
-        steps=p.epochs * per_epoch, batch_size=batch, lr=p.lr, optimizer="sgd", weight_decay=0.0,
-        schedule="constant", grad_clip=None, seed=args.seed, dense_until=p.dense_until,
-        n_log_checkpoints=p.n_log_checkpoints, checkpoint_every=p.checkpoint_every_epochs * per_epoch,
+        steps=p.epochs * per_epoch,
+        batch_size=batch,
+        lr=p.lr,
+        optimizer="sgd",
+        weight_decay=0.0,
+        schedule="constant",
+        grad_clip=None,
+        seed=args.seed,
+        dense_until=p.dense_until,
+        n_log_checkpoints=p.n_log_checkpoints,
+        checkpoint_every=p.checkpoint_every_epochs * per_epoch,
         device=load_base(params).device,
     )
-    model = build_model("attn_only", dict(n_layers=args.layers, d_vocab=len(corpus.vocab),
-                                          n_ctx=corpus.sequences.shape[1] - 1, dtype=p.dtype), "assoc_train")
+    model = build_model(
+        "attn_only",
+        dict(n_layers=args.layers, d_vocab=len(corpus.vocab), n_ctx=corpus.sequences.shape[1] - 1, dtype=p.dtype),
+        "assoc_train",
+    )
     run = run_name(args.layers, args.seed)
 
     def eval_fn(model: torch.nn.Module, step: int) -> dict[str, float]:
         return {"corpus_loss": corpus_loss(model, corpus.sequences)}  # minibatch losses are noisy
 
-    train(model, epoch_batches(corpus.sequences, batch, args.seed), cfg,
-          out_dir=path_of(params, "assoc_runs") / run, scratch_dir=path_of(params, "assoc_scratch") / run,
-          eval_fn=eval_fn, data_fingerprint=file_sha256(corpus_path))
+    train(
+        model,
+        epoch_batches(corpus.sequences, batch, args.seed),
+        cfg,
+        out_dir=path_of(params, "assoc_runs") / run,
+        scratch_dir=path_of(params, "assoc_scratch") / run,
+        eval_fn=eval_fn,
+        data_fingerprint=file_sha256(corpus_path),
+    )
 
 
 if __name__ == "__main__":

@@ -1,30 +1,14 @@
 """Top associated tokens of probe words under the closed forms and the learned W_O and V."""
+
 from __future__ import annotations
 
-import dataclasses
-
-from emergence.studies.assoc.compare import learned_matrices, run_name, theory_matrices, top_associations
-from emergence.studies.assoc.theory import load_basis
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
-from emergence.studies.assoc.corpus import load_corpus
 from emergence.core.io import PipelineError, write_parquet
 from emergence.core.train import load_named_checkpoint
-
-
-@dataclasses.dataclass
-class WordsParams:
-    probes: list[str]
-    top_k: int = 8
-    n_layers: int = 3
-    seed: int = 0
-    checkpoint: str = "final"
-
-    def validate(self, where: str) -> None:
-        if not self.probes:
-            raise PipelineError(f"{where}.probes: at least one probe word")
-        if self.top_k < 1:
-            raise PipelineError(f"{where}.top_k: must be >= 1, got {self.top_k}")
+from emergence.studies.assoc.compare import WordsParams, learned_matrices, run_name, theory_matrices, top_associations
+from emergence.studies.assoc.corpus import load_corpus
+from emergence.studies.assoc.theory import load_basis
 
 
 @stage_main
@@ -37,8 +21,9 @@ def main(argv: list[str] | None = None) -> None:
     _, model = load_named_checkpoint(run_dir, p.checkpoint, "assoc_words.checkpoint")
     vocab = load_corpus(path_of(params, "assoc_corpus")).vocab
     matrices = {**theory_matrices(load_basis(path_of(params, "assoc_basis"))), **learned_matrices(model)}
-    write_parquet(top_associations(matrices, vocab, p.probes, p.top_k, "assoc_words.probes"),
-                  path_of(params, "assoc_words"))
+    write_parquet(
+        top_associations(matrices, vocab, p.probes, p.top_k, "assoc_words.probes"), path_of(params, "assoc_words")
+    )
 
 
 if __name__ == "__main__":

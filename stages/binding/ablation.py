@@ -1,35 +1,21 @@
 """Ablate every attention head (zero and mean) of one seed's model; accuracy drop by hops."""
+
 from __future__ import annotations
 
-import dataclasses
-
-from emergence.studies.binding.ablation import MODES, ablation_table
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
+from emergence.core.io import write_parquet
+from emergence.core.train import load_named_checkpoint
+from emergence.studies.binding.ablation import BindingAblationParams, ablation_table
 from emergence.studies.binding.batches import encode_programs
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.tokenizer import CharTokenizer
-from emergence.core.io import PipelineError, write_parquet
-from emergence.core.train import load_named_checkpoint
-
-
-@dataclasses.dataclass
-class AblationParams:
-    n_programs: int = 500
-    modes: list[str] = dataclasses.field(default_factory=lambda: list(MODES))
-    checkpoint: str = "final"   # final | step{N}
-
-    def validate(self, where: str) -> None:
-        if self.n_programs < 1:
-            raise PipelineError(f"{where}.n_programs: must be >= 1, got {self.n_programs}")
-        if not self.modes or set(self.modes) - set(MODES):
-            raise PipelineError(f"{where}.modes: a non-empty subset of {list(MODES)}, got {self.modes}")
 
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True)
-    p = from_dict(AblationParams, section(params, "binding_ablation"), "binding_ablation")
+    p = from_dict(BindingAblationParams, section(params, "binding_ablation"), "binding_ablation")
     run_dir = path_of(params, "binding_runs") / f"seed{args.seed}"
     step, model = load_named_checkpoint(run_dir, p.checkpoint, "binding_ablation.checkpoint")
     tok = CharTokenizer()

@@ -1,27 +1,16 @@
 """Residual-stream interchange interventions on one seed's trained model."""
-from __future__ import annotations
 
-import dataclasses
+from __future__ import annotations
 
 import numpy as np
 
-from emergence.studies.binding.patching import make_counterfactual_pairs, patching_table
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
+from emergence.core.io import write_parquet
+from emergence.core.train import load_named_checkpoint
+from emergence.studies.binding.patching import PatchingParams, make_counterfactual_pairs, patching_table
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.tokenizer import CharTokenizer
-from emergence.core.io import PipelineError, write_parquet
-from emergence.core.train import load_named_checkpoint
-
-
-@dataclasses.dataclass
-class PatchingParams:
-    n_pairs: int = 200
-    checkpoint: str = "final"   # final | step{N}
-
-    def validate(self, where: str) -> None:
-        if self.n_pairs < 1:
-            raise PipelineError(f"{where}.n_pairs: must be >= 1, got {self.n_pairs}")
 
 
 @stage_main

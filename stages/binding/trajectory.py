@@ -1,17 +1,18 @@
 """Score every checkpoint of one seed: accuracy by hops, heuristic agreement, phases."""
+
 from __future__ import annotations
 
 import pandas as pd
 from tqdm import tqdm
 
-from emergence.studies.binding.trajectory import PhaseParams, detect_phases, trajectory_table, training_rows
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
+from emergence.core.io import PipelineError, read_parquet, write_parquet
+from emergence.core.train import list_checkpoints, load_checkpoint
 from emergence.studies.binding.batches import encode_programs, predict_answers
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.tokenizer import CharTokenizer
-from emergence.core.io import PipelineError, read_parquet, write_parquet
-from emergence.core.train import list_checkpoints, load_checkpoint
+from emergence.studies.binding.trajectory import PhaseParams, detect_phases, training_rows, trajectory_table
 
 
 def final_predictions(model, programs: pd.DataFrame, tok: CharTokenizer, seed: int, step: int) -> pd.DataFrame:

@@ -3,19 +3,13 @@
 Speech words become w<LAN> tokens, %sit/%act/%gpx words w<ENV> tokens, ordered
 speaker, situation, <bef> events, events, utterance, <aft> events.
 """
-from __future__ import annotations
 
-import dataclasses
+from __future__ import annotations
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
-from emergence.studies.grounding.childes import extract_turns, turn_counts
 from emergence.core.io import write_json, write_parquet
-
-
-@dataclasses.dataclass
-class ExtractParams:
-    split_compounds: bool = False   # teddy_bear -> teddy, bear (else one word)
+from emergence.studies.grounding.childes import ExtractParams, extract_turns, turn_counts
 
 
 @stage_main
@@ -24,9 +18,14 @@ def main(argv: list[str] | None = None) -> None:
     p = from_dict(ExtractParams, section(params, "childes_extract"), "childes_extract")
     source = path_of(params, "childes_source")
     turns = extract_turns(source, split_compounds=p.split_compounds)
-    counts = {**turn_counts(source), "files": int(turns["file"].nunique()),
-              "env_tokens": int(turns["env"].map(len).sum()), "lan_tokens": int(turns["lan"].map(len).sum()),
-              "speakers": sorted(turns["speaker"].unique().tolist()), "source": str(source)}
+    counts = {
+        **turn_counts(source),
+        "files": int(turns["file"].nunique()),
+        "env_tokens": int(turns["env"].map(len).sum()),
+        "lan_tokens": int(turns["lan"].map(len).sum()),
+        "speakers": sorted(turns["speaker"].unique().tolist()),
+        "source": str(source),
+    }
     write_parquet(turns, path_of(params, "childes_turns"))
     write_json(counts, path_of(params, "childes_counts"))
 

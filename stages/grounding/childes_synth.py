@@ -1,4 +1,5 @@
 """Write the grounding study's embedded default: synthetic caregiver-child CHAT transcripts."""
+
 from __future__ import annotations
 
 from emergence.core.cli import stage_main, start_stage

@@ -1,26 +1,16 @@
 """R^2 of the grounding gain G(v) regressed on (v<ENV>, v<LAN>) co-occurrence statistics of the
 training turns, per run and checkpoint."""
-from __future__ import annotations
 
-from dataclasses import dataclass, field
+from __future__ import annotations
 
 import pandas as pd
 
-from emergence.studies.grounding.cooc import FEATURES, cooccurrence_stats, r2_table
-from emergence.studies.grounding.gain import word_gains
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
+from emergence.core.io import read_parquet, write_parquet
 from emergence.studies.grounding import inputs
-from emergence.core.io import PipelineError, read_parquet, write_parquet
-
-
-@dataclass
-class CoocParams:
-    features: list[str] = field(default_factory=lambda: ["log_cooc", "pmi"])
-
-    def validate(self, where: str) -> None:
-        if not self.features or set(self.features) - set(FEATURES):
-            raise PipelineError(f"{where}.features: a non-empty subset of {list(FEATURES)}, got {self.features}")
+from emergence.studies.grounding.cooc import CoocParams, cooccurrence_stats, r2_table
+from emergence.studies.grounding.gain import word_gains
 
 
 @stage_main
@@ -30,9 +20,16 @@ def main(argv: list[str] | None = None) -> None:
     targets, _ = inputs.vocab_index(params)
     held_out = set(inputs.eval_set(params)["turn"].tolist())
     stats = cooccurrence_stats(inputs.turns(params), held_out, targets)
-    rows = pd.concat([read_parquet(inputs.run_file(params, "grounding_gain", run),
-                                   {"model": "O", "seed": "i", "step": "i", "word": "O", "gain": "f"})
-                      for run in inputs.runs_of(params).names()], ignore_index=True)
+    rows = pd.concat(
+        [
+            read_parquet(
+                inputs.run_file(params, "grounding_gain", run),
+                {"model": "O", "seed": "i", "step": "i", "word": "O", "gain": "f"},
+            )
+            for run in inputs.runs_of(params).names()
+        ],
+        ignore_index=True,
+    )
     write_parquet(stats, path_of(params, "grounding_cooc_words"))
     write_parquet(r2_table(word_gains(rows), stats, p.features), path_of(params, "grounding_cooc"))
 

@@ -1,25 +1,26 @@
 """Tuned lens of one run: an affine translator per layer, trained at a few checkpoints, then the
 grounding gain read out at every layer (through the tuned lens and, for reference, the logit lens)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from emergence.studies.grounding.gain import evaluation_pairs, gain_table
-from emergence.interp.tuned_lens import LensParams, layer_kl, layer_surprisal, train_lens
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, section
-from emergence.studies.grounding import inputs
 from emergence.core.io import PipelineError, write_parquet
 from emergence.core.train import load_checkpoint
+from emergence.interp.tuned_lens import LensParams, layer_kl, layer_surprisal, train_lens
+from emergence.studies.grounding import inputs
+from emergence.studies.grounding.gain import evaluation_pairs, gain_table
 
 KL_WINDOWS = 256  # windows the lens quality (KL to the final layer) is measured on
 
 
 def lens_rows(model, lens, windows: np.ndarray, eval_set: pd.DataFrame, pairs) -> pd.DataFrame:
     """Per layer (n_layers = the model's own output): mean matched/mismatched surprisal, G and KL."""
-    surprisal = layer_surprisal(model, lens, pairs.contexts, pairs.targets)     # (L + 1, P)
+    surprisal = layer_surprisal(model, lens, pairs.contexts, pairs.targets)  # (L + 1, P)
     kl = np.append(layer_kl(model, lens, windows[:KL_WINDOWS]), 0.0)
     rows = []
     for layer, s in enumerate(surprisal):
@@ -40,17 +41,20 @@ def main(argv: list[str] | None = None) -> None:
     _, index = inputs.vocab_index(params)
     eval_set = inputs.eval_set(params)
     pairs = evaluation_pairs(eval_set, index)
-    windows = inputs.train_windows(params, index)[:, :-1]          # (N, seq_len) model inputs
+    windows = inputs.train_windows(params, index)[:, :-1]  # (N, seq_len) model inputs
     tables = []
-    for step, path in tqdm(inputs.spread_checkpoints(inputs.run_checkpoints(params, run), n_checkpoints),
-                           desc=f"tuned lens {run}"):
+    for step, path in tqdm(
+        inputs.spread_checkpoints(inputs.run_checkpoints(params, run), n_checkpoints), desc=f"tuned lens {run}"
+    ):
         model = load_checkpoint(path)[0]
         lens, _ = train_lens(model, windows, lens_params)
         for name, readout in (("tuned", lens), ("logit", None)):
             tables.append(lens_rows(model, readout, windows, eval_set, pairs).assign(step=step, lens=name))
     out = pd.concat(tables, ignore_index=True).assign(model=args.model, seed=args.seed)
     first = ["model", "seed", "step", "lens", "layer"]
-    write_parquet(out[first + [c for c in out.columns if c not in first]], inputs.run_file(params, "grounding_lens", run))
+    write_parquet(
+        out[first + [c for c in out.columns if c not in first]], inputs.run_file(params, "grounding_lens", run)
+    )
 
 
 if __name__ == "__main__":

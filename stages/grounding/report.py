@@ -1,16 +1,17 @@
 """Render reports/grounding.html, its DVC metrics JSON and plots CSV from the study's tables."""
+
 from __future__ import annotations
 
 import json
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import path_of, section
-from emergence.studies.grounding import inputs
-from emergence.studies.grounding.inputs import RUN_KEYS, per_run
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
-from emergence.studies.grounding import report_mech as mech
-from emergence.studies.grounding.report import gain_by_checkpoint, grounding_metrics, grounding_page, plot_table
 from emergence.core.report.provenance import provenance
+from emergence.studies.grounding import inputs
+from emergence.studies.grounding import report_mech as mech
+from emergence.studies.grounding.inputs import RUN_KEYS, per_run
+from emergence.studies.grounding.report import gain_by_checkpoint, grounding_metrics, grounding_page, plot_table
 
 
 @stage_main
@@ -20,11 +21,16 @@ def main(argv: list[str] | None = None) -> None:
     attention_runs = [f"{m}_seed{s}" for m in inputs.attention_models(params).models for s in runs.seeds]
     gain, gain_files = per_run(params, "grounding_gain", runs.names(), {"word": "O", "gain": "f"})
     lens, lens_files = per_run(params, "grounding_lens", runs.names(), {"lens": "O", "layer": "i", "gain": "f"})
-    saliency, sal_files = per_run(params, "grounding_saliency", attention_runs,
-                                  {"layer": "i", "head": "i", "metric": "O", "value": "f"})
+    saliency, sal_files = per_run(
+        params, "grounding_saliency", attention_runs, {"layer": "i", "head": "i", "metric": "O", "value": "f"}
+    )
     heads, head_files = per_run(params, "grounding_heads", attention_runs, {"layer": "i", "kind": "O"})
-    ablation, abl_files = per_run(params, "grounding_ablation", attention_runs,
-                                  {"kind": "O", "original": "f", "intervention": "f", "control": "f"})
+    ablation, abl_files = per_run(
+        params,
+        "grounding_ablation",
+        attention_runs,
+        {"kind": "O", "original": "f", "intervention": "f", "control": "f"},
+    )
     cooc = read_parquet(path_of(params, "grounding_cooc"), {**RUN_KEYS, "r2": "f"})
     cooc_words = read_parquet(path_of(params, "grounding_cooc_words"), {"word": "O"})
     counts_path = path_of(params, "childes_counts")
@@ -36,20 +42,37 @@ def main(argv: list[str] | None = None) -> None:
     eval_set = inputs.eval_set(params)
     curve = gain_by_checkpoint(gain)
     mechanisms = [
-        ("Learning beyond co-occurrence", mech.cooc_section(cooc, cooc_words, section(params, "grounding_cooc")["features"])),
+        (
+            "Learning beyond co-occurrence",
+            mech.cooc_section(cooc, cooc_words, section(params, "grounding_cooc")["features"]),
+        ),
         ("Tuned lens: where the gain appears", mech.lens_section(lens)),
         ("Saliency flow by layer", mech.saliency_section(saliency)),
-        ("Aggregate and gather heads", mech.heads_section(heads, saliency, section(params, "grounding_heads")["threshold"])),
+        (
+            "Aggregate and gather heads",
+            mech.heads_section(heads, saliency, section(params, "grounding_heads")["threshold"]),
+        ),
         ("Head ablation", mech.ablation_section(ablation)),
     ]
-    inputs_read = [counts_path, path_of(params, "grounding_targets"), path_of(params, "grounding_eval"),
-                   path_of(params, "grounding_cooc"), *gain_files, *lens_files, *sal_files, *head_files, *abl_files]
+    inputs_read = [
+        counts_path,
+        path_of(params, "grounding_targets"),
+        path_of(params, "grounding_eval"),
+        path_of(params, "grounding_cooc"),
+        *gain_files,
+        *lens_files,
+        *sal_files,
+        *head_files,
+        *abl_files,
+    ]
     record = provenance(params, runs.seeds, inputs_read, ("childes", "grounding"))
     html = grounding_page(counts, targets, eval_set, curve, mechanisms, record)
     with atomic_path(path_of(params, "grounding_plots")) as tmp:
         plot_table(curve).to_csv(tmp, index=False)
-    write_json({"gain": grounding_metrics(curve), "ablation": mech.ablation_metrics(ablation)},
-               path_of(params, "grounding_metrics"))
+    write_json(
+        {"gain": grounding_metrics(curve), "ablation": mech.ablation_metrics(ablation)},
+        path_of(params, "grounding_metrics"),
+    )
     write_text(html, path_of(params, "grounding_report"))
 
 

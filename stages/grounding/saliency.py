@@ -1,11 +1,12 @@
 """Attention saliency of one Transformer run at every checkpoint: head shares and layer flow
 from v<ENV> to the prediction of v<LAN>, over the held-out matched contexts."""
+
 from __future__ import annotations
 
-from emergence.studies.grounding.saliency import SALIENCY_COLUMNS, matched_inputs, saliency_table
 from emergence.core.cli import stage_main, start_stage
-from emergence.studies.grounding import inputs
 from emergence.core.io import write_parquet
+from emergence.studies.grounding import inputs
+from emergence.studies.grounding.saliency import SALIENCY_COLUMNS, matched_inputs, saliency_table
 
 
 @stage_main

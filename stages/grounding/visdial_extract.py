@@ -1,11 +1,12 @@
 """Visual Dialog v1.0 JSON -> one Parquet row per dialog: the caption's words as w<ENV>, the
 question/answer turns as w<LAN> after <Q>/<A> speaker markers; counts as DVC metrics."""
+
 from __future__ import annotations
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import path_of
-from emergence.studies.grounding.visdial import extract_dialogs, visdial_counts, visdial_file
 from emergence.core.io import write_json, write_parquet
+from emergence.studies.grounding.visdial import extract_dialogs, visdial_counts, visdial_file
 
 
 @stage_main

@@ -1,5 +1,6 @@
 """Write the visual-grounding default: synthetic scenes (PNG) with captions and question/answer
 dialogues, in Visual Dialog v1.0 JSON, so the real VisDial reader and DINOv2 stage run on them."""
+
 from __future__ import annotations
 
 from emergence.core.cli import stage_main, start_stage

@@ -7,6 +7,7 @@ feature dimension standardised with the training images' mean and std (fixed,
 saved with the model: models/prefix.py). Held-out evaluation dialogs never
 enter training.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,14 +15,14 @@ import torch
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, load_base, path_of, section
-from emergence.studies.grounding import visual_inputs as inputs
-from emergence.studies.grounding.tokens import model_entry, training_windows
-from emergence.studies.grounding.visual_data import dialog_sequences, image_batches
 from emergence.core.io import PipelineError, file_sha256
 from emergence.core.models import build_model
 from emergence.core.models.prefix import set_prefix_stats
 from emergence.core.train import TrainConfig, train
 from emergence.core.train.batches import epoch_batches
+from emergence.studies.grounding import visual_inputs as inputs
+from emergence.studies.grounding.tokens import model_entry, training_windows
+from emergence.studies.grounding.visual_data import dialog_sequences, image_batches
 
 
 def batches(params: dict, setting: str, index: dict[str, int], batch_size: int, seed: int):
@@ -35,8 +36,10 @@ def batches(params: dict, setting: str, index: dict[str, int], batch_size: int, 
     feats, image_row, _ = inputs.features(params)
     ids, image_ids = dialog_sequences(dialogs, held_out, index, seq_len)
     if missing := sorted(set(image_ids.tolist()) - set(image_row)):
-        raise PipelineError(f"{path_of(params, 'visual_features')}: no features for image_id {missing[0]} "
-                            f"({len(missing)} training images lack them)")
+        raise PipelineError(
+            f"{path_of(params, 'visual_features')}: no features for image_id {missing[0]} "
+            f"({len(missing)} training images lack them)"
+        )
     rows = np.array([image_row[i] for i in image_ids.tolist()], dtype=np.int64)
     extra = {"n_ctx": seq_len + feats.shape[1], "d_prefix": feats.shape[2]}
     return image_batches(ids, rows, feats, batch_size, seed), extra, len(ids), feats[torch.from_numpy(np.unique(rows))]
@@ -60,8 +63,14 @@ def main(argv: list[str] | None = None) -> None:
     fingerprint = file_sha256(path_of(params, "visual_dialogs")) + file_sha256(path_of(params, "visual_eval"))
     if args.setting == "image":
         fingerprint += file_sha256(path_of(params, "visual_features") / "features.safetensors")
-    train(model, batch_fn, cfg, out_dir=path_of(params, "visual_runs") / run,
-          scratch_dir=path_of(params, "visual_scratch") / run, data_fingerprint=fingerprint)
+    train(
+        model,
+        batch_fn,
+        cfg,
+        out_dir=path_of(params, "visual_runs") / run,
+        scratch_dir=path_of(params, "visual_scratch") / run,
+        data_fingerprint=fingerprint,
+    )
 
 
 if __name__ == "__main__":

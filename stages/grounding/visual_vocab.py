@@ -2,15 +2,16 @@
 and its word-level vocabulary. Words of the caption and question frames ("a picture of", "on a grey
 background"), attribute words and words naming the picture itself are never targets: they do not name
 a thing in the image."""
+
 from __future__ import annotations
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
+from emergence.core.io import write_json, write_parquet
 from emergence.studies.grounding import visual_inputs as inputs
-from emergence.studies.grounding.tokens import VocabParams, target_vocabulary
 from emergence.studies.grounding.nouns import CDI_NOUNS
 from emergence.studies.grounding.scenes import object_nouns
-from emergence.core.io import write_json, write_parquet
+from emergence.studies.grounding.tokens import VocabParams, target_vocabulary
 
 
 @stage_main

@@ -1,11 +1,12 @@
 """Target nouns (both forms frequent enough) and the word-level vocabulary of study G."""
+
 from __future__ import annotations
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
-from emergence.studies.grounding.tokens import VocabParams, target_vocabulary
-from emergence.studies.grounding.nouns import CDI_NOUNS
 from emergence.core.io import read_parquet, write_json, write_parquet
+from emergence.studies.grounding.nouns import CDI_NOUNS
+from emergence.studies.grounding.tokens import VocabParams, target_vocabulary
 
 
 @stage_main

@@ -1,10 +1,10 @@
 """DVC's own reading of dvc.yaml and the Snakefile's agree: same jobs, commands, outputs, inputs, logs."""
+
 from __future__ import annotations
 
 import re
 
 import pytest
-
 from conftest import ROOT, run
 
 
@@ -34,8 +34,11 @@ def snakemake_jobs() -> dict[str, dict]:
         shell = re.search(r"^Shell command: (.*)$", block, re.M)
         if outs and shell:  # `rule all` has neither
             cmd = re.sub(r"\s+2>\s*\S+$", "", shell.group(1).strip())
-            jobs[cmd] = {"rule": block.split(":")[0], "outs": sorted(outs.group(1).split(", ")),
-                         "deps": sorted(inputs.group(1).split(", ")) if inputs else []}
+            jobs[cmd] = {
+                "rule": block.split(":")[0],
+                "outs": sorted(outs.group(1).split(", ")),
+                "deps": sorted(inputs.group(1).split(", ")) if inputs else [],
+            }
     return jobs
 
 
@@ -47,6 +50,13 @@ def both():
 def test_same_commands(both):
     dvc, smk = both
     assert sorted(dvc) == sorted(smk)
+
+
+def test_one_rule_per_dvc_stage(both):
+    """DVC's binding_train@0 is a job of rule binding_train: profiles set cluster resources per stage."""
+    dvc, smk = both
+    for cmd, stage in dvc.items():
+        assert smk[cmd]["rule"] == stage["name"].split("@")[0], stage["name"]
 
 
 def test_same_outputs(both):
@@ -64,6 +74,7 @@ def test_same_dependencies(both):
 
 def as_dvc_dirs(inputs: list[str], dvc_deps: list[str]) -> list[str]:
     """Snakemake lists per-seed files where DVC depends on their directory: fold them."""
+
     def fold(path: str) -> str:
         return next((d for d in dvc_deps if path.startswith(d + "/")), path)
 

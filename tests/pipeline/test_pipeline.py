@@ -3,6 +3,7 @@
 One module-scoped DVC run is shared by the tests below (each `dvc repro` of
 the tiny profile trains two seeds, so the suite runs it as few times as it can).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -14,11 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import project_copy, run
+
 from emergence.core.pipeline import import_closure, resolve_jobs, stage_module
-
-
 
 ARTIFACTS = [
     "data/binding/programs.parquet",
@@ -87,16 +86,22 @@ def set_param(root: Path, section: str, key: str, value) -> None:
 
 
 def digest(root: Path, ignore_revision: bool = False) -> dict[str, str]:
-    """sha256 of every artifact (not the per-image feature cache: a pulled clone has none); `ignore_revision` blanks the reports' git revision line,
-    which records whether params.yaml was edited before or after each report was built."""
-    files = [p for p in sorted((root / "data").rglob("*"))  # scratch and cache are not artifacts
-             if p.is_file() and not {"scratch", "cache"} & set(p.parts)
-             and p.name not in (".gitignore", ".snakemake_timestamp")]
+    """sha256 of every artifact (not the per-image feature cache: a pulled clone has none);
+    `ignore_revision` blanks the reports' git revision line, which records whether params.yaml was
+    edited before or after each report was built."""
+    files = [
+        p
+        for p in sorted((root / "data").rglob("*"))  # scratch and cache are not artifacts
+        if p.is_file()
+        and not {"scratch", "cache"} & set(p.parts)
+        and p.name not in (".gitignore", ".snakemake_timestamp")
+    ]
     files += [root / a for a in ARTIFACTS if a.startswith("reports/")]
 
     def content(p: Path) -> bytes:
         data = p.read_bytes()
         return re.sub(rb"Git revision: [^<]*", b"", data) if ignore_revision and p.suffix == ".html" else data
+
     return {str(p.relative_to(root)): hashlib.sha256(content(p)).hexdigest() for p in files}
 
 
@@ -163,33 +168,57 @@ def test_snakemake_after_dvc_leaves_dvc_clean(dvc_run):
 
 # One module of each study, an interpretability tool and a core model: editing any of them
 # must make both engines rerun exactly the stages whose import closure holds it.
-EDITED = ["src/emergence/studies/binding/heuristics.py", "src/emergence/studies/assoc/theory.py",
-          "src/emergence/studies/grounding/cooc.py", "src/emergence/interp/tuned_lens.py",
-          "src/emergence/core/models/lstm.py"]
+EDITED = [
+    "src/emergence/studies/binding/heuristics.py",
+    "src/emergence/studies/assoc/theory.py",
+    "src/emergence/studies/grounding/cooc.py",
+    "src/emergence/interp/tuned_lens.py",
+    "src/emergence/core/models/lstm.py",
+]
+
+
+def jobs_of(root: Path) -> list:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    return resolve_jobs(yaml.safe_load((root / "dvc.yaml").read_text()), params)
 
 
 def importers(root: Path, rel: str) -> set[str]:
     """DVC stage instances whose stage module's static import closure holds file `rel`."""
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    jobs = resolve_jobs(yaml.safe_load((root / "dvc.yaml").read_text()), params)
-    return {job.name for job in jobs
-            if Path(rel) in import_closure(stage_module(job.cmd, job.name), root)}
+    return {job.name for job in jobs_of(root) if Path(rel) in import_closure(stage_module(job.cmd, job.name), root)}
 
 
-def edited_by(dry_run: str, rel: str) -> set[str]:
-    """Rules a Snakemake dry run reruns because `rel` itself changed (not because of another job)."""
-    rules = set()
+def downstream(root: Path, names: set[str]) -> set[str]:
+    """`names` and every job that reads, directly or not, what one of them writes."""
+    jobs, found = jobs_of(root), set(names)
+    while True:
+        outs = {out for job in jobs if job.name in found for out in job.outs}
+        more = {job.name for job in jobs if set(job.inputs) & outs} - found
+        if not more:
+            return found
+        found |= more
+
+
+def dry_run_jobs(root: Path, dry_run: str) -> dict[str, str]:
+    """DVC instance name -> reason line, for every job a Snakemake dry run would run (matched by output)."""
+    instance_of = {out: job.name for job in jobs_of(root) for out in job.outs}
+    jobs = {}
     for block in dry_run.split("\nrule ")[1:]:
-        reason = re.search(r"^\s+reason: (.*)$", block, re.M)
-        updated = re.search(r"Updated input files: ([^;]*)", reason.group(1)) if reason else None
-        if updated and rel in updated.group(1).split(", "):
-            rules.add(block.split(":")[0])
-    return rules
+        output = re.search(r"^\s+output: (.*)$", block, re.M)
+        if output:  # `rule all` has none
+            reason = re.search(r"^\s+reason: (.*)$", block, re.M)
+            jobs[instance_of[output.group(1).split(", ")[0]]] = reason.group(1) if reason else ""
+    return jobs
 
 
 @pytest.mark.parametrize("rel", EDITED)
 def test_editing_a_module_reruns_exactly_its_importers(dvc_run, rel):
-    """Runs after both engines have built dvc_run; the edit is undone, mtime included."""
+    """Runs after both engines have built dvc_run; the edit is undone, mtime included.
+
+    DVC lists the stages whose own deps changed: exactly the importers. Snakemake names the file
+    only for jobs no upstream job already triggers (it stops at the first reason), so it is held
+    to: the jobs it would run are the importers and what they feed, and each job it gives a file
+    reason for is an importer naming this file.
+    """
     path = dvc_run / rel
     before, stat = path.read_bytes(), path.stat()
     expected = importers(dvc_run, rel)
@@ -202,7 +231,11 @@ def test_editing_a_module_reruns_exactly_its_importers(dvc_run, rel):
         path.write_bytes(before)
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert set(stale) == expected
-    assert edited_by(dry.stdout + dry.stderr, rel) == {re.sub(r"\W", "_", name) for name in expected}
+    jobs = dry_run_jobs(dvc_run, dry.stdout + dry.stderr)
+    assert set(jobs) == downstream(dvc_run, expected)
+    by_file = {name for name, reason in jobs.items() if reason.startswith("Updated input files:")}
+    assert by_file and by_file <= expected
+    assert all(rel in jobs[name].split(": ", 1)[1].split(";")[0].split(", ") for name in by_file)
 
 
 def test_snakemake_alone_matches_dvc(dvc_run, tmp_path):
@@ -211,8 +244,10 @@ def test_snakemake_alone_matches_dvc(dvc_run, tmp_path):
     set_param(root, "assoc_compare", "window_epochs", 3)
     run(["snakemake", "--cores", "2"], root)
     assert digest(root, ignore_revision=True) == digest(dvc_run, ignore_revision=True)
-    assert "Nothing to be done" in run(["snakemake", "--cores", "2", "-n"], root).stdout + \
-        run(["snakemake", "--cores", "2", "-n"], root).stderr
+    assert (
+        "Nothing to be done"
+        in run(["snakemake", "--cores", "2", "-n"], root).stdout + run(["snakemake", "--cores", "2", "-n"], root).stderr
+    )
 
 
 def test_push_then_fresh_clone_pulls_and_is_up_to_date(dvc_run, tmp_path):
@@ -233,5 +268,11 @@ def test_adding_a_seed_trains_only_that_seed(dvc_run):
     """Runs last: it leaves three seeds in dvc_run."""
     set_param(dvc_run, "base", "seeds", [0, 1, 2])
     ran = ran_stages(run(["dvc", "repro"], dvc_run).stdout)
-    assert sorted(ran) == ["binding_ablation@2", "binding_patching@2", "binding_report", "binding_train@2",
-                           "binding_trajectory@2", "index_report"]
+    assert sorted(ran) == [
+        "binding_ablation@2",
+        "binding_patching@2",
+        "binding_report",
+        "binding_train@2",
+        "binding_trajectory@2",
+        "index_report",
+    ]

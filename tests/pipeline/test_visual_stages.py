@@ -1,4 +1,5 @@
 """Visual-dialogue data stages at the tiny profile: scenes -> VisDial extraction -> cached DINOv2 features."""
+
 from __future__ import annotations
 
 import json
@@ -12,12 +13,11 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from conftest import ROOT
 from safetensors.torch import load_file
 
-from emergence.core.train import list_checkpoints, load_checkpoint
-
-from conftest import ROOT
 from emergence.core.pipeline import stage_command
+from emergence.core.train import list_checkpoints, load_checkpoint
 
 # this checkout's src first, even where the venv's editable install points at another checkout
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]), "OMP_NUM_THREADS": "1"}
@@ -25,8 +25,14 @@ SCENES, FEATURES = "data/visual/scenes", "data/visual/features"
 
 
 def stage(root: Path, name: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", stage_command(name, ROOT), *args], cwd=root, env=ENV, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", stage_command(name, ROOT), *args],
+        cwd=root,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def run_ok(root: Path, *names: str, args: tuple[str, ...] = ()) -> str:
@@ -52,8 +58,13 @@ def set_param(root: Path, dotted: str, value) -> None:
 def workspace(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("visual")
     shutil.copy(ROOT / "params.yaml", root / "params.yaml")
-    subprocess.run([sys.executable, "-m", "emergence.core.profile", str(ROOT / "profiles" / "tiny.yaml")],
-                   cwd=root, env=ENV, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "emergence.core.profile", str(ROOT / "profiles" / "tiny.yaml")],
+        cwd=root,
+        env=ENV,
+        check=True,
+        capture_output=True,
+    )
     set_param(root, "base.threads", 1)
     run_ok(root, "visual_scenes", "visdial_extract")
     return root
@@ -161,7 +172,7 @@ def test_attention_stages_run_on_both_settings_and_feed_the_report(workspace, tm
         heads = pd.read_parquet(root / "data/visual/heads" / run)
         assert {"setting", "step", "layer", "head", "kind", "share"} <= set(heads.columns)
         ablation = pd.read_parquet(root / "data/visual/ablation" / run)
-        assert len(ablation) == saliency["step"].nunique() * 2 * n_eval      # checkpoints x kinds x dialogs
+        assert len(ablation) == saliency["step"].nunique() * 2 * n_eval  # checkpoints x kinds x dialogs
     assert_prefix_standardised_with_training_images(root)
     before = (root / "data/visual/saliency/image_transformer4_seed0.parquet").read_bytes()
     run_ok(root, "visual_saliency", args=("--setting", "image", "--model", "transformer4", "--seed", "0"))
@@ -170,5 +181,6 @@ def test_attention_stages_run_on_both_settings_and_feed_the_report(workspace, tm
     assert all(title in page for title in ("Saliency flow by layer", "Aggregate and gather heads", "Head ablation"))
     assert "image / transformer4" in page and "caption / transformer4" in page
     metrics = json.loads((root / "reports/metrics/grounding_visual.json").read_text())
-    assert set(metrics["ablation"]) == {f"{s}_transformer4_{k}" for s in ("caption", "image")
-                                        for k in ("aggregate", "gather")}
+    assert set(metrics["ablation"]) == {
+        f"{s}_transformer4_{k}" for s in ("caption", "image") for k in ("aggregate", "gather")
+    }

@@ -1,4 +1,5 @@
 """Cosines, windows, the causal projection and association tables of the association study."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,6 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model
 from emergence.studies.assoc.compare import (
     causal_table,
     corpus_loss,
@@ -17,8 +20,6 @@ from emergence.studies.assoc.compare import (
     top_associations,
 )
 from emergence.studies.assoc.theory import compute_basis
-from emergence.core.io import PipelineError
-from emergence.core.models import build_model
 
 V, T = 6, 5
 
@@ -72,8 +73,11 @@ def test_window_keeps_epoch_ends_where_the_weight_exists(setup):
 
 
 def test_order_slopes_recover_a_power_law():
-    rows = [{"layer": 0, "weight": "V", "eta": eta, "step": s, "rel_error": 3 * eta * s}
-            for eta in (0.1, 0.05, 0.025) for s in range(1, 7)]
+    rows = [
+        {"layer": 0, "weight": "V", "eta": eta, "step": s, "rel_error": 3 * eta * s}
+        for eta in (0.1, 0.05, 0.025)
+        for s in range(1, 7)
+    ]
     slopes = order_slopes(pd.DataFrame(rows))
     assert slopes.loc[0, "slope_vs_eta"] == pytest.approx(1.0) and slopes.loc[0, "slope_vs_steps"] == pytest.approx(1.0)
 

@@ -1,10 +1,12 @@
 """The closed forms are the leading terms of SGD on the attention-only model (autograd check)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
+from emergence.core.models import build_model
 from emergence.studies.assoc.theory import (
     WEIGHTS,
     attention_terms,
@@ -14,7 +16,6 @@ from emergence.studies.assoc.theory import (
     score_gradient,
     score_gradient_jacobian,
 )
-from emergence.core.models import build_model
 
 V, T, N = 7, 6, 20
 
@@ -53,7 +54,7 @@ def test_closed_forms_are_the_leading_terms_of_sgd(corpus, n_layers, one_thread)
     fine = leading_errors(sgd_weights(corpus, n_layers, 1e-3, 6), basis, 1e-3, 6)
     assert len(fine) == 1 + 3 * n_layers
     for key, err in fine.items():
-        assert err < 1e-3, key            # learned / coefficient -> theory as eta -> 0 ...
+        assert err < 1e-3, key  # learned / coefficient -> theory as eta -> 0 ...
         assert 8 < coarse[key] / err < 12, key  # ... with a relative error linear in eta (next order)
 
 

@@ -1,12 +1,12 @@
 """The attention-only model of the association study: zero init, relative bias, causality, hooks."""
+
 from __future__ import annotations
 
 import torch
+from tiny_models import no_hooks
 
 from emergence.core.models import build_model
 from emergence.core.models.attn_only import diagonal_bias
-
-from tiny_models import no_hooks
 
 
 def random_model(n_layers: int = 2, V: int = 6, T: int = 5) -> torch.nn.Module:

@@ -1,17 +1,18 @@
 """Attention-head ablation on tiny random models."""
+
 import copy
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
 from emergence.interp.ablation import ablate_heads, mean_head_activations
 from emergence.studies.binding.ablation import ablation_table, rank_routing_heads
+from emergence.studies.binding.batches import encode_programs
 from emergence.studies.binding.patching import answer_digits
 from emergence.studies.binding.programs import ProgramConfig, generate_table
-from emergence.studies.binding.batches import encode_programs
-from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -71,7 +72,7 @@ def test_zero_ablation_equals_cutting_the_heads_output_weights(programs):
     for layer, heads in ((0, 1), (1, [0, 1])):
         cut = copy.deepcopy(model)
         for h in [heads] if isinstance(heads, int) else heads:
-            cut.blocks[layer].attn.out.weight[:, h * D_HEAD: (h + 1) * D_HEAD] = 0.0
+            cut.blocks[layer].attn.out.weight[:, h * D_HEAD : (h + 1) * D_HEAD] = 0.0
         torch.testing.assert_close(ablate_heads(model, idx, layer, heads, "zero"), cut(idx)[0])
 
 
@@ -122,9 +123,22 @@ def test_rank_routing_heads_orders_by_the_deepest_hop_drop():
         (1, 0): {-1: 0.05, 1: 0.0, 3: 0.40},
         (1, 1): {-1: 0.20, 1: 0.1, 3: 0.20},
     }
-    rows = [dict(seed=0, step=5, layer=l, head=h, mode=m, hops=k, metric="accuracy_drop",
-                 value=v + (0.1 if (l, h, m) == (0, 1, "mean") else 0.0), n=10)
-            for (l, h), by_hops in drops.items() for m in ("zero", "mean") for k, v in by_hops.items()]
+    rows = [
+        dict(
+            seed=0,
+            step=5,
+            layer=l,
+            head=h,
+            mode=m,
+            hops=k,
+            metric="accuracy_drop",
+            value=v + (0.1 if (l, h, m) == (0, 1, "mean") else 0.0),
+            n=10,
+        )
+        for (l, h), by_hops in drops.items()
+        for m in ("zero", "mean")
+        for k, v in by_hops.items()
+    ]
     rows.append(dict(seed=0, step=5, layer=-1, head=-1, mode="none", hops=3, metric="accuracy", value=0.9, n=10))
     ranked = rank_routing_heads(pd.DataFrame(rows))
     assert list(ranked.columns) == ["seed", "step", "layer", "head", "drop_all", "drop_deep", "rank"]

@@ -1,11 +1,12 @@
 """Training formats, evaluation encoding, the batch sampler and prediction read-out."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from emergence.studies.binding.programs import ProgramConfig, generate_table
+from emergence.core.io import PipelineError
 from emergence.studies.binding.batches import (
     IGNORE,
     encode_programs,
@@ -14,8 +15,8 @@ from emergence.studies.binding.batches import (
     predict_answers,
     sampler,
 )
+from emergence.studies.binding.programs import ProgramConfig, generate_table
 from emergence.studies.binding.tokenizer import CharTokenizer
-from emergence.core.io import PipelineError
 
 TOK = CharTokenizer()
 

@@ -4,11 +4,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from emergence.studies.binding.programs import (
-    HEURISTICS, Program, ProgramConfig, evaluate, generalisation_table, generate_table,
-    heuristic_table, sample_program, trace,
-)
 from emergence.core.io import PipelineError
+from emergence.studies.binding.programs import (
+    HEURISTICS,
+    Program,
+    ProgramConfig,
+    evaluate,
+    generalisation_table,
+    generate_table,
+    heuristic_table,
+    sample_program,
+    trace,
+)
 
 
 def parse(text: str) -> tuple[tuple[tuple[str, str], ...], str]:
@@ -44,7 +51,7 @@ def assert_valid(p: Program) -> None:
     for later, earlier in zip(chain, chain[1:]):
         var = lines[earlier][0]
         assert earlier < later and lines[later][1] == var  # copies the previous link...
-        assert all(lhs != var for lhs, _ in lines[earlier + 1:later])  # ...not overwritten since
+        assert all(lhs != var for lhs, _ in lines[earlier + 1 : later])  # ...not overwritten since
     assert lines[chain[-1]][1] == str(p.answer)
     assert evaluate(lines)[p.query] == p.answer == exec_env(lines)[p.query]
     assert trace(lines, p.query) == (p.answer, chain)
@@ -84,8 +91,13 @@ def test_heuristics_hand_built():
     lines, q = parse("a=3\nb=a\nc=5\nd=c\nb=7\ne=9\ne=d\n#d:")
     p = Program(lines, q, answer=5, hops=1, chain_lines=(3, 2))
     got = {name: h(p) for name, h in HEURISTICS.items()}
-    assert got == {"last_constant": 9, "first_constant": 3, "most_frequent_digit": 3,
-                   "query_first_assignment": -1, "most_common_final_value": 5}
+    assert got == {
+        "last_constant": 9,
+        "first_constant": 3,
+        "most_frequent_digit": 3,
+        "query_first_assignment": -1,
+        "most_common_final_value": 5,
+    }
     p = Program(*parse("d=4\nc=2\nd=2\n#d:"), answer=2, hops=0, chain_lines=(2,))
     assert HEURISTICS["query_first_assignment"](p) == 4
     assert HEURISTICS["most_frequent_digit"](p) == 2
@@ -123,8 +135,16 @@ def test_heuristics_at_chance_answers_uniform_hops_cubic():
 
 def test_table_schema():
     df = generate_table(np.random.default_rng(4), ProgramConfig(), 20, set_name="val")
-    expected = ["program", "query", "answer", "hops", "chain_lines", "n_lines", "set",
-                *(f"heur_{name}" for name in HEURISTICS)]
+    expected = [
+        "program",
+        "query",
+        "answer",
+        "hops",
+        "chain_lines",
+        "n_lines",
+        "set",
+        *(f"heur_{name}" for name in HEURISTICS),
+    ]
     assert list(df.columns) == expected
     for col in ["answer", "hops", "n_lines", *expected[7:]]:
         assert df[col].dtype == np.int64, col
@@ -132,14 +152,17 @@ def test_table_schema():
     assert all(isinstance(c, list) and len(c) == h + 1 for c, h in zip(df["chain_lines"], df["hops"]))
 
 
-@pytest.mark.parametrize("kwargs, key", [
-    (dict(max_hops=16), "binding_data.max_hops"),
-    (dict(min_hops=3, max_hops=2), "binding_data.min_hops"),
-    (dict(n_lines=0, max_hops=0), "binding_data.n_lines"),
-    (dict(n_lines=40, max_hops=26), "binding_data.max_hops"),
-    (dict(heuristic_target=0.0), "binding_data.heuristic_target"),
-    (dict(p_const=1.5), "binding_data.p_const"),
-])
+@pytest.mark.parametrize(
+    "kwargs, key",
+    [
+        (dict(max_hops=16), "binding_data.max_hops"),
+        (dict(min_hops=3, max_hops=2), "binding_data.min_hops"),
+        (dict(n_lines=0, max_hops=0), "binding_data.n_lines"),
+        (dict(n_lines=40, max_hops=26), "binding_data.max_hops"),
+        (dict(heuristic_target=0.0), "binding_data.heuristic_target"),
+        (dict(p_const=1.5), "binding_data.p_const"),
+    ],
+)
 def test_config_validation_names_key(kwargs, key):
     with pytest.raises(PipelineError, match=key.replace(".", r"\.") + ":"):
         ProgramConfig(**kwargs).validate()
@@ -167,8 +190,7 @@ def test_deterministic_given_seed():
 
 
 def test_generalisation_table_covers_ranges():
-    df = generalisation_table(np.random.default_rng(6), ProgramConfig(), 2, lines_range=(2, 6),
-                              hops_range=(1, 4))
+    df = generalisation_table(np.random.default_rng(6), ProgramConfig(), 2, lines_range=(2, 6), hops_range=(1, 4))
     cells = set(zip(df["n_lines"], df["hops"]))
     assert cells == {(n, h) for n in range(2, 7) for h in range(1, 5) if h + 1 <= n}
     assert len(df) == 2 * len(cells) and (df["set"] == "gen").all()

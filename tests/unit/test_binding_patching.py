@@ -1,16 +1,21 @@
 """Residual-stream interchange interventions on tiny random models."""
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
+from emergence.core.io import PipelineError
+from emergence.studies.binding.batches import encode_programs, parse_program
 from emergence.studies.binding.patching import (
-    answer_digits, make_counterfactual_pairs, patch_residual, patching_table, position_classes,
+    answer_digits,
+    make_counterfactual_pairs,
+    patch_residual,
+    patching_table,
+    position_classes,
 )
 from emergence.studies.binding.programs import ProgramConfig, generate_table, trace
-from emergence.studies.binding.batches import encode_programs, parse_program
-from emergence.core.io import PipelineError
-from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 COLUMNS = ["seed", "step", "layer", "head", "position", "position_class", "metric", "value", "n"]
@@ -28,8 +33,6 @@ def pairs(programs) -> pd.DataFrame:
 
 def encode(texts) -> torch.Tensor:
     return torch.from_numpy(TOK.encode_batch(list(texts)))
-
-
 
 
 def test_pairs_differ_in_one_token_that_changes_the_answer(programs, pairs):
@@ -60,10 +63,23 @@ def test_pairs_need_one_program_length(programs):
 def test_position_classes_of_a_hand_written_program():
     text = "a=1\nb=a\nc=3\n#b:"
     assert trace(*parse_program(text)) == (1, (1, 0))
-    expected = ["chain_lhs", "other", "chain_root", "other",
-                "chain_lhs", "other", "chain_rhs", "other",
-                "other", "other", "other", "other",
-                "query", "query", "query"]
+    expected = [
+        "chain_lhs",
+        "other",
+        "chain_root",
+        "other",
+        "chain_lhs",
+        "other",
+        "chain_rhs",
+        "other",
+        "other",
+        "other",
+        "other",
+        "other",
+        "query",
+        "query",
+        "query",
+    ]
     assert position_classes(text, [1, 0]) == expected
 
 
@@ -153,8 +169,9 @@ def test_patching_table_counts_only_pairs_the_model_gets_right(pairs):
     table = patching_table(model, pairs, TOK, seed=0, step=0)
     enc_b = encode_programs(pairs["base"].tolist(), pairs["base_answer"].tolist(), TOK)
     enc_c = encode_programs(pairs["cf"].tolist(), pairs["cf_answer"].tolist(), TOK)
-    right = ((answer_digits(model(enc_b.idx)[0], enc_b.answer_pos, TOK) == pairs["base_answer"].to_numpy())
-             & (answer_digits(model(enc_c.idx)[0], enc_c.answer_pos, TOK) == pairs["cf_answer"].to_numpy()))
+    right = (answer_digits(model(enc_b.idx)[0], enc_b.answer_pos, TOK) == pairs["base_answer"].to_numpy()) & (
+        answer_digits(model(enc_c.idx)[0], enc_c.answer_pos, TOK) == pairs["cf_answer"].to_numpy()
+    )
     summary = table[table["metric"] == "pairs_correct"].iloc[0]
     assert summary["value"] == right.mean() and summary["n"] == len(pairs)
     cells = table[table["metric"] != "pairs_correct"]

@@ -1,14 +1,15 @@
 """Per-checkpoint rows and phase detection on hand-made trajectories."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from emergence.studies.binding.trajectory import PhaseParams, checkpoint_rows, detect_phases, training_rows
-from emergence.studies.binding.heuristics import HEURISTICS
-from emergence.core.io import PipelineError
 from emergence.core.config import from_dict
+from emergence.core.io import PipelineError
+from emergence.studies.binding.heuristics import HEURISTICS
+from emergence.studies.binding.trajectory import PhaseParams, checkpoint_rows, detect_phases, training_rows
 
 HEUR = list(HEURISTICS)
 
@@ -34,8 +35,12 @@ def synthetic(steps, deep_acc, agree) -> pd.DataFrame:
     rows = []
     for s, acc, ag in zip(steps, deep_acc, agree):
         rows += [dict(seed=0, step=s, layer=-1, head=-1, metric="accuracy", hops=h, value=acc, n=10) for h in (-1, 4)]
-        rows += [dict(seed=0, step=s, layer=-1, head=-1, metric=f"agree_{n}", hops=-1,
-                      value=ag if n == HEUR[2] else 0.1, n=10) for n in HEUR]
+        rows += [
+            dict(
+                seed=0, step=s, layer=-1, head=-1, metric=f"agree_{n}", hops=-1, value=ag if n == HEUR[2] else 0.1, n=10
+            )
+            for n in HEUR
+        ]
     return pd.DataFrame(rows)
 
 

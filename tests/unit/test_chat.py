@@ -42,8 +42,10 @@ def test_eve_words_hold_no_chat_codes(eve_lines):
 
 def test_speech_words_filters_codes_and_splits_compounds(tmp_path):
     cha = tmp_path / "t.cha"
-    cha.write_text(HEADER + "*CHI:\tmi:lk doggie@c ice+cream &-um yyy &+fr ‡ go(ing) he [/] he ran !\n"
-                            "*MOT:\tcall Grandma and talk +...\n@End\n")
+    cha.write_text(
+        HEADER + "*CHI:\tmi:lk doggie@c ice+cream &-um yyy &+fr ‡ go(ing) he [/] he ran !\n"
+        "*MOT:\tcall Grandma and talk +...\n@End\n"
+    )
     chi, mot = read_chat_file(cha).utterances()
     assert speech_words(chi) == ["milk", "doggie", "ice", "cream", "going", "he", "ran", "!"]
     assert speech_words(mot) == ["call", "Grandma", "and", "talk"]

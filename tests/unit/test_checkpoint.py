@@ -1,4 +1,5 @@
 """Checkpoint round trips, every bad-checkpoint case, and resume state."""
+
 from __future__ import annotations
 
 import json
@@ -6,6 +7,7 @@ import json
 import pytest
 import safetensors.torch
 import torch
+from tiny_models import tiny
 
 from emergence.core.io import PipelineError
 from emergence.core.train.checkpoint import (
@@ -16,10 +18,6 @@ from emergence.core.train.checkpoint import (
     save_checkpoint,
     save_resume_state,
 )
-from tiny_models import tiny
-
-
-
 
 IDX = torch.arange(8).reshape(2, 4)
 

@@ -6,8 +6,8 @@ import zipfile
 
 import pytest
 
-from emergence.studies.grounding.childes import extract_turns, turn_counts, validate_chat
 from emergence.core.io import PipelineError
+from emergence.studies.grounding.childes import extract_turns, turn_counts, validate_chat
 
 EVE = "childes/Brown-Eve-010600a.cha"
 HEADER = """@UTF8
@@ -61,11 +61,9 @@ def test_eve_rows_point_at_their_main_tiers(shared_data, eve):
 def test_eve_env_tokens_follow_the_scopes(eve):
     by_line = eve.set_index("line")["tokens"]
     # *MOT: want me to turn it ?  %act: <aft> winds box
-    assert by_line[1138] == ["<MOT>", *(w + "<LAN>" for w in "want me to turn it".split()),
-                             "winds<ENV>", "box<ENV>"]
+    assert by_line[1138] == ["<MOT>", *(w + "<LAN>" for w in "want me to turn it".split()), "winds<ENV>", "box<ENV>"]
     # *MOT: that's your spoon .  %act: <bef> gives Eve more tapioca
-    assert by_line[7592][:6] == ["<MOT>", "gives<ENV>", "eve<ENV>", "more<ENV>", "tapioca<ENV>",
-                                 "that's<LAN>"]
+    assert by_line[7592][:6] == ["<MOT>", "gives<ENV>", "eve<ENV>", "more<ENV>", "tapioca<ENV>", "that's<LAN>"]
     # *CHI: xxx do it .  %sit: <aft> doorbell rings
     assert by_line[4344] == ["<CHI>", "do<LAN>", "it<LAN>", "doorbell<ENV>", "rings<ENV>"]
     assert by_line[2685] == ["<CHI>", "pointed<ENV>", "at<ENV>", "tape_recorder<ENV>", "hot<LAN>"]
@@ -85,8 +83,7 @@ def test_turn_order_and_cleaning(tmp_path):
     bef = ["points", "at", "chi's", "cup"]  # %gpx <bef>
     act = ["gives", "eve", "the", "tape_recorder", "and", "a", "teddy_bear"]
     assert mot["env"] == sit + bef + act
-    assert mot["tokens"] == (["<MOT>"] + [w + "<ENV>" for w in sit + bef + act]
-                             + [w + "<LAN>" for w in mot["lan"]])
+    assert mot["tokens"] == (["<MOT>"] + [w + "<ENV>" for w in sit + bef + act] + [w + "<LAN>" for w in mot["lan"]])
     assert chi["tokens"] == ["<CHI>", "yes<LAN>", "you<LAN>", "do<LAN>", "drops<ENV>", "cup<ENV>"]
     assert chi2["lan"] == ["milk", "please"]
 
@@ -121,12 +118,15 @@ def _symlink_member(name: str, target: str) -> tuple[zipfile.ZipInfo, str]:
     return info, target
 
 
-@pytest.mark.parametrize("member, reason", [
-    ("../evil.cha", "'..' component"),
-    ("Corpus/../../evil.cha", "'..' component"),
-    ("{tmp_path}/abs-evil.cha", "absolute path"),  # inside tmp_path, should the guard ever fail
-    ("Corpus/link.cha", "symbolic link"),
-])
+@pytest.mark.parametrize(
+    "member, reason",
+    [
+        ("../evil.cha", "'..' component"),
+        ("Corpus/../../evil.cha", "'..' component"),
+        ("{tmp_path}/abs-evil.cha", "absolute path"),  # inside tmp_path, should the guard ever fail
+        ("Corpus/link.cha", "symbolic link"),
+    ],
+)
 def test_zip_members_escaping_the_target_are_refused(tmp_path, monkeypatch, member, reason):
     member = member.format(tmp_path=tmp_path)
     scratch = tmp_path / "scratch"
@@ -149,13 +149,16 @@ def test_zip_members_escaping_the_target_are_refused(tmp_path, monkeypatch, memb
     assert not (tmp_path / "abs-evil.cha").exists()
 
 
-@pytest.mark.parametrize("text, line, message", [
-    (HEADER.replace("@Begin\n", "") + "*CHI:\thi .\n@End\n", 2, "missing @Begin"),
-    (HEADER + "*CHI:\thi .\n%act:\truns\n", 8, "missing @End"),
-    (HEADER + "%act:\truns\n*CHI:\thi .\n@End\n", 7, "dependent tier %act before any main tier"),
-    (HEADER + "*CHI:\thi .\n*FAT:\thello .\n@End\n", 8, "speaker FAT is not declared in @Participants"),
-    (HEADER + "*CHI:\thi .\n@End\n*CHI:\tagain .\n", 9, "text after @End"),
-])
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        (HEADER.replace("@Begin\n", "") + "*CHI:\thi .\n@End\n", 2, "missing @Begin"),
+        (HEADER + "*CHI:\thi .\n%act:\truns\n", 8, "missing @End"),
+        (HEADER + "%act:\truns\n*CHI:\thi .\n@End\n", 7, "dependent tier %act before any main tier"),
+        (HEADER + "*CHI:\thi .\n*FAT:\thello .\n@End\n", 8, "speaker FAT is not declared in @Participants"),
+        (HEADER + "*CHI:\thi .\n@End\n*CHI:\tagain .\n", 9, "text after @End"),
+    ],
+)
 def test_malformed_chat_names_file_and_line(tmp_path, text, line, message):
     path = tmp_path / "bad.cha"
     path.write_text(text)

@@ -4,10 +4,10 @@ from dataclasses import replace
 import pylangacq
 import pytest
 
+from emergence.core.io import PipelineError
 from emergence.studies.grounding.childes import extract_turns, turn_counts, validate_chat
 from emergence.studies.grounding.childes_synth import SynthConfig, noun_inventory, write_sessions
 from emergence.studies.grounding.nouns import CDI_NOUNS
-from emergence.core.io import PipelineError
 
 SMALL = SynthConfig(n_files=2, turns_per_file=300, n_nouns=20, seed=3)
 
@@ -20,14 +20,17 @@ def test_cdi_nouns_are_a_clean_inventory():
     assert {"ball", "dog", "cup", "teddy_bear", "shoe", "nose"} <= set(CDI_NOUNS)
 
 
-@pytest.mark.parametrize("change, key", [
-    ({"n_files": 0}, "n_files"),
-    ({"turns_per_file": 0}, "turns_per_file"),
-    ({"n_nouns": len(CDI_NOUNS) + 1}, "n_nouns"),
-    ({"p_act": 1.5}, "p_act"),
-    ({"p_scoped": -0.1}, "p_scoped"),
-    ({"p_mention_present": 0.7, "p_mention_absent": 0.4}, "p_mention_absent"),
-])
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"n_files": 0}, "n_files"),
+        ({"turns_per_file": 0}, "turns_per_file"),
+        ({"n_nouns": len(CDI_NOUNS) + 1}, "n_nouns"),
+        ({"p_act": 1.5}, "p_act"),
+        ({"p_scoped": -0.1}, "p_scoped"),
+        ({"p_mention_present": 0.7, "p_mention_absent": 0.4}, "p_mention_absent"),
+    ],
+)
 def test_bad_config_names_the_key_and_writes_nothing(tmp_path, change, key):
     with pytest.raises(PipelineError, match=rf"^corpus_g\.{key}: "):
         replace(SMALL, **change).validate("corpus_g")
@@ -55,8 +58,7 @@ def test_sessions_are_valid_chat(tmp_path):
     for f in files:
         validate_chat(f)
         text = f.read_text()
-        assert text.startswith("@UTF8\n@Begin\n@Languages:\teng\n"
-                               "@Participants:\tCHI Target_Child, MOT Mother\n")
+        assert text.startswith("@UTF8\n@Begin\n@Languages:\teng\n@Participants:\tCHI Target_Child, MOT Mother\n")
         assert text.endswith("@End\n") and "@ID:\teng|synth|CHI|" in text and "@Date:\t" in text
         for line in text.split("\n"):
             if line.startswith(("*", "%")):

@@ -1,4 +1,5 @@
 """params.yaml validation: every bad value names its key; profiles merge cleanly."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,13 +11,13 @@ from typing import Literal
 
 import pytest
 import yaml
-
 from conftest import ROOT
+
 from emergence.core.config import BaseParams, from_dict, load_base, read_params
-from emergence.studies.grounding.tokens import model_entry
 from emergence.core.io import PipelineError
 from emergence.core.models.registry import make_config
 from emergence.core.profile import apply_profile, merge_into
+from emergence.studies.grounding.tokens import model_entry
 
 
 @dataclasses.dataclass
@@ -28,16 +29,19 @@ class Example:
     clip: float | None = None
 
 
-@pytest.mark.parametrize("values, message", [
-    ({"n": 1, "typo": 2}, "sec.typo: unknown key"),
-    ({"n": "3"}, "sec.n: must be an integer"),
-    ({"n": True}, "sec.n: must be an integer"),
-    ({"n": 1, "lr": "fast"}, "sec.lr: must be a number"),
-    ({"n": 1, "mode": "c"}, "sec.mode: must be one of a, b"),
-    ({"n": 1, "pair": [1]}, "sec.pair: must have 2 items"),
-    ({"n": 1, "pair": [1, "x"]}, "sec.pair[1]: must be an integer"),
-    ({}, "sec.n: required key missing"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"n": 1, "typo": 2}, "sec.typo: unknown key"),
+        ({"n": "3"}, "sec.n: must be an integer"),
+        ({"n": True}, "sec.n: must be an integer"),
+        ({"n": 1, "lr": "fast"}, "sec.lr: must be a number"),
+        ({"n": 1, "mode": "c"}, "sec.mode: must be one of a, b"),
+        ({"n": 1, "pair": [1]}, "sec.pair: must have 2 items"),
+        ({"n": 1, "pair": [1, "x"]}, "sec.pair[1]: must be an integer"),
+        ({}, "sec.n: required key missing"),
+    ],
+)
 def test_from_dict_names_the_bad_key(values, message):
     with pytest.raises(PipelineError, match=message.replace("[", r"\[").replace("]", r"\]")):
         from_dict(Example, values, "sec")
@@ -80,8 +84,9 @@ def test_profiles_merge_into_params_keeping_comments(tmp_path):
     default_paths = yaml.safe_load((ROOT / "params.yaml").read_text())["paths"]
     # artifacts stay where they are; only the corpora become the user's TinyStories file and CHILDES
     sources = ("assoc_source", "childes_source")
-    assert {k: v for k, v in merged["paths"].items() if k not in sources} == \
-        {k: v for k, v in default_paths.items() if k not in sources}
+    assert {k: v for k, v in merged["paths"].items() if k not in sources} == {
+        k: v for k, v in default_paths.items() if k not in sources
+    }
     assert merged["paths"]["assoc_source"].endswith("TinyStories-train.txt")
     assert merged["paths"]["childes_source"] == "data/user/childes"
     assert merged["assoc_corpus"]["vocab_size"] == 3000 and merged["assoc_train"]["batch_size"] == 2048
@@ -96,8 +101,9 @@ def test_profile_grounding_models_are_valid_configs(tmp_path, profile):
     merged = yaml.safe_load(params.read_text())
     for name in merged["grounding_runs"]["models"]:
         arch, values = model_entry(merged["grounding_models"], name)
-        make_config(arch, {**values, "d_vocab": 100, "n_ctx": merged["grounding_train"]["seq_len"]},
-                    f"grounding_models.{name}")
+        make_config(
+            arch, {**values, "d_vocab": 100, "n_ctx": merged["grounding_train"]["seq_len"]}, f"grounding_models.{name}"
+        )
     assert set(merged["grounding_saliency"]["models"]) <= set(merged["grounding_runs"]["models"])
 
 
@@ -106,19 +112,26 @@ def test_profile_with_unknown_key_is_refused():
         merge_into({"binding_model": {"n_layers": 1}}, {"binding_model": {"n_layerz": 2}})
 
 
-@pytest.mark.parametrize("section, key, value, message", [
-    ("binding_data", "max_hops", 20, "binding_data.max_hops"),
-    ("binding_data", "n_lines", "16", "binding_data.n_lines: must be an integer"),
-    ("binding_data", "colour", 1, "binding_data.colour: unknown key"),
-    ("binding_data", "split", [0.5, 0.5, 0.5], "binding_data.split"),
-])
+@pytest.mark.parametrize(
+    "section, key, value, message",
+    [
+        ("binding_data", "max_hops", 20, "binding_data.max_hops"),
+        ("binding_data", "n_lines", "16", "binding_data.n_lines: must be an integer"),
+        ("binding_data", "colour", 1, "binding_data.colour: unknown key"),
+        ("binding_data", "split", [0.5, 0.5, 0.5], "binding_data.split"),
+    ],
+)
 def test_stage_exits_with_one_line_naming_the_key(tmp_path, section, key, value, message):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params[section][key] = value
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    proc = subprocess.run([sys.executable, "-m", "stages.binding.data", "--params", str(tmp_path / "params.yaml")],
-                          cwd=tmp_path, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": str(Path(sys.executable).parent)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "stages.binding.data", "--params", str(tmp_path / "params.yaml")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": str(Path(sys.executable).parent)},
+    )
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr

@@ -1,4 +1,5 @@
 """The pipeline declaration: dvc.yaml generated from pipeline.yaml, code deps derived from imports."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT
+
 from emergence.core.declared import DeclaredParams, StageReads, reads_of_module
 from emergence.core.io import PipelineError
-from emergence.core.pipeline import import_closure, read_declaration, render, resolve_jobs, stage_module
+from emergence.core.pipeline import import_closure, read_declaration, render, resolve_jobs, rules_of, stage_module
 
 
 def declared_stages() -> dict[str, dict]:
@@ -51,8 +52,9 @@ print(json.dumps(out))
 def test_every_module_a_stage_loads_is_among_its_deps():
     stages = declared_stages()
     modules = sorted({stage_module(s["cmd"], n) for n, s in stages.items()})
-    proc = subprocess.run([sys.executable, "-c", LOADED, *modules], cwd=ROOT, capture_output=True, text=True,
-                          check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", LOADED, *modules], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     loaded = json.loads(proc.stdout)
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     for name, stage in stages.items():
@@ -68,47 +70,106 @@ def write_tree(root: Path, files: dict[str, str]) -> None:
 
 
 def test_import_closure_follows_every_import_form(tmp_path):
-    write_tree(tmp_path, {
-        "stages/__init__.py": "",
-        "stages/s.py": "from emergence.a import f\nimport emergence.b.c as c\n",
-        "src/emergence/__init__.py": "",
-        "src/emergence/a.py": "def f():\n    from emergence import lazy  # run only when f is called\n",
-        "src/emergence/lazy.py": "import numpy\n",
-        "src/emergence/b/__init__.py": "from . import sibling\n",
-        "src/emergence/b/sibling.py": "from .c import x\n",
-        "src/emergence/b/c.py": "x = 1\n",
-        "src/emergence/unused.py": "",
-    })
+    write_tree(
+        tmp_path,
+        {
+            "stages/__init__.py": "",
+            "stages/s.py": "from emergence.a import f\nimport emergence.b.c as c\n",
+            "src/emergence/__init__.py": "",
+            "src/emergence/a.py": "def f():\n    from emergence import lazy  # run only when f is called\n",
+            "src/emergence/lazy.py": "import numpy\n",
+            "src/emergence/b/__init__.py": "from . import sibling\n",
+            "src/emergence/b/sibling.py": "from .c import x\n",
+            "src/emergence/b/c.py": "x = 1\n",
+            "src/emergence/unused.py": "",
+        },
+    )
     got = {str(p) for p in import_closure("stages.s", tmp_path)}
-    assert got == {"stages/__init__.py", "stages/s.py", "src/emergence/__init__.py", "src/emergence/a.py",
-                   "src/emergence/lazy.py", "src/emergence/b/__init__.py", "src/emergence/b/sibling.py",
-                   "src/emergence/b/c.py"}
+    assert got == {
+        "stages/__init__.py",
+        "stages/s.py",
+        "src/emergence/__init__.py",
+        "src/emergence/a.py",
+        "src/emergence/lazy.py",
+        "src/emergence/b/__init__.py",
+        "src/emergence/b/sibling.py",
+        "src/emergence/b/c.py",
+    }
 
 
 def test_code_deps_written_by_hand_are_refused(tmp_path):
     (tmp_path / "pipeline.yaml").write_text(
-        "stages:\n  s:\n    cmd: python -m stages.s\n    deps:\n      - src/emergence/a.py\n")
+        "stages:\n  s:\n    cmd: python -m stages.s\n    deps:\n      - src/emergence/a.py\n"
+    )
     with pytest.raises(PipelineError, match="s.deps: src/emergence/a.py is code"):
         read_declaration(tmp_path)
 
 
 def test_matrix_and_templates_resolve_like_dvc_names_them():
-    dvc = {"stages": {"t": {"matrix": {"layers": "${runs.layers}", "seed": "${runs.seeds}"},
-                            "cmd": "python -m stages.t --layers ${item.layers} --seed ${item.seed}",
-                            "deps": ["${paths.corpus}"], "params": ["t"],
-                            "outs": ["${paths.runs}/L${item.layers}_seed${item.seed}"]},
-                      "r": {"cmd": "python -m stages.r", "deps": ["${paths.runs}", "code.py"],
-                            "outs": ["${paths.report}"]},
-                      "q": {"cmd": "python -m stages.q", "deps": ["${paths.runs}/L3_seed0/model.bin"],
-                            "outs": ["q.txt"]}}}
-    params = {"runs": {"layers": [1, 3], "seeds": [0]}, "t": {},
-              "paths": {"corpus": "data/c.txt", "runs": "data/runs", "report": "r.html"}}
+    dvc = {
+        "stages": {
+            "t": {
+                "matrix": {"layers": "${runs.layers}", "seed": "${runs.seeds}"},
+                "cmd": "python -m stages.t --layers ${item.layers} --seed ${item.seed}",
+                "deps": ["${paths.corpus}"],
+                "params": ["t"],
+                "outs": ["${paths.runs}/L${item.layers}_seed${item.seed}"],
+            },
+            "r": {"cmd": "python -m stages.r", "deps": ["${paths.runs}", "code.py"], "outs": ["${paths.report}"]},
+            "q": {"cmd": "python -m stages.q", "deps": ["${paths.runs}/L3_seed0/model.bin"], "outs": ["q.txt"]},
+        }
+    }
+    params = {
+        "runs": {"layers": [1, 3], "seeds": [0]},
+        "t": {},
+        "paths": {"corpus": "data/c.txt", "runs": "data/runs", "report": "r.html"},
+    }
     jobs = {job.name: job for job in resolve_jobs(dvc, params)}
     assert sorted(jobs) == ["q", "r", "t@1-0", "t@3-0"]
     assert jobs["t@3-0"].cmd == "python -m stages.t --layers 3 --seed 0"
-    assert jobs["t@3-0"].outs == ["data/runs/L3_seed0"] and jobs["t@3-0"].rule == "t_3_0"
+    assert jobs["t@3-0"].outs == ["data/runs/L3_seed0"]
     assert jobs["r"].inputs == ["code.py", "data/runs/L1_seed0", "data/runs/L3_seed0"]  # the files in a folder dep
     assert jobs["q"].inputs == ["data/runs/L3_seed0"]  # a file inside a folder output: that output
+
+
+def test_a_stage_is_one_snakemake_rule_with_its_matrix_axes_as_wildcards():
+    dvc = {
+        "stages": {
+            "t": {
+                "matrix": {"model": "${runs.models}", "seed": "${runs.seeds}"},
+                "cmd": "python -m stages.t --model ${item.model} --seed ${item.seed}",
+                "deps": ["${paths.corpus}"],
+                "params": ["base.threads", "models.${item.model}"],
+                "outs": ["${paths.runs}/${item.model}_seed${item.seed}"],
+            },
+            "r": {"cmd": "python -m stages.r", "deps": ["${paths.runs}"], "outs": ["${paths.report}"]},
+            "g": {
+                "matrix": {"model": "${runs.models}"},
+                "cmd": "python -m stages.g --model ${item.model}",
+                "deps": ["${paths.runs}/${item.model}_seed0"],
+                "outs": ["g/${item.model}.txt"],
+            },
+        }
+    }
+    params = {
+        "base": {"threads": 2},
+        "runs": {"models": ["small", "big"], "seeds": [0, 1]},
+        "models": {"small": {"width": 8}, "big": {"width": 64}},
+        "paths": {"corpus": "c.txt", "runs": "runs", "report": "r.html"},
+    }
+    rules = {rule.name: rule for rule in rules_of(dvc, params)}
+    t = rules["t"]
+    assert t.wildcards == ["model", "seed"] and t.log == "logs/t/{model}-{seed}.log"
+    assert t.cmd == "python -m stages.t --model {model} --seed {seed}"
+    assert t.outs == ["runs/{model}_seed{seed}"] and t.inputs == ["c.txt"]
+    assert t.targets == ["runs/small_seed0", "runs/small_seed1", "runs/big_seed0", "runs/big_seed1"]
+    functions = t.param_functions(params)
+    wildcards = {"model": "big", "seed": "1"}
+    assert functions["stage_command"](wildcards) == "python -m stages.t --model big --seed 1"
+    assert functions["models_model"](wildcards) == {"width": 64} and functions["base_threads"](wildcards) == 2
+    assert rules["r"].inputs == ["runs/small_seed0", "runs/small_seed1", "runs/big_seed0", "runs/big_seed1"]
+    assert rules["r"].wildcards == [] and rules["r"].log == "logs/r.log"
+    assert rules["g"].inputs == ["runs/{model}_seed0"]  # one instance's output: matched by wildcard
 
 
 # ---- what a stage may read --------------------------------------------------------------------
@@ -134,7 +195,8 @@ def test_using_a_path_outside_the_stage_deps_and_outs_is_refused():
 
 
 def test_declared_reads_come_from_the_stage_entry(tmp_path):
-    (tmp_path / "pipeline.yaml").write_text(textwrap.dedent("""\
+    (tmp_path / "pipeline.yaml").write_text(
+        textwrap.dedent("""\
         stages:
           s:
             cmd: python -m stages.s --seed ${item.seed}
@@ -142,7 +204,8 @@ def test_declared_reads_come_from_the_stage_entry(tmp_path):
             params: [s, "model.${item.arch}"]
             outs: ["${paths.out}"]
             meta: {untracked: [scratch]}
-        """))
+        """)
+    )
     reads = reads_of_module("stages.s", tmp_path)
     assert reads.sections == {"base", "s", "model"} and reads.paths == {"corpus", "out", "scratch"}
     assert reads_of_module("stages.s2", tmp_path) is None

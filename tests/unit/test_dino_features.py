@@ -1,4 +1,5 @@
 """DINOv2 image features: offline loading, random-init opt-in, content-keyed cache, pooling, bad images."""
+
 from __future__ import annotations
 
 import hashlib
@@ -10,10 +11,17 @@ import pytest
 import torch
 from PIL import Image
 
-from emergence.studies.grounding import dino_features as dino
-from emergence.studies.grounding.dino_features import (EncoderParams, encode_batch, encode_images, encoder_layers, image_key,
-                                          load_encoder, load_image)
 from emergence.core.io import PipelineError
+from emergence.studies.grounding import dino_features as dino
+from emergence.studies.grounding.dino_features import (
+    EncoderParams,
+    encode_batch,
+    encode_images,
+    encoder_layers,
+    image_key,
+    load_encoder,
+    load_image,
+)
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore:.*random-init DINOv2")]
 
@@ -83,9 +91,12 @@ def test_finds_weights_in_the_hf_cache(tiny_dir, empty_hf_cache):
 
 
 def test_no_weights_is_a_plain_error_unless_random_init_is_allowed(empty_hf_cache, tmp_path):
-    with pytest.raises(PipelineError, match=r"grounding_images: no local DINOv2 weights for facebook/dinov2-small "
-                                            r"\(looked in the HF cache .*hf_cache\); set grounding_images.local_dir "
-                                            r"or grounding_images.allow_random_init: true"):
+    with pytest.raises(
+        PipelineError,
+        match=r"grounding_images: no local DINOv2 weights for facebook/dinov2-small "
+        r"\(looked in the HF cache .*hf_cache\); set grounding_images.local_dir "
+        r"or grounding_images.allow_random_init: true",
+    ):
         load_encoder(EncoderParams(), "cpu", where="grounding_images")
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -155,8 +166,10 @@ def test_features_and_cache_bytes_do_not_depend_on_the_cache_history(tiny_dir, t
     for n in range(1, 6):
         one_by_one, _ = encode_images(paths[:n], p, enc, tmp_path / "one_by_one")
     assert torch.equal(one_by_one, at_once)
-    files = {d.name: sorted(f.read_bytes() for f in (tmp_path / d.name).rglob("*.safetensors"))
-             for d in (tmp_path / "at_once", tmp_path / "one_by_one")}
+    files = {
+        d.name: sorted(f.read_bytes() for f in (tmp_path / d.name).rglob("*.safetensors"))
+        for d in (tmp_path / "at_once", tmp_path / "one_by_one")
+    }
     assert files["at_once"] == files["one_by_one"]
 
 
@@ -216,8 +229,9 @@ def test_bad_images_name_the_file_unless_skipped(tiny_dir, tmp_path):
         encode_images([good[0], bad], params(tiny_dir), enc, tmp_path / "cache")
     with pytest.raises(PipelineError, match=r"missing.png"):
         encode_images([good[0], missing], params(tiny_dir), enc, tmp_path / "cache")
-    feats, info = encode_images([good[0], bad, good[1], missing], params(tiny_dir, skip_bad_images=True), enc,
-                                tmp_path / "cache")
+    feats, info = encode_images(
+        [good[0], bad, good[1], missing], params(tiny_dir, skip_bad_images=True), enc, tmp_path / "cache"
+    )
     assert feats.shape == (2, 4, 32) and info["kept"] == [0, 2]
     assert info["skipped"] == [str(bad), str(missing)]
     with pytest.raises(PipelineError, match=r"none of the 1 images could be read"):

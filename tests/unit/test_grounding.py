@@ -1,4 +1,5 @@
 """Study G's token data and grounding gain on tiny turns and a tiny model."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -8,6 +9,8 @@ import pandas as pd
 import pytest
 import torch
 
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model
 from emergence.studies.grounding.gain import gain_rows, sign_flip_test, target_surprisal, word_gains
 from emergence.studies.grounding.tokens import (
     build_vocab,
@@ -17,20 +20,20 @@ from emergence.studies.grounding.tokens import (
     token_counts,
     training_windows,
 )
-from emergence.core.io import PipelineError
-from emergence.core.models import build_model
 
-TURNS = pd.DataFrame({
-    "file": ["a.cha"] * 4 + ["b.cha"] * 2,
-    "tokens": [
-        ["<MOT>", "ball<ENV>", "look<LAN>", "the<LAN>", "ball<LAN>"],
-        ["<CHI>", "ball<LAN>"],                                    # named, but not in the environment
-        ["<MOT>", "picks<ENV>", "cup<ENV>", "a<LAN>", "cup<LAN>", "cup<LAN>"],
-        ["<CHI>", "dog<ENV>", "more<LAN>"],
-        ["<MOT>", "dog<ENV>", "dog<LAN>"],
-        ["<MOT>", "cup<LAN>", "cup<ENV>"],                         # ENV after the LAN: not a context
-    ],
-})
+TURNS = pd.DataFrame(
+    {
+        "file": ["a.cha"] * 4 + ["b.cha"] * 2,
+        "tokens": [
+            ["<MOT>", "ball<ENV>", "look<LAN>", "the<LAN>", "ball<LAN>"],
+            ["<CHI>", "ball<LAN>"],  # named, but not in the environment
+            ["<MOT>", "picks<ENV>", "cup<ENV>", "a<LAN>", "cup<LAN>", "cup<LAN>"],
+            ["<CHI>", "dog<ENV>", "more<LAN>"],
+            ["<MOT>", "dog<ENV>", "dog<LAN>"],
+            ["<MOT>", "cup<LAN>", "cup<ENV>"],  # ENV after the LAN: not a context
+        ],
+    }
+)
 
 
 def test_targets_need_both_forms_and_say_how_many_passed():
@@ -102,8 +105,9 @@ def test_sign_flip_test_separates_shift_from_noise():
 
 
 def test_zoo_models_are_causal_under_right_padding():
-    model = build_model("transformer", dict(n_layers=1, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=8,
-                                            d_vocab=7)).eval()
+    model = build_model(
+        "transformer", dict(n_layers=1, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=8, d_vocab=7)
+    ).eval()
     alone = target_surprisal(model, [[1, 2, 3]], [4])
     padded = target_surprisal(model, [[1, 2, 3], [1, 2, 3, 5, 6, 1]], [4, 4])
     assert alone[0] == pytest.approx(padded[0], abs=1e-5)

@@ -1,4 +1,5 @@
 """Study G's mechanistic analyses on tiny models: saliency shares, heads, ablation, co-occurrence."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,20 +8,19 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from tiny_models import no_hooks
 
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model
 from emergence.interp.ablation import ablation_hook
+from emergence.interp.saliency import head_saliency
 from emergence.studies.grounding.ablation import ablation_rows, control_heads
 from emergence.studies.grounding.cooc import cooccurrence_stats, r2_table, r_squared
 from emergence.studies.grounding.gain import target_surprisal
-from emergence.studies.grounding.saliency import find_heads, head_summary, saliency_rows, saliency_shares
-from emergence.interp.saliency import head_saliency
-from emergence.studies.grounding.tokens import model_entry
 from emergence.studies.grounding.inputs import checked_run, spread_checkpoints
-from emergence.core.io import PipelineError
-from emergence.core.models import build_model
 from emergence.studies.grounding.report_mech import ablation_table, heads_table
-
-from tiny_models import no_hooks
+from emergence.studies.grounding.saliency import find_heads, head_summary, saliency_rows, saliency_shares
+from emergence.studies.grounding.tokens import model_entry
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -32,16 +32,18 @@ ENV_POS = [[1, 3], [1], [0]]
 
 def tiny() -> torch.nn.Module:
     torch.manual_seed(0)
-    return build_model("transformer", dict(n_layers=L, d_model=24, n_heads=H, d_head=8, d_mlp=32, n_ctx=8,
-                                           d_vocab=V)).eval()
+    return build_model(
+        "transformer", dict(n_layers=L, d_model=24, n_heads=H, d_head=8, d_mlp=32, n_ctx=8, d_vocab=V)
+    ).eval()
 
 
 def shares_by_loops(model, context, target, env_pos) -> dict[str, np.ndarray]:
     """The definitions, edge by edge, for one unpadded context."""
     idx = torch.tensor([context])
     S = head_saliency(model, idx, torch.tensor([len(context) - 1]), torch.tensor([target]))[:, 0].abs().numpy()
-    flow = np.abs(head_saliency(model, idx, torch.tensor([len(context) - 1]),
-                                torch.tensor([target]))[:, 0].sum(1).numpy())            # (L, T, T)
+    flow = np.abs(
+        head_saliency(model, idx, torch.tensor([len(context) - 1]), torch.tensor([target]))[:, 0].sum(1).numpy()
+    )  # (L, T, T)
     p, T = len(context) - 1, len(context)
     agg, gather = np.zeros((L, H)), np.zeros((L, H))
     for layer in range(L):
@@ -76,12 +78,23 @@ def test_saliency_rows_average_contexts_and_mark_layer_rows():
 
 
 def test_heads_pass_the_threshold_by_kind():
-    sal = pd.DataFrame({"model": "t", "seed": 0, "step": 10, "layer": [0, 0, 1, 1, 1], "head": [0, 1, 0, 1, -1],
-                        "metric": ["aggregate_share", "aggregate_share", "aggregate_share", "gather_share",
-                                   "env_to_pred"], "value": [0.29, 0.30, 0.8, 0.5, 0.9]})
+    sal = pd.DataFrame(
+        {
+            "model": "t",
+            "seed": 0,
+            "step": 10,
+            "layer": [0, 0, 1, 1, 1],
+            "head": [0, 1, 0, 1, -1],
+            "metric": ["aggregate_share", "aggregate_share", "aggregate_share", "gather_share", "env_to_pred"],
+            "value": [0.29, 0.30, 0.8, 0.5, 0.9],
+        }
+    )
     heads = find_heads(sal, 0.3)
-    assert heads[["layer", "head", "kind"]].values.tolist() == [[0, 1, "aggregate"], [1, 0, "aggregate"],
-                                                                 [1, 1, "gather"]]
+    assert heads[["layer", "head", "kind"]].values.tolist() == [
+        [0, 1, "aggregate"],
+        [1, 0, "aggregate"],
+        [1, 1, "gather"],
+    ]
     summary = head_summary(heads).set_index("kind")
     assert summary.loc["aggregate", "count"] == 2 and summary.loc["aggregate", "mean_layer"] == 0.5
 
@@ -110,17 +123,21 @@ def test_ablation_zeroes_exactly_the_chosen_heads():
     none = ablation_rows(model, CONTEXTS, TARGETS, [], n_draws=3, seed=0)
     assert none["intervention"].isna().all() and none["control"].isna().all()
     every = ablation_rows(model, CONTEXTS, TARGETS, [(0, h) for h in range(H)], n_draws=3, seed=0)
-    assert every["intervention"].notna().all() and every["control"].isna().all()   # no head left to draw
+    assert every["intervention"].notna().all() and every["control"].isna().all()  # no head left to draw
     assert (every["n_control_heads"] == 0).all()
 
 
-TURNS = pd.DataFrame({"tokens": [
-    ["<MOT>", "ball<ENV>", "ball<LAN>"],
-    ["<MOT>", "ball<ENV>", "the<LAN>"],
-    ["<MOT>", "cup<LAN>", "ball<LAN>"],
-    ["<MOT>", "cup<ENV>", "cup<LAN>", "cup<LAN>"],
-    ["<MOT>", "ball<ENV>", "ball<LAN>"],      # held out
-]})
+TURNS = pd.DataFrame(
+    {
+        "tokens": [
+            ["<MOT>", "ball<ENV>", "ball<LAN>"],
+            ["<MOT>", "ball<ENV>", "the<LAN>"],
+            ["<MOT>", "cup<LAN>", "ball<LAN>"],
+            ["<MOT>", "cup<ENV>", "cup<LAN>", "cup<LAN>"],
+            ["<MOT>", "ball<ENV>", "ball<LAN>"],  # held out
+        ]
+    }
+)
 
 
 def test_cooccurrence_counts_training_turns_only():
@@ -140,8 +157,15 @@ def test_r_squared_is_one_on_a_line_and_low_on_noise():
 
 def test_r2_table_one_row_per_checkpoint():
     stats = pd.DataFrame({"word": list("abcdef"), "log_cooc": np.arange(6.0), "pmi": [0, 1, 0, 1, 0, 1.0]})
-    gains = pd.DataFrame({"model": "t", "seed": 0, "step": np.repeat([1, 2], 6), "word": list("abcdef") * 2,
-                          "gain": np.r_[np.arange(6.0) * 3, np.array([5, -1, 2, 7, 0, 3.0])]})
+    gains = pd.DataFrame(
+        {
+            "model": "t",
+            "seed": 0,
+            "step": np.repeat([1, 2], 6),
+            "word": list("abcdef") * 2,
+            "gain": np.r_[np.arange(6.0) * 3, np.array([5, -1, 2, 7, 0, 3.0])],
+        }
+    )
     table = r2_table(gains, stats, ["log_cooc"])
     assert table["step"].tolist() == [1, 2] and table.loc[0, "r2"] == pytest.approx(1.0)
     assert table.loc[1, "r2"] < 1 and (table["n_words"] == 6).all()
@@ -173,10 +197,20 @@ def test_model_entries_name_the_bad_key():
 def test_report_tables_pool_seeds_and_count_missing_heads_as_zero():
     rng = np.random.default_rng(0)
     n = 12
-    with_heads = pd.DataFrame({"model": "t", "seed": np.repeat([0, 1], n), "step": 5, "kind": "aggregate",
-                               "context": np.tile(np.arange(n), 2), "original": 2.0,
-                               "intervention": 3.0 + rng.normal(0, 0.1, 2 * n),
-                               "control": 2.0 + rng.normal(0, 0.1, 2 * n), "n_heads": 2, "n_control_heads": 2})
+    with_heads = pd.DataFrame(
+        {
+            "model": "t",
+            "seed": np.repeat([0, 1], n),
+            "step": 5,
+            "kind": "aggregate",
+            "context": np.tile(np.arange(n), 2),
+            "original": 2.0,
+            "intervention": 3.0 + rng.normal(0, 0.1, 2 * n),
+            "control": 2.0 + rng.normal(0, 0.1, 2 * n),
+            "n_heads": 2,
+            "n_control_heads": 2,
+        }
+    )
     none = with_heads.assign(kind="gather", intervention=np.nan, control=np.nan, n_heads=0, n_control_heads=0)
     table = ablation_table(pd.concat([with_heads, none])).set_index("kind")
     assert table.loc["aggregate", "p (intervention > control)"] < 0.01
@@ -186,9 +220,10 @@ def test_report_tables_pool_seeds_and_count_missing_heads_as_zero():
     assert uncontrolled["intervention"] > 2.9 and np.isnan(uncontrolled["control"])
     assert np.isnan(uncontrolled["p (intervention > control)"])
     saliency = pd.DataFrame({"model": "t", "seed": [0, 1], "step": 5})
-    heads = pd.DataFrame({"model": "t", "seed": [0, 0], "step": 5, "layer": [1, 2], "head": [0, 1],
-                          "kind": "aggregate", "share": 0.5})
+    heads = pd.DataFrame(
+        {"model": "t", "seed": [0, 0], "step": 5, "layer": [1, 2], "head": [0, 1], "kind": "aggregate", "share": 0.5}
+    )
     counts = heads_table(heads, saliency)
-    assert counts[("heads (mean over seeds)", "aggregate")].item() == 1.0   # 2 heads in seed 0, none in seed 1
+    assert counts[("heads (mean over seeds)", "aggregate")].item() == 1.0  # 2 heads in seed 0, none in seed 1
     assert counts[("heads (mean over seeds)", "gather")].item() == 0.0
     assert counts[("mean layer", "aggregate")].item() == 1.5

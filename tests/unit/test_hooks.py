@@ -1,4 +1,5 @@
 """Hook points: vocabulary, hygiene, caching, ablation, patching, attention saliency."""
+
 import pytest
 import torch
 
@@ -7,8 +8,16 @@ from emergence.core.models import Transformer, TransformerConfig
 CFG = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, d_mlp=64, n_ctx=16, d_vocab=11)
 B, T = 2, 9
 PER_LAYER = [
-    "hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out", "hook_mlp_out",
-    "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_pattern", "attn.hook_z",
+    "hook_resid_pre",
+    "hook_resid_mid",
+    "hook_resid_post",
+    "hook_attn_out",
+    "hook_mlp_out",
+    "attn.hook_q",
+    "attn.hook_k",
+    "attn.hook_v",
+    "attn.hook_pattern",
+    "attn.hook_z",
 ]
 
 
@@ -40,8 +49,13 @@ def test_every_hook_name_exists_with_its_shape(pos):
     H, dh, d = CFG["n_heads"], CFG["d_head"], CFG["d_model"]
     for name in expected:
         short = name.rsplit(".", 1)[-1]
-        shape = {"hook_q": (B, T, H, dh), "hook_k": (B, T, H, dh), "hook_v": (B, T, H, dh),
-                 "hook_z": (B, T, H, dh), "hook_pattern": (B, H, T, T)}.get(short, (B, T, d))
+        shape = {
+            "hook_q": (B, T, H, dh),
+            "hook_k": (B, T, H, dh),
+            "hook_v": (B, T, H, dh),
+            "hook_z": (B, T, H, dh),
+            "hook_pattern": (B, H, T, T),
+        }.get(short, (B, T, d))
         assert cache[name].shape == shape, name
 
 
@@ -79,7 +93,9 @@ def test_no_hook_survives_exception_in_hook_fn():
 def test_unknown_hook_name_lists_close_names_and_leaks_nothing():
     model = tiny()
     with pytest.raises(KeyError, match=r"blocks\.0\.hook_resid_post"):
-        with model.hooks([("blocks.0.hook_attn_out", lambda t, n: None), ("blocks.0.hook_resid_pst", lambda t, n: None)]):
+        with model.hooks(
+            [("blocks.0.hook_attn_out", lambda t, n: None), ("blocks.0.hook_resid_pst", lambda t, n: None)]
+        ):
             pass
     assert live_hooks(model) == 0
     with pytest.raises(KeyError, match="hook_nope"):
@@ -127,7 +143,7 @@ def test_identity_patching_changes_nothing(pos):
     clean = model(idx)[0]
     for name in model.hook_points():
         cached_logits, cache = model.run_with_cache(idx, [name])
-        with model.hooks([(name, lambda t, n: cache[n].clone())]):
+        with model.hooks([(name, lambda t, n, cache=cache: cache[n].clone())]):
             patched = model(idx)[0]
         assert torch.equal(patched, cached_logits), name
         if not name.endswith("hook_pattern"):  # listening to the pattern takes the explicit-softmax path

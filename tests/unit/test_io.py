@@ -1,4 +1,5 @@
 """Atomic writes and schema-checked Parquet reads."""
+
 from __future__ import annotations
 
 import pandas as pd

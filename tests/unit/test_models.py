@@ -1,4 +1,5 @@
 """Transformer: shapes, loss masking, causality, both position schemes, both attention paths, registry, config."""
+
 import pytest
 import torch
 
@@ -66,7 +67,7 @@ def test_conv_mixes_exactly_the_kernel_window():
 
 def test_every_bias_starts_at_zero():
     """GPT-2 init. A conv's PyTorch default bias (~0.3) dwarfs the 0.02-scale embeddings and, after
-    LayerNorm, drowns the token signal: it kept the binding lookup from forming (README)."""
+    LayerNorm, drowns the token signal: it kept the binding lookup from forming (docs/binding.md)."""
     model = tiny(conv_kernel=4)
     biases = {name: p for name, p in model.named_parameters() if name.endswith("bias") and "ln" not in name}
     assert "blocks.0.conv.conv.bias" in biases
@@ -169,8 +170,16 @@ def test_unknown_config_key_named_by_registry():
 
 def test_paper_config_parameter_count():
     cfg = TransformerConfig(
-        n_layers=12, d_model=512, n_heads=8, d_head=64, d_mlp=2048, n_ctx=512,
-        d_vocab=41, pos="rope", act="gelu", dropout=0.1,
+        n_layers=12,
+        d_model=512,
+        n_heads=8,
+        d_head=64,
+        d_mlp=2048,
+        n_ctx=512,
+        d_vocab=41,
+        pos="rope",
+        act="gelu",
+        dropout=0.1,
     )
     with torch.device("meta"):  # no memory, no init cost
         model = Transformer(cfg)

@@ -1,15 +1,16 @@
 """Mamba-2 and LSTM: the zoo contract (causality, hooks, unembed, training, checkpoints, config errors)."""
+
 import logging
 import re
 
 import pytest
 import torch
 import torch.nn.functional as F
+from tiny_models import no_hooks
 
 from emergence.core.io import PipelineError
 from emergence.core.models import build_model, model_spec
 from emergence.core.train.checkpoint import load_checkpoint, save_checkpoint
-from tiny_models import no_hooks
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -168,8 +169,11 @@ def test_mamba2_is_the_hf_model_with_hooks():
 
     model, idx = tiny("mamba2"), tokens()
     assert model.lm_head.weight is not model.embed.weight  # untied, like the Transformer's default
-    rename = [(r"^embed\.", "backbone.embeddings."), (r"^ln_final\.norm\.", "backbone.norm_f."),
-              (r"^blocks\.(\d+)\.mamba\.", r"backbone.layers.\1.")]
+    rename = [
+        (r"^embed\.", "backbone.embeddings."),
+        (r"^ln_final\.norm\.", "backbone.norm_f."),
+        (r"^blocks\.(\d+)\.mamba\.", r"backbone.layers.\1."),
+    ]
     state = {}
     for key, value in model.state_dict().items():
         for ours, theirs in rename:

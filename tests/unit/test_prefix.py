@@ -1,20 +1,20 @@
 """Environment prefixes across the zoo: P feature positions before the tokens, loss on tokens only."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
+from tiny_models import no_hooks
 
-from emergence.studies.grounding.gain import target_surprisal
-from emergence.studies.grounding.saliency import saliency_shares
-from emergence.interp.saliency import head_saliency
 from emergence.core.io import PipelineError
 from emergence.core.models import build_model
 from emergence.core.models.prefix import STD_FLOOR, set_prefix_stats
 from emergence.core.train import TrainConfig, list_checkpoints, load_checkpoint, train
 from emergence.core.train.checkpoint import save_checkpoint
-
-from tiny_models import no_hooks
+from emergence.interp.saliency import head_saliency
+from emergence.studies.grounding.gain import target_surprisal
+from emergence.studies.grounding.saliency import saliency_shares
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -43,7 +43,9 @@ def test_prefix_positions_come_first_and_only_tokens_are_scored(arch):
     targets = torch.randint(0, V, idx.shape)
     logits, loss = model(idx, targets, prefix=prefix)
     assert logits.shape == (2, P + 6, V)
-    assert loss.item() == pytest.approx(F.cross_entropy(logits[:, P:].flatten(0, 1), targets.flatten()).item(), rel=1e-6)
+    assert loss.item() == pytest.approx(
+        F.cross_entropy(logits[:, P:].flatten(0, 1), targets.flatten()).item(), rel=1e-6
+    )
     _, cache = model.run_with_cache(idx, ["blocks.0.hook_resid_pre"], prefix=prefix)
     assert cache["blocks.0.hook_resid_pre"].shape == (2, P + 6, 16)
     other = model(idx, prefix=prefix + 1.0)[0]
@@ -81,8 +83,16 @@ def test_training_loop_takes_dict_batches_and_checkpoints_the_projection(tmp_pat
     def batch_fn(step: int):
         return {"idx": idx, "prefix": prefix}, targets
 
-    cfg = TrainConfig(steps=30, batch_size=4, lr=0.03, n_log_checkpoints=0, dense_until=0, checkpoint_every=30,
-                      warmup_steps=0, schedule="constant")
+    cfg = TrainConfig(
+        steps=30,
+        batch_size=4,
+        lr=0.03,
+        n_log_checkpoints=0,
+        dense_until=0,
+        checkpoint_every=30,
+        warmup_steps=0,
+        schedule="constant",
+    )
     metrics = train(model, batch_fn, cfg, tmp_path / "run", tmp_path / "scratch", progress=False)
     assert metrics.set_index("step")["tokens"][29] == 29 * idx.numel()  # tokens, not prefix positions
     assert metrics["loss"].iloc[28] < metrics["loss"].iloc[0]
@@ -97,8 +107,8 @@ def test_prefix_is_standardised_with_the_training_features_and_checkpointed(arch
     model = tiny(arch)
     idx, _ = inputs()
     g = torch.Generator().manual_seed(4)
-    train_feats = 7.0 + 0.1 * torch.randn(20, P, D_FEAT, generator=g)      # a large shared offset, small spread
-    train_feats[..., 0] = 3.0                                              # a dimension constant over images
+    train_feats = 7.0 + 0.1 * torch.randn(20, P, D_FEAT, generator=g)  # a large shared offset, small spread
+    train_feats[..., 0] = 3.0  # a dimension constant over images
     set_prefix_stats(model, train_feats)
     flat = train_feats.reshape(-1, D_FEAT).double()
     torch.testing.assert_close(model.prefix_mean, flat.mean(0).float())
@@ -112,8 +122,9 @@ def test_prefix_is_standardised_with_the_training_features_and_checkpointed(arch
     # A per-dimension rescaling of the features, with stats from the rescaled training features: same model.
     shifted = tiny(arch)
     set_prefix_stats(shifted, 2.0 * train_feats - 5.0)
-    torch.testing.assert_close(shifted(idx, prefix=2.0 * train_feats[:2] - 5.0)[0],
-                               model(idx, prefix=train_feats[:2])[0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(
+        shifted(idx, prefix=2.0 * train_feats[:2] - 5.0)[0], model(idx, prefix=train_feats[:2])[0], rtol=1e-4, atol=1e-4
+    )
     path = save_checkpoint(model, tmp_path / "ckpt", 0, {})
     loaded = load_checkpoint(path)[0]
     torch.testing.assert_close(loaded.prefix_std, model.prefix_std)
@@ -126,12 +137,13 @@ def test_surprisal_and_saliency_read_past_the_prefix():
     prefixes = torch.randn(2, P, D_FEAT, generator=torch.Generator().manual_seed(3))
     got = target_surprisal(model, contexts, targets, batch_size=1, prefixes=prefixes)
     for b, (c, t) in enumerate(zip(contexts, targets)):
-        logits = model(torch.tensor([c]), prefix=prefixes[b: b + 1])[0]
+        logits = model(torch.tensor([c]), prefix=prefixes[b : b + 1])[0]
         assert got[b] == pytest.approx(-logits[0, -1].log_softmax(-1)[t].item(), abs=1e-5)
     shares = saliency_shares(model, contexts, targets, [[], []], prefixes)
-    for b, (c, t) in enumerate(zip(contexts, targets)):   # one unpadded context at a time, by definition
-        S = head_saliency(model, torch.tensor([c]), torch.tensor([P + len(c) - 1]), torch.tensor([t]),
-                          prefix=prefixes[b: b + 1])[:, 0]                       # (L, H, T, T)
+    for b, (c, t) in enumerate(zip(contexts, targets)):  # one unpadded context at a time, by definition
+        S = head_saliency(
+            model, torch.tensor([c]), torch.tensor([P + len(c) - 1]), torch.tensor([t]), prefix=prefixes[b : b + 1]
+        )[:, 0]  # (L, H, T, T)
         flow = S.sum(1).abs()
         expected = flow[:, P + len(c) - 1, :P].sum(-1) / flow.sum((-1, -2))
         torch.testing.assert_close(shares["env_to_pred"][b], expected, rtol=1e-4, atol=1e-6)

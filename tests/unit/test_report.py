@@ -1,4 +1,5 @@
 """Report library: tiny hand-made tables (2 seeds, 5 steps) with hand-computed expectations."""
+
 from __future__ import annotations
 
 import json
@@ -9,9 +10,9 @@ import pandas as pd
 import pytest
 
 from emergence.core.report import html as H
+from emergence.core.report.index import index_page
 from emergence.studies.binding import report as binding
 from emergence.studies.binding.report import binding_metrics, binding_page, binding_plot_table, phase_bands
-from emergence.core.report.index import index_page
 
 SEEDS, STEPS = (0, 1), (0, 1, 10, 100, 1000)  # > 2 decades: symlog step axis
 HEURS = ("last_constant", "first_constant")
@@ -20,12 +21,29 @@ EVIL = "a=1\nb=a\n#b:<script>x</script>"
 
 def _programs() -> pd.DataFrame:
     rows = []
-    for i, (split, hops, ans, last, first) in enumerate([
-            ("train", 0, 1, 1, 2), ("train", 2, 3, 4, 3), ("test", 0, 5, 5, 5), ("test", 2, 7, 1, 2)]):
-        rows.append(dict(program=f"a={ans}\n#a:", query="a", answer=ans, hops=hops, chain_lines=[0],
-                         n_lines=hops + 2, split=split, set="main", heur_last_constant=last,
-                         heur_first_constant=first, heur_most_frequent_digit=-1,
-                         heur_query_first_assignment=-1, heur_most_common_final_value=-1))
+    for split, hops, ans, last, first in [
+        ("train", 0, 1, 1, 2),
+        ("train", 2, 3, 4, 3),
+        ("test", 0, 5, 5, 5),
+        ("test", 2, 7, 1, 2),
+    ]:
+        rows.append(
+            dict(
+                program=f"a={ans}\n#a:",
+                query="a",
+                answer=ans,
+                hops=hops,
+                chain_lines=[0],
+                n_lines=hops + 2,
+                split=split,
+                set="main",
+                heur_last_constant=last,
+                heur_first_constant=first,
+                heur_most_frequent_digit=-1,
+                heur_query_first_assignment=-1,
+                heur_most_common_final_value=-1,
+            )
+        )
     rows.append({**rows[0], "set": "gen", "split": "test", "n_lines": 3, "hops": 1})
     return pd.DataFrame(rows)
 
@@ -33,8 +51,12 @@ def _programs() -> pd.DataFrame:
 def _trajectory() -> pd.DataFrame:
     rows = []
     final_acc = {0: 0.75, 1: 0.25}
-    final_agree = {(0, "last_constant"): 0.2, (1, "last_constant"): 0.4,
-                   (0, "first_constant"): 0.1, (1, "first_constant"): 0.1}
+    final_agree = {
+        (0, "last_constant"): 0.2,
+        (1, "last_constant"): 0.4,
+        (0, "first_constant"): 0.1,
+        (1, "first_constant"): 0.1,
+    }
     for s in SEEDS:
         for step in STEPS:
             last = step == STEPS[-1]
@@ -48,9 +70,14 @@ def _trajectory() -> pd.DataFrame:
 
 
 def _phases() -> pd.DataFrame:
-    rows = [(0, 1, "random", 0, 10, ""), (0, 2, "heuristic", 10, 100, "last_constant"),
-            (0, 3, "traversal", 100, -1, ""), (1, 1, "random", 0, 100, ""),
-            (1, 2, "heuristic", 100, -1, "first_constant"), (1, 3, "traversal", -1, -1, "")]
+    rows = [
+        (0, 1, "random", 0, 10, ""),
+        (0, 2, "heuristic", 10, 100, "last_constant"),
+        (0, 3, "traversal", 100, -1, ""),
+        (1, 1, "random", 0, 100, ""),
+        (1, 2, "heuristic", 100, -1, "first_constant"),
+        (1, 3, "traversal", -1, -1, ""),
+    ]
     return pd.DataFrame(rows, columns=["seed", "phase", "name", "start_step", "end_step", "detail"])
 
 
@@ -74,10 +101,15 @@ def _predictions() -> pd.DataFrame:
 
 def _patching() -> pd.DataFrame:
     classes = ["chain_root", "chain_lhs", "chain_rhs", "other", "query", "other"]
-    rows = [(s, layer, pos, cls, "patch_success", 0.1 * layer + 0.1 * pos)
-            for s in SEEDS for layer in (0, 1) for pos, cls in enumerate(classes)]
-    rows += [(s, layer, pos, cls, "base_kept", 0.5) for s in SEEDS for layer in (0, 1)
-             for pos, cls in enumerate(classes)]
+    rows = [
+        (s, layer, pos, cls, "patch_success", 0.1 * layer + 0.1 * pos)
+        for s in SEEDS
+        for layer in (0, 1)
+        for pos, cls in enumerate(classes)
+    ]
+    rows += [
+        (s, layer, pos, cls, "base_kept", 0.5) for s in SEEDS for layer in (0, 1) for pos, cls in enumerate(classes)
+    ]
     rows += [(s, -1, -1, "other", "pairs_correct", 0.9) for s in SEEDS]
     df = pd.DataFrame(rows, columns=["seed", "layer", "position", "position_class", "metric", "value"])
     return df.assign(step=1000, head=-1, n=20)
@@ -85,29 +117,50 @@ def _patching() -> pd.DataFrame:
 
 def _ablation() -> pd.DataFrame:
     rows = [(s, -1, -1, "none", hops, "accuracy", 0.5) for s in SEEDS for hops in (-1, 2)]
-    rows += [(s, layer, head, mode, hops, metric, 0.1 * (layer + head))
-             for s in SEEDS for layer in (0, 1) for head in (0, 1) for mode in ("zero", "mean")
-             for hops in (-1, 2) for metric in ("accuracy", "accuracy_drop")]
+    rows += [
+        (s, layer, head, mode, hops, metric, 0.1 * (layer + head))
+        for s in SEEDS
+        for layer in (0, 1)
+        for head in (0, 1)
+        for mode in ("zero", "mean")
+        for hops in (-1, 2)
+        for metric in ("accuracy", "accuracy_drop")
+    ]
     df = pd.DataFrame(rows, columns=["seed", "layer", "head", "mode", "hops", "metric", "value"])
     return df.assign(step=1000, n=10)
 
 
 def _routing() -> pd.DataFrame:
-    return pd.DataFrame({"layer": [1, 0], "head": [1, 1], "drop_all": [0.2, 0.1],
-                         "drop_deep": [0.2, 0.1], "rank": [1, 2]})
+    return pd.DataFrame(
+        {"layer": [1, 0], "head": [1, 1], "drop_all": [0.2, 0.1], "drop_deep": [0.2, 0.1], "rank": [1, 2]}
+    )
 
 
 def _heuristics() -> pd.DataFrame:
     return pd.DataFrame({"heuristic": list(HEURS), "match_rate": [0.12, 0.09], "n": [100, 100]})
 
 
-PROVENANCE = {"params": {"report": {"n_examples": 8}, "note": "x<y"}, "git_revision": "abc123",
-              "seeds": [0, 1], "data_hashes": {"data/binding/programs.parquet": "deadbeef"}}
+PROVENANCE = {
+    "params": {"report": {"n_examples": 8}, "note": "x<y"},
+    "git_revision": "abc123",
+    "seeds": [0, 1],
+    "data_hashes": {"data/binding/programs.parquet": "deadbeef"},
+}
 
 
 def _page(phases: pd.DataFrame | None = None) -> str:
-    return binding_page(_programs(), _heuristics(), _trajectory(), _phases() if phases is None else phases,
-                        _predictions(), _patching(), _ablation(), _routing(), PROVENANCE, n_examples=4)
+    return binding_page(
+        _programs(),
+        _heuristics(),
+        _trajectory(),
+        _phases() if phases is None else phases,
+        _predictions(),
+        _patching(),
+        _ablation(),
+        _routing(),
+        PROVENANCE,
+        n_examples=4,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +169,18 @@ def page() -> str:
 
 
 def test_page_has_sections_embedded_images_and_no_links_out(page):
-    for heading in ["Headline numbers", "Data", "Training trajectory and phases", "Accuracy by hop count",
-                    "Generalisation", "Shortcut heuristics", "Activation patching",
-                    "Head ablation and routing heads", "Example programs", "Provenance"]:
+    for heading in [
+        "Headline numbers",
+        "Data",
+        "Training trajectory and phases",
+        "Accuracy by hop count",
+        "Generalisation",
+        "Shortcut heuristics",
+        "Activation patching",
+        "Head ablation and routing heads",
+        "Example programs",
+        "Provenance",
+    ]:
         assert f"<h2>{heading}</h2>" in page
     assert page.count('src="data:image/png;base64,') == 6  # trajectory, hops x2, gen, patching, ablation
     assert "http://" not in page and "https://" not in page
@@ -150,7 +212,7 @@ def test_page_is_deterministic(page):
 
 def test_metrics_values_by_hand():
     m = binding_metrics(_trajectory(), _predictions(), _heuristics(), _phases())
-    sd = math.sqrt(2 * 0.25 ** 2)  # sample sd of (0.75, 0.25)
+    sd = math.sqrt(2 * 0.25**2)  # sample sd of (0.75, 0.25)
     assert m["accuracy"] == {"mean": 0.5, "sd": round(sd, 6), "per_seed": {"0": 0.75, "1": 0.25}}
     assert m["accuracy_by_hops"]["0"]["per_seed"] == {"0": 1.0, "1": 0.5}
     assert m["accuracy_deepest"] == {"hops": 2, "mean": 0.25, "sd": round(sd, 6), "per_seed": {"0": 0.5, "1": 0.0}}
@@ -175,13 +237,20 @@ def test_metrics_json_ready_with_sorted_keys():
         for v in d.values():
             if isinstance(v, dict):
                 check(v)
+
     check(m)
 
 
 def test_plot_table():
     t = binding_plot_table(_trajectory())
-    assert list(t.columns) == ["step", "accuracy", "accuracy_hops0", "accuracy_hops2",
-                               "accuracy_seed0", "accuracy_seed1"]
+    assert list(t.columns) == [
+        "step",
+        "accuracy",
+        "accuracy_hops0",
+        "accuracy_hops2",
+        "accuracy_seed0",
+        "accuracy_seed1",
+    ]
     assert t["step"].tolist() == list(STEPS)
     last = t.iloc[-1]
     assert last["accuracy"] == 0.5 and last["accuracy_seed0"] == 0.75 and last["accuracy_seed1"] == 0.25
@@ -196,8 +265,9 @@ def test_table_escapes_and_marks_missing():
 
 
 def test_index_links():
-    html = index_page([("Variable binding", "binding.html", "chains <of> copies"),
-                       ("Other", "sub/other page.html", "x")])
+    html = index_page(
+        [("Variable binding", "binding.html", "chains <of> copies"), ("Other", "sub/other page.html", "x")]
+    )
     assert '<a href="binding.html">Variable binding</a>' in html
     assert '<a href="sub/other page.html">Other</a>' in html
     assert "chains &lt;of&gt; copies" in html
@@ -205,7 +275,7 @@ def test_index_links():
 
 
 def test_every_patching_position_class_has_a_colour():
-    from emergence.studies.binding.patching import POSITION_CLASSES
     from emergence.core.report.plots import CLASS_COLOURS
+    from emergence.studies.binding.patching import POSITION_CLASSES
 
     assert set(CLASS_COLOURS) == set(POSITION_CLASSES)

@@ -1,18 +1,19 @@
 """Attention saliency: one backward pass equals the per-layer retain_grad loop."""
+
 from __future__ import annotations
 
 import torch
-
-from emergence.interp.saliency import head_saliency, head_saliency_per_layer, layer_flow
-from emergence.core.models import build_model
-
 from tiny_models import no_hooks
+
+from emergence.core.models import build_model
+from emergence.interp.saliency import head_saliency, head_saliency_per_layer, layer_flow
 
 
 def tiny_transformer() -> torch.nn.Module:
     torch.manual_seed(0)
-    return build_model("transformer", dict(n_layers=3, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=8,
-                                           d_vocab=11)).eval()
+    return build_model(
+        "transformer", dict(n_layers=3, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=8, d_vocab=11)
+    ).eval()
 
 
 def batch():
@@ -32,7 +33,7 @@ def test_one_backward_pass_equals_the_per_layer_loop(one_thread):
 def test_saliency_is_causal_and_stops_at_the_prediction_position(one_thread):
     model = tiny_transformer()
     idx, positions, targets = batch()
-    flow = layer_flow(head_saliency(model, idx, positions, targets))   # (L, B, T, T)
-    assert torch.all(flow.triu(1) == 0)                                # no edge from the future
-    assert torch.all(flow[:, 2, 4:] == 0)                              # rows after position 3 cannot matter
+    flow = layer_flow(head_saliency(model, idx, positions, targets))  # (L, B, T, T)
+    assert torch.all(flow.triu(1) == 0)  # no edge from the future
+    assert torch.all(flow[:, 2, 4:] == 0)  # rows after position 3 cannot matter
     assert flow[:, 2, 3].sum() > 0

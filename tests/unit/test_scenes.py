@@ -10,13 +10,27 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from emergence.studies.grounding.tokens import VocabParams, target_vocabulary
-from emergence.studies.grounding.nouns import CDI_NOUNS
-from emergence.studies.grounding.scenes import (COLOURS, COUNTS, MARK_COLOURS, MARKS, SHAPES, Scene, SceneParams, caption_of,
-                                   dialog_of, draw_scene, non_object_words, noun_identities, object_nouns,
-                                   sample_scene, write_scenes)
-from emergence.studies.grounding.visdial import extract_dialogs
 from emergence.core.io import PipelineError
+from emergence.studies.grounding.nouns import CDI_NOUNS
+from emergence.studies.grounding.scenes import (
+    COLOURS,
+    COUNTS,
+    MARK_COLOURS,
+    MARKS,
+    SHAPES,
+    Scene,
+    SceneParams,
+    caption_of,
+    dialog_of,
+    draw_scene,
+    non_object_words,
+    noun_identities,
+    object_nouns,
+    sample_scene,
+    write_scenes,
+)
+from emergence.studies.grounding.tokens import VocabParams, target_vocabulary
+from emergence.studies.grounding.visdial import extract_dialogs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -28,8 +42,11 @@ def _words(text: str) -> list[str]:
 
 
 def _digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _scenes(params: SceneParams, n: int = 100) -> list[tuple[Scene, str, list[tuple[str, str]]]]:
@@ -62,7 +79,7 @@ def test_image_alone_tells_every_pair_of_nouns_apart(colour):
         changed = (np.abs(imgs[a] - imgs[b]).sum(axis=2) > 60).sum()
         assert changed >= 20, (a, b, ids[a], ids[b], changed)
     blank = np.asarray(draw_scene(Scene([]), ids, 112), dtype=int)
-    drawn = (np.abs(imgs["bear"] - blank).sum(axis=2) > 0)
+    drawn = np.abs(imgs["bear"] - blank).sum(axis=2) > 0
     ys, xs = np.nonzero(drawn)  # small (0.2 * 112 px) and centred at the left position (0.2, 0.5)
     assert xs.min() >= 10 and xs.max() <= 34 and ys.min() >= 44 and ys.max() <= 68
 
@@ -183,21 +200,24 @@ def test_output_is_byte_identical_and_replaces_the_directory(tmp_path):
     assert a["questions"] == d["questions"] and a["answers"] == d["answers"]
 
 
-@pytest.mark.parametrize("change, key", [
-    ({"n_images": 0}, "n_images"),
-    ({"n_nouns": 17}, "n_nouns"),
-    ({"n_nouns": 3, "max_objects": 3}, "n_nouns"),
-    ({"image_size": 16}, "image_size"),
-    ({"max_objects": 6, "n_nouns": 16}, "max_objects"),
-    ({"rounds": 0}, "rounds"),
-    ({"n_options": 1}, "n_options"),
-    ({"p_present_mention": 1.2}, "p_present_mention"),
-    ({"seed": -1}, "seed"),
-    ({"nouns": ("dog", "red", "cat", "cup"), "n_nouns": 4, "max_objects": 2}, "nouns"),
-    ({"nouns": ("dog", "dog", "cat"), "n_nouns": 3, "max_objects": 2}, "nouns"),
-    ({"nouns": ("dog", "picture", "cat", "cup"), "n_nouns": 4, "max_objects": 2}, "nouns"),
-    ({"n_options": 5000}, "n_options"),  # more options than distinct answers: caught while writing
-])
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"n_images": 0}, "n_images"),
+        ({"n_nouns": 17}, "n_nouns"),
+        ({"n_nouns": 3, "max_objects": 3}, "n_nouns"),
+        ({"image_size": 16}, "image_size"),
+        ({"max_objects": 6, "n_nouns": 16}, "max_objects"),
+        ({"rounds": 0}, "rounds"),
+        ({"n_options": 1}, "n_options"),
+        ({"p_present_mention": 1.2}, "p_present_mention"),
+        ({"seed": -1}, "seed"),
+        ({"nouns": ("dog", "red", "cat", "cup"), "n_nouns": 4, "max_objects": 2}, "nouns"),
+        ({"nouns": ("dog", "dog", "cat"), "n_nouns": 3, "max_objects": 2}, "nouns"),
+        ({"nouns": ("dog", "picture", "cat", "cup"), "n_nouns": 4, "max_objects": 2}, "nouns"),
+        ({"n_options": 5000}, "n_options"),  # more options than distinct answers: caught while writing
+    ],
+)
 def test_bad_params_name_the_key_and_write_nothing(tmp_path, change, key):
     params = replace(TINY, **change)
     if key != "n_options" or change["n_options"] < 2:

@@ -4,10 +4,16 @@ import numpy as np
 import pytest
 from safetensors.numpy import save
 
-from emergence.studies.assoc.stories import StoryConfig, generate_stories, write_stories
-from emergence.studies.assoc.corpus import (CorpusConfig, build_corpus, load_corpus, read_text_documents,
-                                        save_corpus, word_tokens)
 from emergence.core.io import PipelineError, file_sha256
+from emergence.studies.assoc.corpus import (
+    CorpusConfig,
+    build_corpus,
+    load_corpus,
+    read_text_documents,
+    save_corpus,
+    word_tokens,
+)
+from emergence.studies.assoc.stories import StoryConfig, generate_stories, write_stories
 
 
 def word_corpus(docs, vocab_size=2, seq_len=1, **kw):
@@ -16,13 +22,15 @@ def word_corpus(docs, vocab_size=2, seq_len=1, **kw):
 
 # --- tokeniser ------------------------------------------------------------------------------
 
+
 def test_word_tokens_rules():
     assert word_tokens("Tom's dog, 2 cats!") == ["tom", "'", "s", "dog", ",", "2", "cats", "!"]
-    assert word_tokens("Élan  café\n\tx_y 42\"") == ["élan", "café", "x", "_", "y", "4", "2", '"']
+    assert word_tokens('Élan  café\n\tx_y 42"') == ["élan", "café", "x", "_", "y", "4", "2", '"']
     assert word_tokens(" \n ") == []
 
 
 # --- vocabulary and windows -----------------------------------------------------------------
+
 
 def test_top_k_ties_broken_by_string():
     c = word_corpus(["d b a c b a c b a e e"], vocab_size=3)
@@ -44,24 +52,30 @@ def test_windows_are_non_overlapping_within_documents_and_in_vocabulary():
     assert word_corpus(["a b a b z a b a b a"], max_sequences=3).sequences.shape == (3, 2)
 
 
-@pytest.mark.parametrize("docs, vocab_size, seq_len, message", [
-    ([], 4, 2, "src.txt: empty corpus"),
-    (["  \n "], 4, 2, "src.txt: empty corpus"),
-    (["a a a A"], 4, 2, "src.txt: vocabulary of one type"),
-    (["a b c", "b a"], 4, 3, r"src.txt: sequences shorter than T\+1=4"),
-    (["a x b y a z b w"], 2, 1, r"src.txt: sequences shorter than T\+1=2"),  # every window has an OOV
-])
+@pytest.mark.parametrize(
+    "docs, vocab_size, seq_len, message",
+    [
+        ([], 4, 2, "src.txt: empty corpus"),
+        (["  \n "], 4, 2, "src.txt: empty corpus"),
+        (["a a a A"], 4, 2, "src.txt: vocabulary of one type"),
+        (["a b c", "b a"], 4, 3, r"src.txt: sequences shorter than T\+1=4"),
+        (["a x b y a z b w"], 2, 1, r"src.txt: sequences shorter than T\+1=2"),  # every window has an OOV
+    ],
+)
 def test_bad_corpora_name_the_source(docs, vocab_size, seq_len, message):
     with pytest.raises(PipelineError, match=message):
         word_corpus(docs, vocab_size, seq_len)
 
 
-@pytest.mark.parametrize("cfg, key", [
-    (CorpusConfig(1, 4), "corpus.vocab_size"),
-    (CorpusConfig(8, 0), "corpus.seq_len"),
-    (CorpusConfig(8, 4, tokenizer="char"), "corpus.tokenizer"),
-    (CorpusConfig(8, 4, max_sequences=-1), "corpus.max_sequences"),
-])
+@pytest.mark.parametrize(
+    "cfg, key",
+    [
+        (CorpusConfig(1, 4), "corpus.vocab_size"),
+        (CorpusConfig(8, 0), "corpus.seq_len"),
+        (CorpusConfig(8, 4, tokenizer="char"), "corpus.tokenizer"),
+        (CorpusConfig(8, 4, max_sequences=-1), "corpus.max_sequences"),
+    ],
+)
 def test_config_validation_names_the_key(cfg, key):
     with pytest.raises(PipelineError, match=key):
         cfg.validate("corpus")
@@ -86,6 +100,7 @@ def test_bpe_round_trip_and_determinism():
 
 # --- reading text ---------------------------------------------------------------------------
 
+
 def test_read_text_documents_file_and_directory(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "two.txt").write_text("Third story.\n<|endoftext|>\n")
@@ -97,7 +112,7 @@ def test_read_text_documents_file_and_directory(tmp_path):
 
 def test_read_text_documents_errors(tmp_path):
     bad = tmp_path / "bad.txt"
-    bad.write_bytes("ok text ".encode() + b"\xff\xfe more")
+    bad.write_bytes(b"ok text " + b"\xff\xfe more")
     with pytest.raises(PipelineError, match=r"bad\.txt: not UTF-8 .*offset 8"):
         read_text_documents(tmp_path)
     with pytest.raises(PipelineError, match="missing.txt: text file or directory not found"):
@@ -108,6 +123,7 @@ def test_read_text_documents_errors(tmp_path):
 
 
 # --- embedded stories -----------------------------------------------------------------------
+
 
 def test_stories_are_deterministic_and_round_trip(tmp_path):
     cfg = StoryConfig(n_stories=50, seed=7)
@@ -135,6 +151,7 @@ def test_story_config_validation():
 
 # --- artifact -------------------------------------------------------------------------------
 
+
 def test_save_load_round_trip_is_deterministic(tmp_path):
     c = word_corpus(["a b a b z a b a b a", "b b a"], vocab_size=2, max_sequences=0)
     save_corpus(c, tmp_path / "c.safetensors")
@@ -143,8 +160,13 @@ def test_save_load_round_trip_is_deterministic(tmp_path):
     back = load_corpus(tmp_path / "c.safetensors")
     assert np.array_equal(back.sequences, c.sequences) and back.sequences.dtype == np.int32
     assert back.vocab == c.vocab and back.coverage == c.coverage
-    assert (back.tokenizer, back.n_documents, back.n_tokens, back.n_types, back.n_windows) == \
-        (c.tokenizer, c.n_documents, c.n_tokens, c.n_types, c.n_windows)
+    assert (back.tokenizer, back.n_documents, back.n_tokens, back.n_types, back.n_windows) == (
+        c.tokenizer,
+        c.n_documents,
+        c.n_tokens,
+        c.n_types,
+        c.n_windows,
+    )
 
 
 def test_load_corpus_errors_name_the_file(tmp_path):
@@ -153,8 +175,10 @@ def test_load_corpus_errors_name_the_file(tmp_path):
     (tmp_path / "garbage.safetensors").write_bytes(b"\x00" * 40)
     (tmp_path / "truncated.safetensors").write_bytes(good.read_bytes()[:-3])
     (tmp_path / "nometa.safetensors").write_bytes(save({"sequences": np.zeros((2, 3), np.int32)}))
-    meta = {"corpus": '{"vocab": ["a"], "tokenizer": "word", "n_documents": 1, "n_tokens": 1,'
-                      ' "n_types": 1, "coverage": 1.0, "n_windows": 1}'}
+    meta = {
+        "corpus": '{"vocab": ["a"], "tokenizer": "word", "n_documents": 1, "n_tokens": 1,'
+        ' "n_types": 1, "coverage": 1.0, "n_windows": 1}'
+    }
     (tmp_path / "badids.safetensors").write_bytes(save({"sequences": np.ones((2, 3), np.int32)}, meta))
     with pytest.raises(PipelineError, match="missing.safetensors: corpus file not found"):
         load_corpus(tmp_path / "missing.safetensors")

@@ -3,9 +3,9 @@ import string
 import numpy as np
 import pytest
 
+from emergence.core.io import PipelineError
 from emergence.studies.binding.programs import ProgramConfig, generate_table
 from emergence.studies.binding.tokenizer import CharTokenizer
-from emergence.core.io import PipelineError
 
 
 def test_vocab_is_fixed():

@@ -1,5 +1,6 @@
 """Schedules, config validation, and the training loop: learning, clipping,
 publication, and bit-exact resume after an exception or a SIGKILL."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from tiny_models import tiny
 
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError, read_parquet
 from emergence.core.train import TrainConfig, checkpoint_steps, list_checkpoints, load_checkpoint, lr_factor, train
-from tiny_models import tiny
 
 VOCAB, B, T = 8, 4, 6
 
@@ -135,8 +136,14 @@ def run(tmp_path, name="run", fail_at=None, kill_at=None, seen=None, model_kw=No
         return batches(step)
 
     metrics = train(
-        model, batch_fn, config(**overrides), tmp_path / name, tmp_path / f"{name}.scratch",
-        eval_fn=probe, data_fingerprint="next-token-v1", progress=False,
+        model,
+        batch_fn,
+        config(**overrides),
+        tmp_path / name,
+        tmp_path / f"{name}.scratch",
+        eval_fn=probe,
+        data_fingerprint="next-token-v1",
+        progress=False,
     )
     return model, metrics
 
@@ -171,8 +178,18 @@ def test_run_publishes_checkpoints_and_metrics(tmp_path):
 
 @pytest.mark.parametrize("optimizer, lr", [("adamw", 0.05), ("sgd", 0.5)])
 def test_loss_decreases(tmp_path, optimizer, lr):
-    _, metrics = run(tmp_path, steps=60, optimizer=optimizer, lr=lr, momentum=0.5 if optimizer == "sgd" else 0.0,
-                     schedule="cosine", warmup_steps=5, n_log_checkpoints=0, eval_every=0, resume_every=100)
+    _, metrics = run(
+        tmp_path,
+        steps=60,
+        optimizer=optimizer,
+        lr=lr,
+        momentum=0.5 if optimizer == "sgd" else 0.0,
+        schedule="cosine",
+        warmup_steps=5,
+        n_log_checkpoints=0,
+        eval_every=0,
+        resume_every=100,
+    )
     first, last = metrics["loss"].iloc[:5].mean(), metrics["loss"].iloc[-6:-1].mean()
     assert last < 0.5 * first, (first, last)
     assert metrics["eval_loss"].iloc[-1] < 0.5 * metrics["eval_loss"].iloc[0]
@@ -222,8 +239,9 @@ def test_evaluation_does_not_perturb_training(tmp_path):
     results = []
     for name, eval_fn in (("quiet", None), ("noisy", noisy_probe)):
         model = tiny(seed=0, dropout=0.5)
-        metrics = train(model, batches, config(), tmp_path / name, tmp_path / "scratch", eval_fn=eval_fn,
-                        progress=False)
+        metrics = train(
+            model, batches, config(), tmp_path / name, tmp_path / "scratch", eval_fn=eval_fn, progress=False
+        )
         results.append((model, metrics[["loss", "grad_norm"]].dropna()))
     (quiet, quiet_metrics), (noisy, noisy_metrics) = results
     pd.testing.assert_frame_equal(quiet_metrics, noisy_metrics)

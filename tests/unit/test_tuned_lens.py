@@ -1,15 +1,15 @@
 """Tuned lens: the logit lens at init, the model's own surprisal on top, padding-proof, a frozen model stays frozen."""
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from tiny_models import no_hooks
 
-from emergence.studies.grounding.gain import target_surprisal
-from emergence.interp.tuned_lens import (LensParams, TunedLens, layer_kl, layer_surprisal, resid_names,
-                                           train_lens)
 from emergence.core.io import PipelineError
 from emergence.core.models import build_model
-from tiny_models import no_hooks
+from emergence.interp.tuned_lens import LensParams, TunedLens, layer_kl, layer_surprisal, resid_names, train_lens
+from emergence.studies.grounding.gain import target_surprisal
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -65,16 +65,26 @@ def test_surprisal_and_kl_read_the_right_layer(arch):
     model, (contexts, targets) = tiny(arch), contexts_and_targets(n=1)
     lens, _ = train_lens(model, windows(), LensParams(steps=3, batch_size=4, lr=1e-2))
     logits, cache = model.run_with_cache(torch.tensor(contexts), resid_names(model))
-    want = [-model.readout(lens(cache[f"blocks.{l}.hook_resid_pre"][0, -1], l)).log_softmax(-1)[targets[0]]
-            for l in range(N_LAYERS)]
-    np.testing.assert_allclose(layer_surprisal(model, lens, contexts, targets)[:-1, 0],
-                               torch.stack(want).detach().numpy(), rtol=0, atol=1e-5)
+    want = [
+        -model.readout(lens(cache[f"blocks.{l}.hook_resid_pre"][0, -1], l)).log_softmax(-1)[targets[0]]
+        for l in range(N_LAYERS)
+    ]
+    np.testing.assert_allclose(
+        layer_surprisal(model, lens, contexts, targets)[:-1, 0], torch.stack(want).detach().numpy(), rtol=0, atol=1e-5
+    )
 
     w = windows(n=3)
     logits, cache = model.run_with_cache(torch.tensor(w), resid_names(model))
-    want = [F.kl_div(model.readout(lens(cache[f"blocks.{l}.hook_resid_pre"], l)).log_softmax(-1),
-                     logits.log_softmax(-1), log_target=True, reduction="batchmean").item() / w.shape[1]
-            for l in range(N_LAYERS)]
+    want = [
+        F.kl_div(
+            model.readout(lens(cache[f"blocks.{l}.hook_resid_pre"], l)).log_softmax(-1),
+            logits.log_softmax(-1),
+            log_target=True,
+            reduction="batchmean",
+        ).item()
+        / w.shape[1]
+        for l in range(N_LAYERS)
+    ]
     np.testing.assert_allclose(layer_kl(model, lens, w, batch_size=2), want, rtol=1e-4)
 
 

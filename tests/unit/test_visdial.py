@@ -3,9 +3,16 @@ import json
 
 import pytest
 
-from emergence.studies.grounding.visdial import (ANSWERER, QUESTIONER, dialog_tokens, extract_dialogs, load_visdial,
-                                    visdial_counts, words)
 from emergence.core.io import PipelineError
+from emergence.studies.grounding.visdial import (
+    ANSWERER,
+    QUESTIONER,
+    dialog_tokens,
+    extract_dialogs,
+    load_visdial,
+    visdial_counts,
+    words,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -17,12 +24,19 @@ TINY = {
         "questions": ["What colour is the DOG?", "is it's tail long", "anything else"],
         "answers": ["brown, mostly", "yes", "no"],
         "dialogs": [
-            {"image_id": 7, "caption": "A dog, on the grass.",
-             "dialog": [{"question": 0, "answer": 0, "answer_options": [2, 0, 1], "gt_index": 1},
-                        {"question": 1, "answer": 1, "answer_options": [1, 2], "gt_index": 0}]},
-            {"image_id": 9, "caption": "two cats",
-             "dialog": [{"question": 2, "answer": 2},
-                        {"question": 1, "answer_options": [0, 1, 2]}]},  # test split: question only
+            {
+                "image_id": 7,
+                "caption": "A dog, on the grass.",
+                "dialog": [
+                    {"question": 0, "answer": 0, "answer_options": [2, 0, 1], "gt_index": 1},
+                    {"question": 1, "answer": 1, "answer_options": [1, 2], "gt_index": 0},
+                ],
+            },
+            {
+                "image_id": 9,
+                "caption": "two cats",
+                "dialog": [{"question": 2, "answer": 2}, {"question": 1, "answer_options": [0, 1, 2]}],
+            },  # test split: question only
         ],
     },
 }
@@ -54,7 +68,12 @@ def val(shared_data):
 def test_real_val_file_counts(shared_data, val):
     counts = visdial_counts(shared_data / VAL, val)
     assert {k: counts[k] for k in ("dialogs", "questions", "answers", "rounds", "split")} == {
-        "dialogs": 97, "questions": 45237, "answers": 34821, "rounds": 970, "split": "val2018"}
+        "dialogs": 97,
+        "questions": 45237,
+        "answers": 34821,
+        "rounds": 970,
+        "split": "val2018",
+    }
     assert (val["n_rounds"] == 10).all() and val["dialog"].tolist() == list(range(97))
     assert counts["env_tokens"] == val["env"].map(len).sum() > 0
     assert counts["lan_tokens"] == val["lan"].map(len).sum() > counts["env_tokens"]
@@ -67,10 +86,10 @@ def test_real_val_first_dialog_starts_with_its_caption(shared_data, val):
     first, row = raw["dialogs"][0], val.iloc[0]
     caption = [w + "<ENV>" for w in words(first["caption"])]
     assert (row.image_id, row.caption) == (first["image_id"], first["caption"])
-    assert row.env == caption and row.tokens[:len(caption) + 1] == caption + [QUESTIONER]
+    assert row.env == caption and row.tokens[: len(caption) + 1] == caption + [QUESTIONER]
     q0 = [w + "<LAN>" for w in words(raw["questions"][first["dialog"][0]["question"]])]
     a0 = [w + "<LAN>" for w in words(raw["answers"][first["dialog"][0]["answer"]])]
-    assert row.tokens[len(caption) + 1:][:len(q0) + len(a0) + 1] == q0 + [ANSWERER] + a0
+    assert row.tokens[len(caption) + 1 :][: len(q0) + len(a0) + 1] == q0 + [ANSWERER] + a0
     assert row.tokens.count(QUESTIONER) == row.tokens.count(ANSWERER) == 10
     assert row.lan == [t for t in row.tokens if t.endswith("<LAN>")]
 
@@ -84,8 +103,19 @@ def test_words_split_on_non_word_characters():
 
 def test_token_order():
     tokens = dialog_tokens("The dog.", [("is it big?", "yes, very"), ("where", None)])
-    assert tokens == ["the<ENV>", "dog<ENV>", "<Q>", "is<LAN>", "it<LAN>", "big<LAN>",
-                      "<A>", "yes<LAN>", "very<LAN>", "<Q>", "where<LAN>"]
+    assert tokens == [
+        "the<ENV>",
+        "dog<ENV>",
+        "<Q>",
+        "is<LAN>",
+        "it<LAN>",
+        "big<LAN>",
+        "<A>",
+        "yes<LAN>",
+        "very<LAN>",
+        "<Q>",
+        "where<LAN>",
+    ]
 
 
 def test_tiny_file_rows(tmp_path):
@@ -97,31 +127,68 @@ def test_tiny_file_rows(tmp_path):
     dog, cats = df.to_dict("records")
     assert dog["env"] == ["a<ENV>", "dog<ENV>", "on<ENV>", "the<ENV>", "grass<ENV>"]
     assert dog["tokens"] == dog["env"] + [
-        "<Q>", "what<LAN>", "colour<LAN>", "is<LAN>", "the<LAN>", "dog<LAN>", "<A>", "brown<LAN>", "mostly<LAN>",
-        "<Q>", "is<LAN>", "it's<LAN>", "tail<LAN>", "long<LAN>", "<A>", "yes<LAN>"]
+        "<Q>",
+        "what<LAN>",
+        "colour<LAN>",
+        "is<LAN>",
+        "the<LAN>",
+        "dog<LAN>",
+        "<A>",
+        "brown<LAN>",
+        "mostly<LAN>",
+        "<Q>",
+        "is<LAN>",
+        "it's<LAN>",
+        "tail<LAN>",
+        "long<LAN>",
+        "<A>",
+        "yes<LAN>",
+    ]
     # the second round has no answer: its question closes the dialog, no <A>
-    assert cats["tokens"] == ["two<ENV>", "cats<ENV>", "<Q>", "anything<LAN>", "else<LAN>", "<A>", "no<LAN>",
-                              "<Q>", "is<LAN>", "it's<LAN>", "tail<LAN>", "long<LAN>"]
+    assert cats["tokens"] == [
+        "two<ENV>",
+        "cats<ENV>",
+        "<Q>",
+        "anything<LAN>",
+        "else<LAN>",
+        "<A>",
+        "no<LAN>",
+        "<Q>",
+        "is<LAN>",
+        "it's<LAN>",
+        "tail<LAN>",
+        "long<LAN>",
+    ]
     assert cats["lan"] == ["anything<LAN>", "else<LAN>", "no<LAN>", "is<LAN>", "it's<LAN>", "tail<LAN>", "long<LAN>"]
     counts = visdial_counts(path, df)
-    assert counts == {"dialogs": 2, "questions": 3, "answers": 3, "rounds": 4, "env_tokens": 7,
-                      "lan_tokens": 19, "split": "test2018"}
+    assert counts == {
+        "dialogs": 2,
+        "questions": 3,
+        "answers": 3,
+        "rounds": 4,
+        "env_tokens": 7,
+        "lan_tokens": 19,
+        "split": "test2018",
+    }
 
 
 WHERE = r"tiny.json: dialog 1 \(image_id 9\): round 0: "
 
 
-@pytest.mark.parametrize("obj, message", [
-    (broken(question=None), WHERE + "missing key 'question'"),
-    (broken(question=3), WHERE + r"question index 3 out of range \(3 questions\)"),
-    (broken(question="0"), WHERE + "question index must be an integer, got '0'"),
-    (broken(answer=40000), WHERE + r"answer index 40000 out of range \(3 answers\)"),
-    (broken(answer=-1), WHERE + r"answer index -1 out of range \(3 answers\)"),
-    (broken(answer=True), WHERE + "answer index must be an integer, got True"),
-    (broken(answer_options=[0, 5]), WHERE + r"answer_options\[1\] 5 out of range \(3 answers\)"),
-    (broken(answer_options=[0, 1], gt_index=2), WHERE + r"gt_index 2 outside answer_options \(2 options\)"),
-    (broken(gt_index=0), WHERE + r"gt_index 0 outside answer_options \(0 options\)"),
-])
+@pytest.mark.parametrize(
+    "obj, message",
+    [
+        (broken(question=None), WHERE + "missing key 'question'"),
+        (broken(question=3), WHERE + r"question index 3 out of range \(3 questions\)"),
+        (broken(question="0"), WHERE + "question index must be an integer, got '0'"),
+        (broken(answer=40000), WHERE + r"answer index 40000 out of range \(3 answers\)"),
+        (broken(answer=-1), WHERE + r"answer index -1 out of range \(3 answers\)"),
+        (broken(answer=True), WHERE + "answer index must be an integer, got True"),
+        (broken(answer_options=[0, 5]), WHERE + r"answer_options\[1\] 5 out of range \(3 answers\)"),
+        (broken(answer_options=[0, 1], gt_index=2), WHERE + r"gt_index 2 outside answer_options \(2 options\)"),
+        (broken(gt_index=0), WHERE + r"gt_index 0 outside answer_options \(0 options\)"),
+    ],
+)
 def test_bad_rounds_name_file_dialog_image_and_round(tmp_path, obj, message):
     path = write(tmp_path, obj)
     with pytest.raises(PipelineError, match=message):
@@ -145,12 +212,15 @@ def test_dialog_missing_image_id(tmp_path):
         extract_dialogs(write(tmp_path, obj))
 
 
-@pytest.mark.parametrize("drop, message", [
-    ("data", "missing top-level key 'data'"),
-    ("questions", "missing key 'data.questions'"),
-    ("answers", "missing key 'data.answers'"),
-    ("dialogs", "missing key 'data.dialogs'"),
-])
+@pytest.mark.parametrize(
+    "drop, message",
+    [
+        ("data", "missing top-level key 'data'"),
+        ("questions", "missing key 'data.questions'"),
+        ("answers", "missing key 'data.answers'"),
+        ("dialogs", "missing key 'data.dialogs'"),
+    ],
+)
 def test_missing_top_level_keys(tmp_path, drop, message):
     obj = copy.deepcopy(TINY)
     del (obj if drop == "data" else obj["data"])[drop]

@@ -1,4 +1,5 @@
 """Visual-dialogue grounding data and gain on tiny dialogs and a tiny prefix model."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,22 +7,40 @@ import pandas as pd
 import pytest
 import torch
 
-from emergence.studies.grounding.gain import target_surprisal
-from emergence.studies.grounding.visual_gain import image_gain_rows, image_pairs
-from emergence.studies.grounding.visual_data import dialog_sequences, image_batches, other_images, without_env
 from emergence.core.io import PipelineError
 from emergence.core.models import build_model
+from emergence.studies.grounding.gain import target_surprisal
+from emergence.studies.grounding.visual_data import dialog_sequences, image_batches, other_images, without_env
+from emergence.studies.grounding.visual_gain import image_gain_rows, image_pairs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-DIALOGS = pd.DataFrame({
-    "image_id": [10, 11, 12, 13],
-    "env": [["a<ENV>", "dog<ENV>"], ["a<ENV>", "cat<ENV>"], ["a<ENV>", "cup<ENV>"], ["a<ENV>", "dog<ENV>"]],
-    "tokens": [["a<ENV>", "dog<ENV>", "<Q>", "is<LAN>", "dog<LAN>"], ["a<ENV>", "cat<ENV>", "<Q>", "cat<LAN>"],
-               ["a<ENV>", "cup<ENV>", "<Q>", "cup<LAN>", "<A>", "yes<LAN>"], ["a<ENV>", "dog<ENV>", "<Q>", "dog<LAN>"]],
-})
-VOCAB = ["<unk>", "<Q>", "<A>", "a<ENV>", "dog<ENV>", "cat<ENV>", "cup<ENV>", "is<LAN>", "dog<LAN>", "cat<LAN>",
-         "cup<LAN>", "yes<LAN>"]
+DIALOGS = pd.DataFrame(
+    {
+        "image_id": [10, 11, 12, 13],
+        "env": [["a<ENV>", "dog<ENV>"], ["a<ENV>", "cat<ENV>"], ["a<ENV>", "cup<ENV>"], ["a<ENV>", "dog<ENV>"]],
+        "tokens": [
+            ["a<ENV>", "dog<ENV>", "<Q>", "is<LAN>", "dog<LAN>"],
+            ["a<ENV>", "cat<ENV>", "<Q>", "cat<LAN>"],
+            ["a<ENV>", "cup<ENV>", "<Q>", "cup<LAN>", "<A>", "yes<LAN>"],
+            ["a<ENV>", "dog<ENV>", "<Q>", "dog<LAN>"],
+        ],
+    }
+)
+VOCAB = [
+    "<unk>",
+    "<Q>",
+    "<A>",
+    "a<ENV>",
+    "dog<ENV>",
+    "cat<ENV>",
+    "cup<ENV>",
+    "is<LAN>",
+    "dog<LAN>",
+    "cat<LAN>",
+    "cup<LAN>",
+    "yes<LAN>",
+]
 INDEX = {t: i for i, t in enumerate(VOCAB)}
 
 
@@ -32,7 +51,7 @@ def test_image_setting_drops_the_caption():
 def test_other_images_never_show_the_target_or_the_own_image():
     eval_set = pd.DataFrame({"turn": [0, 3], "word": ["dog", "dog"]})
     picks = other_images(DIALOGS, eval_set, 2, seed=0)
-    assert all(sorted(p) == [11, 12] for p in picks)     # 10 and 13 have dog in their captions
+    assert all(sorted(p) == [11, 12] for p in picks)  # 10 and 13 have dog in their captions
     with pytest.raises(PipelineError, match="only 2 images lack 'dog'"):
         other_images(DIALOGS, eval_set, 3, seed=0)
 
@@ -46,7 +65,7 @@ def test_dialog_sequences_pad_with_minus_one_and_skip_held_out():
 
 def test_image_batches_pair_each_dialog_with_its_image_and_are_pure_in_step():
     ids, _ = dialog_sequences(DIALOGS, set(), INDEX, seq_len=4)
-    features = torch.arange(4.0)[:, None, None].expand(4, 2, 3)       # image row r has features == r
+    features = torch.arange(4.0)[:, None, None].expand(4, 2, 3)  # image row r has features == r
     batch_fn = image_batches(ids, np.array([0, 1, 2, 3]), features, batch_size=2, seed=0)
     inputs, targets = batch_fn(5)
     again, _ = batch_fn(5)
@@ -58,16 +77,29 @@ def test_image_batches_pair_each_dialog_with_its_image_and_are_pure_in_step():
 
 def test_image_gain_compares_the_own_image_with_the_others():
     torch.manual_seed(0)
-    model = build_model("transformer", dict(n_layers=1, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=12,
-                                            d_vocab=len(VOCAB), d_prefix=3, pos="learned")).eval()
+    model = build_model(
+        "transformer",
+        dict(
+            n_layers=1,
+            d_model=16,
+            n_heads=2,
+            d_head=8,
+            d_mlp=32,
+            n_ctx=12,
+            d_vocab=len(VOCAB),
+            d_prefix=3,
+            pos="learned",
+        ),
+    ).eval()
     features = torch.randn(4, 2, 3, generator=torch.Generator().manual_seed(1))
     image_row = {10: 0, 11: 1, 12: 2, 13: 3}
-    eval_set = pd.DataFrame({"word": ["dog"], "image_context": [["<Q>", "is<LAN>"]], "image_id": [10],
-                             "other_images": [[11, 12]]})
+    eval_set = pd.DataFrame(
+        {"word": ["dog"], "image_context": [["<Q>", "is<LAN>"]], "image_id": [10], "other_images": [[11, 12]]}
+    )
     pairs, rows = image_pairs(eval_set, INDEX, image_row)
     assert rows.tolist() == [0, 1, 2] and pairs.matched.tolist() == [True, False, False]
     table = image_gain_rows(model, eval_set, INDEX, features, image_row)
-    s = [target_surprisal(model, [[1, 7]], [INDEX["dog<LAN>"]], prefixes=features[r: r + 1])[0] for r in (0, 1, 2)]
+    s = [target_surprisal(model, [[1, 7]], [INDEX["dog<LAN>"]], prefixes=features[r : r + 1])[0] for r in (0, 1, 2)]
     assert table.loc[0, "s_matched"] == pytest.approx(s[0], abs=1e-5)
     assert table.loc[0, "gain"] == pytest.approx((s[1] + s[2]) / 2 - s[0], abs=1e-5)
     with pytest.raises(PipelineError, match="image_id 99"):

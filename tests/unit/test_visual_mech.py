@@ -1,46 +1,65 @@
 """Visual-dialogue attention analyses on tiny models: matched inputs of both settings, saliency with the
 image as the environment, heads and ablation per checkpoint, run selection and the report sections."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from tiny_models import no_hooks
 
-from emergence.interp.ablation import ablation_hook
-from emergence.studies.grounding.ablation import AblationParams, checkpoint_ablations
-from emergence.studies.grounding.gain import target_surprisal
-from emergence.studies.grounding.saliency import (SALIENCY_COLUMNS, VisualHeadParams, find_heads, rise_over_init,
-                                                   saliency_table)
-from emergence.interp.saliency import head_saliency
-from emergence.studies.grounding.visual_gain import matched_visual_inputs
 from emergence.core.config import from_dict
-from emergence.studies.grounding import visual_inputs
 from emergence.core.io import PipelineError
 from emergence.core.models import build_model
+from emergence.interp.ablation import ablation_hook
+from emergence.interp.saliency import head_saliency
+from emergence.studies.grounding import visual_inputs
+from emergence.studies.grounding.ablation import HeadAblationParams, checkpoint_ablations
+from emergence.studies.grounding.gain import target_surprisal
 from emergence.studies.grounding.report_visual import mechanism_sections, visual_curve, visual_metrics
-
-from tiny_models import no_hooks
+from emergence.studies.grounding.saliency import (
+    SALIENCY_COLUMNS,
+    VisualHeadParams,
+    find_heads,
+    rise_over_init,
+    saliency_table,
+)
+from emergence.studies.grounding.visual_gain import matched_visual_inputs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 VOCAB = ["<unk>", "<Q>", "<A>", "a<ENV>", "dog<ENV>", "cat<ENV>", "is<LAN>", "dog<LAN>", "cat<LAN>", "yes<LAN>"]
 INDEX = {t: i for i, t in enumerate(VOCAB)}
-EVAL = pd.DataFrame({
-    "word": ["dog", "cat"],
-    "context": [["a<ENV>", "dog<ENV>", "<Q>", "is<LAN>"], ["cat<ENV>", "<Q>", "yes<LAN>", "<A>", "is<LAN>"]],
-    "image_id": [10, 11],
-    "image_context": [["<Q>", "is<LAN>"], ["<Q>", "yes<LAN>", "<A>", "is<LAN>"]],
-})
+EVAL = pd.DataFrame(
+    {
+        "word": ["dog", "cat"],
+        "context": [["a<ENV>", "dog<ENV>", "<Q>", "is<LAN>"], ["cat<ENV>", "<Q>", "yes<LAN>", "<A>", "is<LAN>"]],
+        "image_id": [10, 11],
+        "image_context": [["<Q>", "is<LAN>"], ["<Q>", "yes<LAN>", "<A>", "is<LAN>"]],
+    }
+)
 P, D_FEAT, L, H = 3, 5, 2, 3
-FEATURES = torch.randn(4, P, D_FEAT, generator=torch.Generator().manual_seed(1))   # (images, P, d)
+FEATURES = torch.randn(4, P, D_FEAT, generator=torch.Generator().manual_seed(1))  # (images, P, d)
 IMAGE_ROW = {12: 0, 10: 1, 11: 2, 13: 3}
 
 
 def prefix_model(seed: int = 0, n_ctx: int = 12) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return build_model("transformer", dict(n_layers=L, d_model=24, n_heads=H, d_head=8, d_mlp=32, n_ctx=n_ctx,
-                                           d_vocab=len(VOCAB), d_prefix=D_FEAT, pos="learned")).eval()
+    return build_model(
+        "transformer",
+        dict(
+            n_layers=L,
+            d_model=24,
+            n_heads=H,
+            d_head=8,
+            d_mlp=32,
+            n_ctx=n_ctx,
+            d_vocab=len(VOCAB),
+            d_prefix=D_FEAT,
+            pos="learned",
+        ),
+    ).eval()
 
 
 def test_caption_setting_reads_the_caption_as_the_text_study_does():
@@ -51,8 +70,8 @@ def test_caption_setting_reads_the_caption_as_the_text_study_does():
 
 def test_image_setting_reads_the_dialogue_after_its_own_image():
     contexts, targets, env_pos, prefixes = matched_visual_inputs("image", EVAL, INDEX, FEATURES, IMAGE_ROW)
-    assert contexts == [[1, 6], [1, 9, 2, 6]] and env_pos == [[], []]   # no caption: only the image is ENV
-    assert torch.equal(prefixes, FEATURES[[1, 2]])                     # (N, P, d): images 10 and 11
+    assert contexts == [[1, 6], [1, 9, 2, 6]] and env_pos == [[], []]  # no caption: only the image is ENV
+    assert torch.equal(prefixes, FEATURES[[1, 2]])  # (N, P, d): images 10 and 11
     with pytest.raises(PipelineError, match="image_id 99"):
         matched_visual_inputs("image", EVAL.assign(image_id=[10, 99]), INDEX, FEATURES, IMAGE_ROW)
 
@@ -63,11 +82,12 @@ def test_image_saliency_counts_the_prefix_positions_as_the_environment():
     table = saliency_table([(0, model), (7, prefix_model(1))], contexts, targets, env_pos, 1, prefixes)
     assert list(table.columns) == list(SALIENCY_COLUMNS) and sorted(set(table["step"])) == [0, 7]
     assert len(table) == 2 * (2 * L * H + 2 * L) and table["value"].between(0, 1).all()
-    expected = 0.0                                                     # the definition, one unpadded context at a time
+    expected = 0.0  # the definition, one unpadded context at a time
     for b, (c, t) in enumerate(zip(contexts, targets)):
         p = P + len(c) - 1
-        S = head_saliency(model, torch.tensor([c]), torch.tensor([p]), torch.tensor([t]),
-                          prefix=prefixes[b: b + 1])[:, 0].abs()      # (L, H, P + T, P + T)
+        S = head_saliency(model, torch.tensor([c]), torch.tensor([p]), torch.tensor([t]), prefix=prefixes[b : b + 1])[
+            :, 0
+        ].abs()  # (L, H, P + T, P + T)
         expected += (S[1, 2, p, :P].sum() / S[1, 2].sum()).item() / len(contexts)
     got = table.query("step == 0 and metric == 'aggregate_share' and layer == 1 and head == 2")["value"].item()
     assert got == pytest.approx(expected, rel=1e-4)
@@ -92,12 +112,20 @@ def test_untrained_models_have_no_image_heads_above_their_step0_share():
 
 
 def test_rise_over_init_and_the_visual_head_params():
-    table = pd.DataFrame({"seed": [0, 0, 0, 1, 1], "step": [0, 5, 9, 0, 5], "layer": 0, "head": 1,
-                          "metric": "aggregate_share", "value": [0.5, 0.65, 0.9, 0.0, 0.3]})
+    table = pd.DataFrame(
+        {
+            "seed": [0, 0, 0, 1, 1],
+            "step": [0, 5, 9, 0, 5],
+            "layer": 0,
+            "head": 1,
+            "metric": "aggregate_share",
+            "value": [0.5, 0.65, 0.9, 0.0, 0.3],
+        }
+    )
     np.testing.assert_allclose(rise_over_init(table), [0.0, 0.3, 0.8, 0.0, 0.3])
     found = find_heads(table, 0.3, "init")
     assert found[["seed", "step"]].values.tolist() == [[0, 5], [0, 9], [1, 5]]
-    assert found["share"].tolist() == [0.65, 0.9, 0.3]                  # the share itself is reported
+    assert found["share"].tolist() == [0.65, 0.9, 0.3]  # the share itself is reported
     with pytest.raises(PipelineError, match="no step-0 checkpoint"):
         find_heads(table.query("step > 0"), 0.3, "init")
     p = from_dict(VisualHeadParams, {"threshold": 0.3}, "visual_heads")
@@ -111,31 +139,49 @@ def test_rise_over_init_and_the_visual_head_params():
 def test_checkpoint_ablations_zero_each_kind_with_the_image_read_first():
     models = [(0, prefix_model()), (5, prefix_model(1))]
     contexts, targets, _, prefixes = matched_visual_inputs("image", EVAL, INDEX, FEATURES, IMAGE_ROW)
-    heads = pd.DataFrame({"step": [5, 5, 0], "layer": [0, 1, 1], "head": [1, 2, 0],
-                          "kind": ["aggregate", "aggregate", "gather"], "share": 0.5})
-    out = checkpoint_ablations(models, heads, contexts, targets, AblationParams(n_draws=2, seed=3), prefixes)
+    heads = pd.DataFrame(
+        {
+            "step": [5, 5, 0],
+            "layer": [0, 1, 1],
+            "head": [1, 2, 0],
+            "kind": ["aggregate", "aggregate", "gather"],
+            "share": 0.5,
+        }
+    )
+    out = checkpoint_ablations(models, heads, contexts, targets, HeadAblationParams(n_draws=2, seed=3), prefixes)
     assert out.groupby(["step", "kind"])["n_heads"].first().to_dict() == {
-        (0, "aggregate"): 0, (0, "gather"): 1, (5, "aggregate"): 2, (5, "gather"): 0}
+        (0, "aggregate"): 0,
+        (0, "gather"): 1,
+        (5, "aggregate"): 2,
+        (5, "gather"): 0,
+    }
     model = models[1][1]
     with model.hooks([ablation_hook(0, [1], "zero", None), ablation_hook(1, [2], "zero", None)]):
         by_hand = target_surprisal(model, contexts, targets, prefixes=prefixes)
     row = out[(out["step"] == 5) & (out["kind"] == "aggregate")]
     np.testing.assert_allclose(row["intervention"], by_hand, rtol=1e-6)
-    np.testing.assert_allclose(row["original"], target_surprisal(model, contexts, targets, prefixes=prefixes),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        row["original"], target_surprisal(model, contexts, targets, prefixes=prefixes), rtol=1e-6
+    )
     assert out.loc[out["n_heads"] == 0, "intervention"].isna().all() and no_hooks(model)
 
 
 def params(run_models: list[str], attention: list[str]) -> dict:
-    return {"visual_runs": {"settings": ["caption", "image"], "models": run_models, "seeds": [0, 1]},
-            "visual_saliency": {"models": attention},
-            "grounding_models": {"transformer4": {"arch": "transformer"}, "lstm4": {"arch": "lstm"}}}
+    return {
+        "visual_runs": {"settings": ["caption", "image"], "models": run_models, "seeds": [0, 1]},
+        "visual_saliency": {"models": attention},
+        "grounding_models": {"transformer4": {"arch": "transformer"}, "lstm4": {"arch": "lstm"}},
+    }
 
 
 def test_attention_runs_are_transformers_of_the_visual_runs():
     runs = visual_inputs.runs_of(params(["transformer4", "lstm4"], ["transformer4"]))
-    assert runs.names(["transformer4"]) == ["caption_transformer4_seed0", "caption_transformer4_seed1",
-                                            "image_transformer4_seed0", "image_transformer4_seed1"]
+    assert runs.names(["transformer4"]) == [
+        "caption_transformer4_seed0",
+        "caption_transformer4_seed1",
+        "image_transformer4_seed0",
+        "image_transformer4_seed1",
+    ]
     ok = params(["transformer4", "lstm4"], ["transformer4"])
     assert visual_inputs.attention_models(ok).models == ["transformer4"]
     assert visual_inputs.checked_run("image", "transformer4", 1) == "image_transformer4_seed1"
@@ -149,24 +195,34 @@ def test_attention_runs_are_transformers_of_the_visual_runs():
 
 def run_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """gain, saliency, heads and ablation rows of a caption and an image run, two checkpoints."""
-    grid = pd.DataFrame([(s, "t4", 0, step) for s in ("caption", "image") for step in (0, 9)],
-                        columns=["setting", "model", "seed", "step"])
-    gain = grid.merge(pd.DataFrame({"word": ["dog", "cat"], "s_matched": [2.0, 2.5], "s_mismatched": [3.0, 2.6],
-                                    "gain": [1.0, 0.1]}), how="cross")
-    cells = pd.DataFrame([(layer, head, m) for layer in range(L) for head in range(H)
-                          for m in ("aggregate_share", "gather_share")] +
-                         [(layer, -1, m) for layer in range(L) for m in ("env_to_pred", "other_to_pred")],
-                         columns=["layer", "head", "metric"])
+    grid = pd.DataFrame(
+        [(s, "t4", 0, step) for s in ("caption", "image") for step in (0, 9)],
+        columns=["setting", "model", "seed", "step"],
+    )
+    gain = grid.merge(
+        pd.DataFrame({"word": ["dog", "cat"], "s_matched": [2.0, 2.5], "s_mismatched": [3.0, 2.6], "gain": [1.0, 0.1]}),
+        how="cross",
+    )
+    cells = pd.DataFrame(
+        [(layer, head, m) for layer in range(L) for head in range(H) for m in ("aggregate_share", "gather_share")]
+        + [(layer, -1, m) for layer in range(L) for m in ("env_to_pred", "other_to_pred")],
+        columns=["layer", "head", "metric"],
+    )
     saliency = grid.merge(cells, how="cross")
     saliency["value"] = np.where((saliency["setting"] == "image") & (saliency["layer"] == 0), 0.6, 0.1)
     heads = find_heads(saliency, 0.3)
     n = 4
     ablation = grid.merge(pd.DataFrame({"kind": ["aggregate", "gather"]}), how="cross").merge(
-        pd.DataFrame({"context": range(n)}), how="cross")
+        pd.DataFrame({"context": range(n)}), how="cross"
+    )
     image_agg = (ablation["setting"] == "image") & (ablation["kind"] == "aggregate")
-    ablation = ablation.assign(original=2.0, intervention=np.where(image_agg, 3.0 + 0.1 * ablation["context"], np.nan),
-                               control=np.where(image_agg, 2.0, np.nan), n_heads=np.where(image_agg, H, 0),
-                               n_control_heads=0)
+    ablation = ablation.assign(
+        original=2.0,
+        intervention=np.where(image_agg, 3.0 + 0.1 * ablation["context"], np.nan),
+        control=np.where(image_agg, 2.0, np.nan),
+        n_heads=np.where(image_agg, H, 0),
+        n_control_heads=0,
+    )
     return gain, saliency, heads, ablation
 
 

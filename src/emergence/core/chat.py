@@ -6,6 +6,7 @@ xxx). What it leaves that is not speech -- pause/linker symbols, the +...
 family of terminators, empty strings after contractions -- is filtered here,
 and compounds (graham_cracker, ice+cream) become separate words.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,10 +37,12 @@ def read_chat_file(path: str | os.PathLike) -> pylangacq.CHAT:
 
 def _is_word(token: str) -> bool:
     """A spoken word: has a letter, is not a CHAT code (+..., &-um, xxx) or a linker (‡ „)."""
-    return (any(ch.isalpha() for ch in token)
-            and not token.startswith(("+", "&"))
-            and not set(token) & {"‡", "„"}
-            and token.lower() not in UNINTELLIGIBLE)
+    return (
+        any(ch.isalpha() for ch in token)
+        and not token.startswith(("+", "&"))
+        and not set(token) & {"‡", "„"}
+        and token.lower() not in UNINTELLIGIBLE
+    )
 
 
 def word_parts(token: str, split_compounds: bool = True) -> list[str]:

@@ -1,11 +1,12 @@
 """What every stage's `main(argv=None)` shares: params loading and clean failure."""
+
 from __future__ import annotations
 
 import argparse
 import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from tqdm import tqdm
@@ -15,8 +16,13 @@ from emergence.core.declared import DeclaredParams, reads_of_module
 from emergence.core.io import PipelineError
 
 
-def stage_parser(description: str, per_seed: bool = False, per_layers: bool = False,
-                 per_model: bool = False, per_setting: bool = False) -> argparse.ArgumentParser:
+def stage_parser(
+    description: str,
+    per_seed: bool = False,
+    per_layers: bool = False,
+    per_model: bool = False,
+    per_setting: bool = False,
+) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--params", default=PARAMS_FILE, help="params file (default: %(default)s)")
     if per_seed:
@@ -31,8 +37,12 @@ def stage_parser(description: str, per_seed: bool = False, per_layers: bool = Fa
 
 
 def start_stage(
-    description: str, argv: list[str] | None, per_seed: bool = False, per_layers: bool = False,
-    per_model: bool = False, per_setting: bool = False,
+    description: str,
+    argv: list[str] | None,
+    per_seed: bool = False,
+    per_layers: bool = False,
+    per_model: bool = False,
+    per_setting: bool = False,
 ) -> tuple[argparse.Namespace, dict]:
     """Parse the CLI, read params.yaml and fix the thread count: the first lines of every stage."""
     args = stage_parser(description, per_seed, per_layers, per_model, per_setting).parse_args(argv)

@@ -6,6 +6,7 @@ one line naming the key (`binding_data.max_hops: ...`) before any work.
 Sections are dataclasses; a dataclass may define `validate(where)` for
 cross-field checks.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,12 +23,32 @@ T = TypeVar("T")
 PARAMS_FILE = "params.yaml"
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key written twice in one mapping (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first on line {seen[key]})", key_node.start_mark
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise PipelineError(f"{path}: params file not found")
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise PipelineError(f"{path}: not UTF-8 text (byte {e.start})") from e
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
@@ -51,18 +72,22 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
     if not isinstance(data, dict):
         raise PipelineError(f"{where}: must be a mapping, got {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise PipelineError(f"{where}.{unknown[0]}: unknown key (known: {', '.join(fields)})")
+    # every key's problem, one line each, so a user fixes a section in one pass
+    problems = [f"{where}.{name}: unknown key (known: {', '.join(fields)})" for name in sorted(set(data) - set(fields))]
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, f in fields.items():
         key = f"{where}.{name}"
         if name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise PipelineError(f"{key}: required key missing")
+                problems.append(f"{key}: required key missing")
             continue
-        kwargs[name] = _coerce(data[name], hints[name], key)
+        try:
+            kwargs[name] = _coerce(data[name], hints[name], key)
+        except PipelineError as e:
+            problems.append(str(e))
+    if problems:
+        raise PipelineError("\n".join(problems))
     obj = cls(**kwargs)
     if hasattr(obj, "validate"):
         obj.validate(where)

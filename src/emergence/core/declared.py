@@ -10,6 +10,7 @@ checks every stage's declaration against what its code really reads.
 Every stage reads `base.threads` (CPU threads change float reductions, so
 artifact bytes); the generator declares it for every stage (`IMPLICIT`).
 """
+
 from __future__ import annotations
 
 import re
@@ -32,15 +33,18 @@ class StageReads:
 
     stage: str
     sections: frozenset[str]  # top-level params sections (from `x` or `x.key` entries)
-    paths: frozenset[str]     # paths: keys among its deps, outs and metrics, or meta.untracked
+    paths: frozenset[str]  # paths: keys among its deps, outs and metrics, or meta.untracked
 
 
 def stage_reads(name: str, stage: dict[str, Any]) -> StageReads:
     params = [*IMPLICIT, *stage.get("params", [])]
     files = [*stage.get("deps", []), *stage.get("outs", []), *stage.get("metrics", [])]
     untracked = (stage.get("meta") or {}).get("untracked", [])
-    return StageReads(name, frozenset(str(p).split(".")[0] for p in params),
-                      frozenset(k for f in files for k in PATH_KEY.findall(str(f))) | frozenset(untracked))
+    return StageReads(
+        name,
+        frozenset(str(p).split(".")[0] for p in params),
+        frozenset(k for f in files for k in PATH_KEY.findall(str(f))) | frozenset(untracked),
+    )
 
 
 def reads_of_module(module: str, root: Path) -> StageReads | None:
@@ -49,12 +53,16 @@ def reads_of_module(module: str, root: Path) -> StageReads | None:
     if not path.is_file():
         return None
     stages = (yaml.safe_load(path.read_text()) or {}).get("stages", {})
-    found = [stage_reads(name, st) for name, st in stages.items()
-             if re.match(rf"python -m {re.escape(module)}(\s|$)", st.get("cmd", ""))]
+    found = [
+        stage_reads(name, st)
+        for name, st in stages.items()
+        if re.match(rf"python -m {re.escape(module)}(\s|$)", st.get("cmd", ""))
+    ]
     if not found:
         return None
-    return StageReads(found[0].stage, frozenset().union(*(f.sections for f in found)),
-                      frozenset().union(*(f.paths for f in found)))
+    return StageReads(
+        found[0].stage, frozenset().union(*(f.sections for f in found)), frozenset().union(*(f.paths for f in found))
+    )
 
 
 class DeclaredParams(dict):
@@ -74,8 +82,10 @@ class DeclaredParams(dict):
         if name == "paths" and isinstance(value, dict):
             return DeclaredPaths(value, self.reads)
         if name not in self.reads.sections:
-            raise PipelineError(f"{DECLARATION}: stage {self.reads.stage} reads params section '{name}' "
-                                f"but does not declare it under params:")
+            raise PipelineError(
+                f"{DECLARATION}: stage {self.reads.stage} reads params section '{name}' "
+                f"but does not declare it under params:"
+            )
         return value
 
 
@@ -84,6 +94,8 @@ class DeclaredPaths(DeclaredParams):
 
     def _checked(self, key: str, value: Any) -> Any:
         if key not in self.reads.paths:
-            raise PipelineError(f"{DECLARATION}: stage {self.reads.stage} uses paths.{key} but it is not among "
-                                f"its deps, outs or meta.untracked")
+            raise PipelineError(
+                f"{DECLARATION}: stage {self.reads.stage} uses paths.{key} but it is not among "
+                f"its deps, outs or meta.untracked"
+            )
         return value

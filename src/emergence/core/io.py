@@ -3,6 +3,7 @@
 Every artifact is written to a temporary sibling and renamed into place only
 when complete, so an interrupted stage never leaves a partial file behind.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -11,8 +12,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 import pyarrow as pa

@@ -5,10 +5,11 @@ deps, outs, metrics and the params it reads, in DVC's own syntax. Code deps
 are never written by hand: `python -m emergence pipeline` adds to every stage
 its script plus the transitive closure of the project modules it imports
 (parent packages' `__init__.py` included, since Python runs them too) and
-writes dvc.yaml. The Snakefile builds one rule per DVC stage instance from
-dvc.yaml (`snakemake_jobs`), so both engines run the same commands on the
+writes dvc.yaml. The Snakefile builds one rule per DVC stage (matrix axes as wildcards) from
+dvc.yaml (`snakemake_rules`), so both engines run the same commands on the
 same inputs by construction.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,7 @@ import itertools
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +114,9 @@ def read_declaration(root: Path) -> dict[str, Any]:
     for name, stage in decl["stages"].items():
         for dep in stage.get("deps", []):
             if str(dep).startswith(("src/", "stages/")):
-                raise PipelineError(f"{path}: stages.{name}.deps: {dep} is code; code deps are derived, "
-                                    "declare only data deps")
+                raise PipelineError(
+                    f"{path}: stages.{name}.deps: {dep} is code; code deps are derived, declare only data deps"
+                )
     return decl
 
 
@@ -133,7 +135,7 @@ def render(root: Path) -> str:
     return HEADER + body
 
 
-# ---- dvc.yaml -> concrete stage instances (what the Snakefile builds) ----------------------------
+# ---- dvc.yaml -> concrete stage instances ---------------------------------------------------------
 
 TEMPLATE = re.compile(r"\$\{([\w.\-]+)\}")
 
@@ -170,11 +172,6 @@ class Job:
     params: list[str]
     inputs: list[str] = field(default_factory=list)  # deps mapped onto other jobs' outputs
 
-    @property
-    def rule(self) -> str:
-        """A Snakemake rule name: DVC's `assoc_compare@1-0` -> `assoc_compare_1_0`."""
-        return re.sub(r"\W", "_", self.name)
-
 
 def instances(name: str, stage: dict, params: dict) -> list[tuple[str, dict]]:
     """(DVC's instance name, item) for each element of a stage's matrix or foreach."""
@@ -195,9 +192,15 @@ def resolve_jobs(dvc: dict, params: dict) -> list[Job]:
             context = {**params, "item": item}
             where = f"{GENERATED}: stages.{name}"
             outs = interpolate(stage.get("outs", []) + stage.get("metrics", []), context, where)
-            jobs.append(Job(instance, interpolate(stage["cmd"], context, where),
-                            interpolate(stage.get("deps", []), context, where), outs,
-                            interpolate(stage.get("params", []), context, where)))
+            jobs.append(
+                Job(
+                    instance,
+                    interpolate(stage["cmd"], context, where),
+                    interpolate(stage.get("deps", []), context, where),
+                    outs,
+                    interpolate(stage.get("params", []), context, where),
+                )
+            )
     produced = [out for job in jobs for out in job.outs]
     for job in jobs:
         job.inputs = sorted({p for dep in job.deps for p in producers_of(dep, produced)})
@@ -219,19 +222,78 @@ def is_directory(path: str) -> bool:
     return Path(path).suffix == ""
 
 
-def param_values(keys: list[str], params: dict) -> dict[str, Any]:
-    """The values a job reads, keyed like DVC's params list: Snakemake reruns a job when one changes."""
-    return {re.sub(r"\W", "_", key): lookup(params, key, "params") for key in keys}
-
-
-@lru_cache(maxsize=None)
+@cache
 def _dvc_yaml(root: Path) -> dict:
     return yaml.safe_load((root / GENERATED).read_text())
 
 
-def snakemake_jobs(params: dict, root: Path = Path(".")) -> list[Job]:
-    """Concrete jobs of dvc.yaml under `params`, for the Snakefile."""
-    return resolve_jobs(_dvc_yaml(root.resolve()), params)
+# ---- dvc.yaml -> Snakemake rules: one per DVC stage, its matrix axes as wildcards ----------------
+
+WILDCARD = "[A-Za-z0-9]+"  # a matrix value in a path: a model or setting name, a seed, a layer count
+
+
+@dataclass
+class Rule:
+    """One DVC stage as a Snakemake rule: `${item.seed}` becomes the wildcard `{seed}`."""
+
+    name: str
+    wildcards: list[str]
+    cmd: str  # a str.format pattern over the wildcards
+    inputs: list[str]  # patterns (one instance's output) or concrete files
+    outs: list[str]  # patterns
+    params: dict[str, str]  # rule param name -> params.yaml key, possibly a pattern
+    targets: list[str]  # the outputs of every instance of the matrix (what `rule all` asks for)
+
+    @property
+    def log(self) -> str:
+        suffix = "-".join(f"{{{w}}}" for w in self.wildcards)
+        return f"logs/{self.name}/{suffix}.log" if suffix else f"logs/{self.name}.log"
+
+    def param_functions(self, config: dict) -> dict[str, Any]:
+        """Rule params as functions of the job's wildcards: Snakemake reruns a job when one's value changes."""
+
+        def value_of(key: str) -> Any:
+            return lambda wildcards: lookup(config, key.format(**wildcards), f"rule {self.name} params")
+
+        command = self.cmd
+        return {
+            **{name: value_of(key) for name, key in self.params.items()},
+            "stage_command": lambda wildcards: command.format(**wildcards),
+        }
+
+
+def snakemake_rules(params: dict, root: Path = Path(".")) -> list[Rule]:
+    """The Snakefile's rules: dvc.yaml's stages under `params`."""
+    return rules_of(_dvc_yaml(root.resolve()), params)
+
+
+def rules_of(dvc: dict, params: dict) -> list[Rule]:
+    """One rule per stage; a matrix instance is the rule's job whose wildcards take its values."""
+    jobs = resolve_jobs(dvc, params)
+    produced = [out for job in jobs for out in job.outs]
+    rules = []
+    for name, stage in dvc["stages"].items():
+        axes = list(stage["matrix"]) if "matrix" in stage else ["item"] if "foreach" in stage else []
+        item = {axis: f"{{{axis}}}" for axis in axes} if "matrix" in stage else "{item}"
+        context, where = {**params, "item": item}, f"{GENERATED}: stages.{name}"
+        inputs = []
+        for dep in interpolate(stage.get("deps", []), context, where):
+            inputs.extend([dep] if "{" in dep else producers_of(dep, produced))
+        rules.append(
+            Rule(
+                name,
+                axes,
+                interpolate(stage["cmd"], context, where),
+                inputs,
+                interpolate(stage.get("outs", []) + stage.get("metrics", []), context, where),
+                {
+                    re.sub(r"\W", "_", key.replace("{", "").replace("}", "")): key
+                    for key in interpolate(stage.get("params", []), context, where)
+                },
+                [out for job in jobs if job.name.split("@")[0] == name for out in job.outs],
+            )
+        )
+    return rules
 
 
 def stage_command(name: str, root: Path) -> str:

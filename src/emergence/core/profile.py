@@ -5,6 +5,7 @@ embedded default. Applying it deep-merges those keys into params.yaml in
 place, keeping params.yaml's comments, so DVC and Snakemake both see one
 params file. `git checkout params.yaml` returns to the embedded default.
 """
+
 from __future__ import annotations
 
 import argparse

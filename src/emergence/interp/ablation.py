@@ -4,9 +4,10 @@ Each head's output (`blocks.{L}.attn.hook_z`, (B, T, H, d_head)) is set to
 zero or to its per-position mean over a reference set, inside a hook context,
 so the model is untouched afterwards.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -20,8 +21,9 @@ def z_name(layer: int) -> str:
 
 
 @torch.no_grad()
-def mean_head_activations(model: HookedModel, idx: torch.Tensor, lengths: torch.Tensor | None = None,
-                          batch_size: int = 256) -> dict[int, torch.Tensor]:
+def mean_head_activations(
+    model: HookedModel, idx: torch.Tensor, lengths: torch.Tensor | None = None, batch_size: int = 256
+) -> dict[int, torch.Tensor]:
     """{layer: (T, H, d_head)} mean head output per position over the programs in `idx` (N, T).
     With `lengths` (N,), position t averages only the programs that reach it (no padding)."""
     N, T = idx.shape
@@ -30,16 +32,15 @@ def mean_head_activations(model: HookedModel, idx: torch.Tensor, lengths: torch.
     names = [z_name(layer) for layer in range(model.config.n_layers)]
     sums = {layer: torch.zeros(()) for layer in range(len(names))}
     for s in range(0, N, batch_size):
-        _, cache = model.run_with_cache(idx[s: s + batch_size], names)
-        weight = covers[s: s + batch_size, :, None, None]  # (B, T, 1, 1)
+        _, cache = model.run_with_cache(idx[s : s + batch_size], names)
+        weight = covers[s : s + batch_size, :, None, None]  # (B, T, 1, 1)
         for layer, name in enumerate(names):
             sums[layer] = sums[layer] + (cache[name] * weight).sum(0)
     count = covers.sum(0).clamp(min=1)[:, None, None]  # (T, 1, 1)
     return {layer: total / count for layer, total in sums.items()}
 
 
-def ablation_hook(layer: int, head: int | Sequence[int], mode: str,
-                   mean_z: dict[int, torch.Tensor] | None):
+def ablation_hook(layer: int, head: int | Sequence[int], mode: str, mean_z: dict[int, torch.Tensor] | None):
     if mode not in MODES:
         raise ValueError(f"ablation mode must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "mean" and mean_z is None:
@@ -55,8 +56,14 @@ def ablation_hook(layer: int, head: int | Sequence[int], mode: str,
 
 
 @torch.no_grad()
-def ablate_heads(model: HookedModel, idx: torch.Tensor, layer: int, head: int | Sequence[int], mode: str,
-                 mean_z: dict[int, torch.Tensor] | None = None) -> torch.Tensor:
+def ablate_heads(
+    model: HookedModel,
+    idx: torch.Tensor,
+    layer: int,
+    head: int | Sequence[int],
+    mode: str,
+    mean_z: dict[int, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """Logits (B, T, V) with head(s) `head` of `layer` zeroed or set to their mean."""
     with model.hooks([ablation_hook(layer, head, mode, mean_z)]):
         logits, _ = model(idx)

@@ -7,6 +7,7 @@ et al., arXiv 2510.13796). Every layer and head comes from ONE backward pass:
 the patterns are kept in the graph through the hook points and differentiated
 together with torch.autograd.grad, instead of a forward-backward per layer.
 """
+
 from __future__ import annotations
 
 import torch
@@ -26,8 +27,13 @@ def target_loss(logits: torch.Tensor, positions: torch.Tensor, targets: torch.Te
     return -F.log_softmax(logits[rows, positions].float(), dim=-1)[rows, targets].sum()
 
 
-def head_saliency(model: torch.nn.Module, idx: torch.Tensor, positions: torch.Tensor,
-                  targets: torch.Tensor, **forward_kwargs: torch.Tensor) -> torch.Tensor:
+def head_saliency(
+    model: torch.nn.Module,
+    idx: torch.Tensor,
+    positions: torch.Tensor,
+    targets: torch.Tensor,
+    **forward_kwargs: torch.Tensor,
+) -> torch.Tensor:
     """S for every layer and head in one backward pass: (L, B, H, T, T), signed.
 
     `positions` index the model's full sequence: with a `prefix=` forward
@@ -44,7 +50,7 @@ def head_saliency(model: torch.nn.Module, idx: torch.Tensor, positions: torch.Te
 
     with torch.enable_grad(), model.hooks([(lambda n: n in names, keep)]):
         logits, _ = model(idx, **forward_kwargs)
-        patterns = [kept[n] for n in names]                       # each (B, H, T, T)
+        patterns = [kept[n] for n in names]  # each (B, H, T, T)
         grads = torch.autograd.grad(target_loss(logits, positions, targets), patterns)
     return torch.stack([(a * g).detach() for a, g in zip(patterns, grads)])
 
@@ -54,15 +60,16 @@ def layer_flow(saliency: torch.Tensor) -> torch.Tensor:
     return saliency.sum(dim=2).abs()
 
 
-def head_saliency_per_layer(model: torch.nn.Module, idx: torch.Tensor, positions: torch.Tensor,
-                            targets: torch.Tensor) -> torch.Tensor:
+def head_saliency_per_layer(
+    model: torch.nn.Module, idx: torch.Tensor, positions: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
     """Reference: one forward and backward per layer with retain_grad (bench/saliency.py, tests)."""
     names = _pattern_names(model)
     out = []
     for name in names:
         kept: dict[str, torch.Tensor] = {}
 
-        def keep(pattern: torch.Tensor, hook_name: str) -> None:
+        def keep(pattern: torch.Tensor, hook_name: str, kept: dict = kept) -> None:
             pattern.retain_grad()
             kept[hook_name] = pattern
 

@@ -8,10 +8,11 @@ KL(p_final || softmax(readout(T_l(h_l)))) averaged over token positions.
 Layer L is the model's own output. Only residual hooks and `readout` are used,
 so every zoo LM (transformer, mamba2, lstm) works.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -20,8 +21,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from emergence.interp.padding import right_pad
 from emergence.core.io import PipelineError
+from emergence.interp.padding import right_pad
 
 
 @dataclass
@@ -95,9 +96,10 @@ def train_lens(model: nn.Module, windows: np.ndarray, params: LensParams) -> tup
             idx = data[torch.randint(0, len(data), (params.batch_size,), generator=gen)].to(device)  # (B, T)
             with torch.no_grad():
                 logits, cache = model.run_with_cache(idx, names)
-                teacher = logits.float().log_softmax(-1)                  # (B, T, V)
-            kls = torch.stack([_kl(teacher, _log_probs(model, lens, cache[name], l)).mean()
-                               for l, name in enumerate(names)])         # (L,)
+                teacher = logits.float().log_softmax(-1)  # (B, T, V)
+            kls = torch.stack(
+                [_kl(teacher, _log_probs(model, lens, cache[name], l)).mean() for l, name in enumerate(names)]
+            )  # (L,)
             opt.zero_grad(set_to_none=True)
             kls.sum().backward()
             opt.step()
@@ -115,16 +117,21 @@ def layer_kl(model: nn.Module, lens: TunedLens | None, windows: np.ndarray, batc
     data = torch.as_tensor(np.asarray(windows), dtype=torch.long)
     total = torch.zeros(len(names), dtype=torch.float64)
     for start in range(0, len(data), batch_size):
-        logits, cache = model.run_with_cache(data[start: start + batch_size].to(device), names)
-        teacher = logits.float().log_softmax(-1)                           # (B, T, V)
+        logits, cache = model.run_with_cache(data[start : start + batch_size].to(device), names)
+        teacher = logits.float().log_softmax(-1)  # (B, T, V)
         for l, name in enumerate(names):
             total[l] += _kl(teacher, _log_probs(model, lens, cache[name], l)).sum().double().cpu()
     return (total / data.numel()).numpy()
 
 
 @torch.no_grad()
-def layer_surprisal(model: nn.Module, lens: TunedLens | None, contexts: Sequence[Sequence[int]],
-                    targets: Sequence[int], batch_size: int = 256) -> np.ndarray:
+def layer_surprisal(
+    model: nn.Module,
+    lens: TunedLens | None,
+    contexts: Sequence[Sequence[int]],
+    targets: Sequence[int],
+    batch_size: int = 256,
+) -> np.ndarray:
     """(L + 1, N): -ln p(target_n | context_n) read at each context's last real token, layer by layer.
 
     Rows l < L go through the lens at layer l, row L is the model's own output.
@@ -134,12 +141,12 @@ def layer_surprisal(model: nn.Module, lens: TunedLens | None, contexts: Sequence
     device, names = _device(model), resid_names(model)
     out = []
     for start in range(0, len(contexts), batch_size):
-        chunk = contexts[start: start + batch_size]
+        chunk = contexts[start : start + batch_size]
         idx, lengths = right_pad(chunk, device)
         logits, cache = model.run_with_cache(idx, names)
         rows, last = torch.arange(len(chunk), device=device), lengths - 1
         logps = [_log_probs(model, lens, cache[name][rows, last], l) for l, name in enumerate(names)]
-        logps.append(logits[rows, last].float().log_softmax(-1))              # L + 1 of (B, V)
-        tgt = torch.tensor(targets[start: start + batch_size], device=device)
-        out.append(-torch.stack(logps)[:, rows, tgt].cpu().numpy())          # (L + 1, B)
+        logps.append(logits[rows, last].float().log_softmax(-1))  # L + 1 of (B, V)
+        tgt = torch.tensor(targets[start : start + batch_size], device=device)
+        out.append(-torch.stack(logps)[:, rows, tgt].cpu().numpy())  # (L + 1, B)
     return np.concatenate(out, axis=1) if out else np.zeros((len(names) + 1, 0))

@@ -1,4 +1,5 @@
 """Model zoo: hooked architectures built by name (see registry)."""
+
 from emergence.core.models.hooks import HookedModel, HookPoint
 from emergence.core.models.registry import architectures, build_model, make_config, model_spec, register
 from emergence.core.models.transformer import Transformer, TransformerConfig

@@ -11,6 +11,7 @@ relative-position bias. Every weight starts at exactly zero, which is what
 makes the paper's closed forms (src/emergence/studies/assoc/theory.py) the
 leading terms of plain SGD.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

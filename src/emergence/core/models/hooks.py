@@ -6,18 +6,19 @@ attach functions to them only through `HookedModel.hooks(...)`, a context
 manager that always removes what it added, so no hook can leak into a later
 forward pass (there is deliberately no add-hook/reset-hooks API).
 """
+
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, Union
 
 import torch
 import torch.nn as nn
 
 # fn(activation, hook_name) -> replacement activation, or None to keep it.
-HookFn = Callable[[torch.Tensor, str], Union[torch.Tensor, None]]
-NameFilter = Union[str, Callable[[str], bool]]
+HookFn = Callable[[torch.Tensor, str], torch.Tensor | None]
+NameFilter = str | Callable[[str], bool]
 
 
 class HookPoint(nn.Module):

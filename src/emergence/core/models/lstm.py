@@ -11,6 +11,7 @@ that recurrent baselines use, and decoding an intermediate layer does not need
 one, since the tuned lens learns a per-layer map into the last layer's basis.
 Expect the raw logit lens (`unembed` of an early layer) to be weak here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

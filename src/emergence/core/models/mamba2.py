@@ -13,6 +13,7 @@ The chunked scan is an exact rewrite of the recurrence, so `chunk_size` only
 trades speed for memory: 64 was the fastest on the CPU here (d_model 128,
 sequence 256); mamba_ssm and HF default to 256.
 """
+
 from __future__ import annotations
 
 import logging
@@ -55,8 +56,16 @@ class Mamba2Config:
             raise PipelineError(f"{where}.{key}: {rule}, got {getattr(self, key)!r}")
 
         for key in (
-            "n_layers", "d_model", "d_vocab", "n_ctx", "d_state", "head_dim", "expand", "conv_kernel",
-            "n_groups", "chunk_size",
+            "n_layers",
+            "d_model",
+            "d_vocab",
+            "n_ctx",
+            "d_state",
+            "head_dim",
+            "expand",
+            "conv_kernel",
+            "n_groups",
+            "chunk_size",
         ):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -74,14 +83,25 @@ def hf_config(cfg: Mamba2Config) -> transformers.Mamba2Config:
     from transformers import Mamba2Config as HFMamba2Config  # lazy: see _hf_model
 
     return HFMamba2Config(
-        vocab_size=cfg.d_vocab, hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
-        state_size=cfg.d_state, head_dim=cfg.head_dim, num_heads=cfg.n_heads, expand=cfg.expand,
-        conv_kernel=cfg.conv_kernel, n_groups=cfg.n_groups, chunk_size=cfg.chunk_size,
+        vocab_size=cfg.d_vocab,
+        hidden_size=cfg.d_model,
+        num_hidden_layers=cfg.n_layers,
+        state_size=cfg.d_state,
+        head_dim=cfg.head_dim,
+        num_heads=cfg.n_heads,
+        expand=cfg.expand,
+        conv_kernel=cfg.conv_kernel,
+        n_groups=cfg.n_groups,
+        chunk_size=cfg.chunk_size,
         # The reference mamba_ssm LM init: std 0.02 (HF defaults to 0.1) and out_proj shrunk by
         # 1/sqrt(n_layers), as GPT-2 does for projections writing into the residual stream.
-        initializer_range=0.02, rescale_prenorm_residual=True,
-        use_cache=False, tie_word_embeddings=False,
-        pad_token_id=None, bos_token_id=None, eos_token_id=None,  # no special tokens in a small vocab
+        initializer_range=0.02,
+        rescale_prenorm_residual=True,
+        use_cache=False,
+        tie_word_embeddings=False,
+        pad_token_id=None,
+        bos_token_id=None,
+        eos_token_id=None,  # no special tokens in a small vocab
     )
 
 

@@ -14,6 +14,7 @@ is ~0.15 of the spread), which a projection initialised for unit-scale inputs
 mostly passes on as a constant; standardising (a BatchNorm without affine, as
 linear probes of frozen ViT features use) puts what varies at unit scale.
 """
+
 from __future__ import annotations
 
 import torch

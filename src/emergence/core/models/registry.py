@@ -5,10 +5,12 @@ and analyses build models by name and never import a concrete class:
 adding an architecture means one new module, one decorator and its import in
 `models/__init__.py`.
 """
+
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch.nn as nn
 

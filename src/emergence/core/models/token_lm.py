@@ -1,4 +1,5 @@
 """Shared shell of the recurrent zoo models: embed -> blocks -> final norm -> head."""
+
 from __future__ import annotations
 
 import torch

@@ -10,9 +10,10 @@ convolution over the last `conv_kernel` positions, added to the residual
 stream at the start of every block (a "Canon layer", Allen-Zhu 2025, Physics
 of Language Models 4.1). It hands each position its recent tokens directly,
 which a plain GPT-2 must first learn as previous-token heads; the binding
-default uses it to leave its lookup plateau within a CPU budget (README,
+default uses it to leave its lookup plateau within a CPU budget (docs/binding.md,
 bench/binding_lookup.py). 0 = plain GPT-2.
 """
+
 from __future__ import annotations
 
 import math

@@ -4,13 +4,14 @@ Every function returns an HTML fragment (a str). Text is always escaped here,
 so callers pass plain strings; figures are embedded as base64 PNG data URIs,
 so a page has no external CSS, JS, fonts or images and opens from disk.
 """
+
 from __future__ import annotations
 
 import base64
 import html
 import io
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import matplotlib as mpl
 import pandas as pd
@@ -75,13 +76,17 @@ def table(df: pd.DataFrame, caption: str | None = None, float_format: str = "{:.
     Numeric columns are right-aligned, the rest left-aligned; NaN shows as a dash.
     """
     text_cols = [not pd.api.types.is_numeric_dtype(df[c]) for c in df.columns]
-    head = "".join(f'<th class="text">{esc(c)}</th>' if t else f"<th>{esc(c)}</th>"
-                   for c, t in zip(df.columns, text_cols))
+    head = "".join(
+        f'<th class="text">{esc(c)}</th>' if t else f"<th>{esc(c)}</th>" for c, t in zip(df.columns, text_cols)
+    )
     rows = []
     for rec in df.itertuples(index=False):
         cells = [_cell(v.item() if hasattr(v, "item") else v, float_format) for v in rec]
-        rows.append("<tr>" + "".join(f'<td class="text">{c}</td>' if t else f"<td>{c}</td>"
-                                     for c, t in zip(cells, text_cols)) + "</tr>")
+        rows.append(
+            "<tr>"
+            + "".join(f'<td class="text">{c}</td>' if t else f"<td>{c}</td>" for c, t in zip(cells, text_cols))
+            + "</tr>"
+        )
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
 
@@ -99,8 +104,9 @@ def figure(fig: Figure, alt: str, dpi: int = 100) -> str:
 
 def link_list(links: Iterable[tuple[str, str, str]]) -> str:
     """<ul> of (title, href, summary) links."""
-    items = [f'<li><a href="{esc(href)}">{esc(title)}</a> &mdash; {esc(summary)}</li>'
-             for title, href, summary in links]
+    items = [
+        f'<li><a href="{esc(href)}">{esc(title)}</a> &mdash; {esc(summary)}</li>' for title, href, summary in links
+    ]
     return "<ul>\n" + "\n".join(items) + "\n</ul>"
 
 
@@ -108,29 +114,32 @@ def provenance_block(provenance: dict) -> str:
     """Git revision, seeds, input hashes and the full params, as recorded by the stage."""
     hashes = pd.DataFrame(sorted(provenance["data_hashes"].items()), columns=["file", "sha256"])
     params = yaml.safe_dump(provenance["params"], sort_keys=True, default_flow_style=False)
-    return "\n".join([
-        para(f"Git revision: {provenance['git_revision']}"),
-        para("Seeds: " + ", ".join(str(s) for s in provenance["seeds"])),
-        table(hashes, caption="Input files (sha256)"),
-        "<details><summary>params.yaml</summary>" + pre(params) + "</details>",
-    ])
+    return "\n".join(
+        [
+            para(f"Git revision: {provenance['git_revision']}"),
+            para("Seeds: " + ", ".join(str(s) for s in provenance["seeds"])),
+            table(hashes, caption="Input files (sha256)"),
+            "<details><summary>params.yaml</summary>" + pre(params) + "</details>",
+        ]
+    )
 
 
 def page(title: str, sections: list[tuple[str, str]], intro: str = "") -> str:
     """A complete HTML document: title, optional intro, a table of contents, then each
     (heading, body fragment) section with a linkable id."""
-    nav = "<nav><ul>" + "".join(f'<li><a href="#{anchor(t)}">{esc(t)}</a></li>'
-                                for t, _ in sections) + "</ul></nav>"
+    nav = "<nav><ul>" + "".join(f'<li><a href="#{anchor(t)}">{esc(t)}</a></li>' for t, _ in sections) + "</ul></nav>"
     body = [f'<section id="{anchor(t)}">\n<h2>{esc(t)}</h2>\n{b}\n</section>' for t, b in sections]
-    return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{esc(title)}</title>",
-        f"<style>{CSS}</style></head><body>",
-        f"<h1>{esc(title)}</h1>",
-        para(intro) if intro else "",
-        nav,
-        *body,
-        "</body></html>",
-        "",
-    ])
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{esc(title)}</title>",
+            f"<style>{CSS}</style></head><body>",
+            f"<h1>{esc(title)}</h1>",
+            para(intro) if intro else "",
+            nav,
+            *body,
+            "</body></html>",
+            "",
+        ]
+    )

@@ -4,10 +4,11 @@ Figures are built on `matplotlib.figure.Figure` with the Agg canvas (no pyplot,
 no global state), under a fixed style so a user's matplotlibrc cannot change
 the bytes; `html.figure` embeds them as PNG without timestamps.
 """
+
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import matplotlib as mpl
 import numpy as np
@@ -16,8 +17,13 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 PHASE_COLOURS = {"random": "#bbbbbb", "heuristic": "#f5b041", "traversal": "#58d68d"}
-CLASS_COLOURS = {"query": "#c0392b", "chain_root": "#f39c12", "chain_rhs": "#2e86c1", "chain_lhs": "#8e44ad",
-                 "other": "#d5d8dc"}
+CLASS_COLOURS = {
+    "query": "#c0392b",
+    "chain_root": "#f39c12",
+    "chain_rhs": "#2e86c1",
+    "chain_lhs": "#8e44ad",
+    "other": "#d5d8dc",
+}
 
 
 @contextlib.contextmanager
@@ -108,10 +114,8 @@ def bars(df: pd.DataFrame, xlabel: str, ylabel: str, chance: float | None = None
     return fig
 
 
-def _heatmap(ax, mat: pd.DataFrame, title: str, cmap: str, vmin: float, vmax: float,
-             annotate: bool):
-    im = ax.imshow(mat.to_numpy(dtype=float), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
-                   interpolation="nearest")
+def _heatmap(ax, mat: pd.DataFrame, title: str, cmap: str, vmin: float, vmax: float, annotate: bool):
+    im = ax.imshow(mat.to_numpy(dtype=float), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(mat.shape[1]), [str(c) for c in mat.columns])
     ax.set_yticks(range(mat.shape[0]), [str(r) for r in mat.index])
     ax.set_xlabel(str(mat.columns.name))
@@ -122,8 +126,7 @@ def _heatmap(ax, mat: pd.DataFrame, title: str, cmap: str, vmin: float, vmax: fl
             if not np.isnan(v):
                 r, g, b, _ = im.cmap(im.norm(v))
                 dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5  # perceived luminance of the cell
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                        color="white" if dark else "black")
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white" if dark else "black")
     return im
 
 
@@ -148,8 +151,9 @@ def heatmap_grid(panels: dict[tuple[str, str], pd.DataFrame]) -> Figure:
     with plot_style():
         fig, axes = new_figure(3.6 * len(cols) + 1, 3 * len(rows), len(rows), len(cols))
         for (r, c), mat in panels.items():
-            im = _heatmap(axes[rows.index(r), cols.index(c)], mat, f"{r}: {c}", "RdBu_r", -vmax, vmax,
-                          annotate=mat.size <= 64)
+            im = _heatmap(
+                axes[rows.index(r), cols.index(c)], mat, f"{r}: {c}", "RdBu_r", -vmax, vmax, annotate=mat.size <= 64
+            )
         fig.colorbar(im, ax=axes, shrink=0.6)
     return fig
 
@@ -160,20 +164,37 @@ def patching(mat: pd.DataFrame, classes: pd.Series) -> Figure:
     mat: index layer, columns position; classes: position -> position_class.
     """
     with plot_style():
-        fig, axes = new_figure(min(12.0, max(6.0, 0.16 * mat.shape[1] + 3)), 0.35 * mat.shape[0] + 2.2, 2, 1,
-                            sharex=True, gridspec_kw={"height_ratios": [1, max(mat.shape[0], 1)]})
+        fig, axes = new_figure(
+            min(12.0, max(6.0, 0.16 * mat.shape[1] + 3)),
+            0.35 * mat.shape[0] + 2.2,
+            2,
+            1,
+            sharex=True,
+            gridspec_kw={"height_ratios": [1, max(mat.shape[0], 1)]},
+        )
         strip, ax = axes[0, 0], axes[1, 0]
         names = list(CLASS_COLOURS)
         codes = np.array([[names.index(classes[p]) for p in mat.columns]])
-        strip.imshow(codes, cmap=mpl.colors.ListedColormap(list(CLASS_COLOURS.values())), vmin=0,
-                     vmax=len(names) - 1, aspect="auto", interpolation="nearest")
+        strip.imshow(
+            codes,
+            cmap=mpl.colors.ListedColormap(list(CLASS_COLOURS.values())),
+            vmin=0,
+            vmax=len(names) - 1,
+            aspect="auto",
+            interpolation="nearest",
+        )
         strip.set_yticks([])
         strip.set_title("position class")
-        strip.legend([Patch(color=c) for c in CLASS_COLOURS.values()], names, ncols=len(names),
-                     loc="lower center", bbox_to_anchor=(0.5, 1.3), frameon=False)
+        strip.legend(
+            [Patch(color=c) for c in CLASS_COLOURS.values()],
+            names,
+            ncols=len(names),
+            loc="lower center",
+            bbox_to_anchor=(0.5, 1.3),
+            frameon=False,
+        )
         im = _heatmap(ax, mat, "patch success (mean over seeds)", "viridis", 0.0, 1.0, annotate=False)
         fig.colorbar(im, ax=axes[:, 0], shrink=0.8)  # both axes shrink alike, so the strip stays aligned
         step = max(1, mat.shape[1] // 40)  # keep tick labels legible on long programs
-        ax.set_xticks(range(0, mat.shape[1], step), [str(c) for c in mat.columns[::step]],
-                      fontsize=7, rotation=90)
+        ax.set_xticks(range(0, mat.shape[1], step), [str(c) for c in mat.columns[::step]], fontsize=7, rotation=90)
     return fig

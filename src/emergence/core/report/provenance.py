@@ -1,9 +1,10 @@
 """What a report records about how it was made: git revision, params, input hashes."""
+
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from emergence.core.io import file_sha256
 
@@ -11,8 +12,9 @@ from emergence.core.io import file_sha256
 def git_revision() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True).stdout.splitlines()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+        ).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
     # DVC itself edits .gitignore files and dvc.lock while a pipeline runs: they say
@@ -33,5 +35,9 @@ def study_params(params: dict, prefixes: tuple[str, ...]) -> dict:
 
 def provenance(params: dict, seeds: list[int], inputs: Iterable[Path], prefixes: tuple[str, ...]) -> dict:
     """The dict `html.provenance_block` renders, for the study whose params start with `prefixes`."""
-    return {"params": study_params(params, prefixes), "git_revision": git_revision(), "seeds": seeds,
-            "data_hashes": {str(p): file_sha256(p) for p in inputs}}
+    return {
+        "params": study_params(params, prefixes),
+        "git_revision": git_revision(),
+        "seeds": seeds,
+        "data_hashes": {str(p): file_sha256(p) for p in inputs},
+    }

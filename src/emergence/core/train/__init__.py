@@ -1,5 +1,12 @@
 """Training: the shared loop, its checkpoints and schedules."""
-from emergence.core.train.checkpoint import find_checkpoint, list_checkpoints, load_named_checkpoint, load_checkpoint, save_checkpoint
+
+from emergence.core.train.checkpoint import (
+    find_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    load_named_checkpoint,
+    save_checkpoint,
+)
 from emergence.core.train.loop import TrainConfig, train
 from emergence.core.train.schedule import checkpoint_steps, lr_factor
 

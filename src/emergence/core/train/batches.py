@@ -1,7 +1,8 @@
 """Batch samplers over fixed-length token windows, shared by the text studies."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -21,7 +22,7 @@ def epoch_rows(n: int, batch_size: int, seed: int) -> Callable[[int], np.ndarray
         if batch_size == n:
             return np.arange(n)
         order = np.random.default_rng([seed, step // per_epoch]).permutation(n)
-        return np.sort(order[(step % per_epoch) * batch_size:][:batch_size])
+        return np.sort(order[(step % per_epoch) * batch_size :][:batch_size])
 
     return rows
 

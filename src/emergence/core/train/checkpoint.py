@@ -6,6 +6,7 @@ rebuild the model with no training code. Resume state is a torch.save of
 everything the loop needs to continue bit-exactly, tagged with a fingerprint
 of the run so a changed config never resumes from a stale run.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -6,14 +6,16 @@ every update, so dropout is a pure function of the step too. A run resumed
 from its scratch state therefore ends with the same bits as one that never
 stopped.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -128,8 +130,13 @@ def train(
         for step in range(start, cfg.steps + 1):
             if step != start and (step % cfg.resume_every == 0 or step in ckpts):
                 save_resume_state(
-                    scratch_dir / RESUME, model=model, optimizer=optimizer,
-                    step=step, tokens=tokens, rows=rows, fingerprint=fingerprint,
+                    scratch_dir / RESUME,
+                    model=model,
+                    optimizer=optimizer,
+                    step=step,
+                    tokens=tokens,
+                    rows=rows,
+                    fingerprint=fingerprint,
                 )
             row: dict[str, Any] = {"step": step, "tokens": tokens}
             evaluate = eval_fn is not None and (step in ckpts or (cfg.eval_every > 0 and step % cfg.eval_every == 0))

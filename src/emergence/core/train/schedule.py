@@ -4,6 +4,7 @@ Step convention used throughout training: "step s" is the model after s
 optimizer updates, so step 0 is the initialisation and the update made at
 loop index s (taking step s to step s+1) uses `lr_factor(s, ...)`.
 """
+
 from __future__ import annotations
 
 import math

@@ -4,17 +4,19 @@ Pure functions over (model, basis, corpus) returning tidy tables: one row per
 (step, layer, weight) for cosines and leading-order errors, per removed
 direction for the causal check, per (probe, matrix, rank) for associations.
 """
+
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
-from emergence.studies.assoc.theory import Basis, chunks, first_nonzero_step, leading_coefficient
 from emergence.core.io import PipelineError
+from emergence.studies.assoc.theory import Basis, chunks, first_nonzero_step, leading_coefficient
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -46,21 +48,37 @@ def weight_rows(model: torch.nn.Module, basis: Basis, step: int, eta: float) -> 
         coef = leading_coefficient(name, step, eta)
         predicted = coef * theory
         error = float((learned.detach().double() - predicted).norm() / predicted.norm()) if coef else float("nan")
-        rows.append({"step": step, "layer": layer, "weight": name, "cosine": cosine(learned, theory),
-                     "rel_error": error, "norm": float(learned.detach().double().norm())})
+        rows.append(
+            {
+                "step": step,
+                "layer": layer,
+                "weight": name,
+                "cosine": cosine(learned, theory),
+                "rel_error": error,
+                "norm": float(learned.detach().double().norm()),
+            }
+        )
     return rows
 
 
-def cosine_table(checkpoints: Iterable[tuple[int, torch.nn.Module]], basis: Basis, eta: float,
-                 steps_per_epoch: int, window_epochs: int) -> pd.DataFrame:
+def cosine_table(
+    checkpoints: Iterable[tuple[int, torch.nn.Module]],
+    basis: Basis,
+    eta: float,
+    steps_per_epoch: int,
+    window_epochs: int,
+) -> pd.DataFrame:
     """Rows per (step, layer, weight); `in_window` marks epoch ends inside the Table-1 window
     at which the weight is already non-zero."""
     rows = [row for step, model in checkpoints for row in weight_rows(model, basis, step, eta)]
     table = pd.DataFrame(rows)
     table["epoch"] = table["step"] / steps_per_epoch
     first = table["weight"].map(first_nonzero_step)
-    table["in_window"] = ((table["step"] % steps_per_epoch == 0) & (table["step"] >= first)
-                          & (table["step"] <= window_epochs * steps_per_epoch))
+    table["in_window"] = (
+        (table["step"] % steps_per_epoch == 0)
+        & (table["step"] >= first)
+        & (table["step"] <= window_epochs * steps_per_epoch)
+    )
     return table
 
 
@@ -70,8 +88,12 @@ def min_cosine_table(cosines: pd.DataFrame) -> pd.DataFrame:
     keys = ["n_layers", "seed", "layer", "weight"]
     at_min = window.loc[window.groupby(keys)["cosine"].idxmin(), keys + ["cosine", "step"]]
     counts = window.groupby(keys).size().rename("n_checkpoints").reset_index()
-    return (at_min.rename(columns={"cosine": "min_cosine", "step": "step_of_min"})
-            .merge(counts, on=keys).sort_values(keys).reset_index(drop=True))
+    return (
+        at_min.rename(columns={"cosine": "min_cosine", "step": "step_of_min"})
+        .merge(counts, on=keys)
+        .sort_values(keys)
+        .reset_index(drop=True)
+    )
 
 
 def departures(cosines: pd.DataFrame, bars: dict[str, float]) -> pd.DataFrame:
@@ -81,10 +103,18 @@ def departures(cosines: pd.DataFrame, bars: dict[str, float]) -> pd.DataFrame:
     for (n_layers, seed, layer, weight), g in cosines.groupby(["n_layers", "seed", "layer", "weight"]):
         below = g[g["cosine"] < bars[weight]].sort_values("step")
         first = below.iloc[0] if len(below) else None
-        rows.append({"n_layers": n_layers, "seed": seed, "layer": layer, "weight": weight, "bar": bars[weight],
-                     "first_step_below": float("nan") if first is None else int(first["step"]),
-                     "epoch": float("nan") if first is None else float(first["epoch"]),
-                     "corpus_loss": float("nan") if first is None else float(first["corpus_loss"])})
+        rows.append(
+            {
+                "n_layers": n_layers,
+                "seed": seed,
+                "layer": layer,
+                "weight": weight,
+                "bar": bars[weight],
+                "first_step_below": float("nan") if first is None else int(first["step"]),
+                "epoch": float("nan") if first is None else float(first["epoch"]),
+                "corpus_loss": float("nan") if first is None else float(first["corpus_loss"]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -96,9 +126,14 @@ def order_slopes(order: pd.DataFrame) -> pd.DataFrame:
     for (layer, weight), group in order.groupby(["layer", "weight"]):
         at_last = group[group["step"] == last]
         smallest = group[(group["eta"] == group["eta"].min()) & (group["step"] >= first_nonzero_step(weight) + 1)]
-        rows.append({"layer": layer, "weight": weight,
-                     "slope_vs_eta": _slope(at_last["eta"], at_last["rel_error"]),
-                     "slope_vs_steps": _slope(smallest["step"], smallest["rel_error"])})
+        rows.append(
+            {
+                "layer": layer,
+                "weight": weight,
+                "slope_vs_eta": _slope(at_last["eta"], at_last["rel_error"]),
+                "slope_vs_steps": _slope(smallest["step"], smallest["rel_error"]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -128,15 +163,22 @@ def causal_table(model: torch.nn.Module, basis: Basis, sequences: np.ndarray) ->
         original = learned.detach().clone()
         learned.copy_(remove_direction(original, basis.direction(name)))
         try:
-            rows.append({"layer": layer, "weight": name, "loss": corpus_loss(model, sequences),
-                         "cosine": cosine(original, basis.direction(name))})
+            rows.append(
+                {
+                    "layer": layer,
+                    "weight": name,
+                    "loss": corpus_loss(model, sequences),
+                    "cosine": cosine(original, basis.direction(name)),
+                }
+            )
         finally:
             learned.copy_(original)
     return pd.DataFrame(rows)
 
 
-def top_associations(matrices: dict[str, torch.Tensor], vocab: Sequence[str], probes: Sequence[str],
-                     k: int, where: str = "probes") -> pd.DataFrame:
+def top_associations(
+    matrices: dict[str, torch.Tensor], vocab: Sequence[str], probes: Sequence[str], k: int, where: str = "probes"
+) -> pd.DataFrame:
     """For each probe word and matrix: the k tokens with the largest entries in the probe's row."""
     index = {token: i for i, token in enumerate(vocab)}
     for i, probe in enumerate(probes):
@@ -181,3 +223,74 @@ class AssocRuns:
 def run_name(n_layers: int, seed: int) -> str:
     """Directory / file stem of one training run of the association study."""
     return f"L{n_layers}_seed{seed}"
+
+
+@dataclasses.dataclass
+class CompareParams:
+    window_epochs: int = 100
+
+    def validate(self, where: str) -> None:
+        if self.window_epochs < 1:
+            raise PipelineError(f"{where}.window_epochs: must be >= 1, got {self.window_epochs}")
+
+
+@dataclasses.dataclass
+class WordsParams:
+    probes: list[str]
+    top_k: int = 8
+    n_layers: int = 3
+    seed: int = 0
+    checkpoint: str = "final"
+
+    def validate(self, where: str) -> None:
+        if not self.probes:
+            raise PipelineError(f"{where}.probes: at least one probe word")
+        if self.top_k < 1:
+            raise PipelineError(f"{where}.top_k: must be >= 1, got {self.top_k}")
+
+
+@dataclasses.dataclass
+class CausalParams:
+    checkpoint: str = "final"  # final | step{N}
+    n_sequences: int = 0  # 0 = the whole corpus
+
+    def validate(self, where: str) -> None:
+        if self.n_sequences < 0:
+            raise PipelineError(f"{where}.n_sequences: must be >= 0, got {self.n_sequences}")
+
+
+@dataclasses.dataclass
+class OrderParams:
+    n_layers: int = 3
+    etas: list[float] = dataclasses.field(default_factory=lambda: [0.08, 0.04, 0.02, 0.01])
+    steps: int = 8
+    n_sequences: int = 256
+
+    def validate(self, where: str) -> None:
+        if len(self.etas) < 2 or min(self.etas) <= 0:
+            raise PipelineError(f"{where}.etas: at least two positive learning rates, got {self.etas}")
+        if self.steps < 4:
+            raise PipelineError(f"{where}.steps: W and P need >= 4 steps for a slope, got {self.steps}")
+        for key in ("n_layers", "n_sequences"):
+            if getattr(self, key) < 1:
+                raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
+
+
+@dataclasses.dataclass
+class AssocTrainParams:
+    lr: float
+    epochs: int
+    batch_size: int = 0  # 0 = full batch
+    dense_until: int = 20
+    n_log_checkpoints: int = 30
+    checkpoint_every_epochs: int = 0
+    dtype: str = "float32"
+
+    def validate(self, where: str) -> None:
+        if self.lr <= 0:
+            raise PipelineError(f"{where}.lr: must be > 0, got {self.lr}")
+        for key in ("epochs", "batch_size", "checkpoint_every_epochs"):
+            if getattr(self, key) < (1 if key == "epochs" else 0):
+                raise PipelineError(
+                    f"{where}.{key}: must be >= {1 if key == 'epochs' else 0}, got {getattr(self, key)}"
+                )

@@ -7,6 +7,7 @@ its next token as target). Only windows made entirely of vocabulary tokens are
 kept, so the model never sees an <unk> and every co-occurrence it learns is
 between real types.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,14 +17,15 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from emergence.studies.assoc.stories import DOC_SEPARATOR
 from emergence.core.io import PipelineError, atomic_path
+from emergence.studies.assoc.stories import DOC_SEPARATOR
 
 TOKENIZERS = ("word", "bpe")
 _WORD = re.compile(r"[^\W\d_]+|\S")  # a run of letters, or any single other non-space
@@ -77,14 +79,14 @@ class CorpusConfig:
 
 @dataclass
 class Corpus:
-    vocab: list[str]        # id -> token, most frequent first
-    sequences: np.ndarray   # (N, seq_len + 1) int32
+    vocab: list[str]  # id -> token, most frequent first
+    sequences: np.ndarray  # (N, seq_len + 1) int32
     tokenizer: str
     n_documents: int
-    n_tokens: int           # all tokens of all documents
-    n_types: int            # distinct types before the top-K cut
-    coverage: float         # fraction of tokens whose type is in the vocabulary
-    n_windows: int          # candidate windows before the vocabulary filter and max_sequences
+    n_tokens: int  # all tokens of all documents
+    n_types: int  # distinct types before the top-K cut
+    coverage: float  # fraction of tokens whose type is in the vocabulary
+    n_windows: int  # candidate windows before the vocabulary filter and max_sequences
 
     @property
     def seq_len(self) -> int:
@@ -103,7 +105,7 @@ def _bpe_tokens(documents: list[str], vocab_size: int) -> list[list[str]]:
 def _windows(ids: np.ndarray, width: int) -> np.ndarray:
     """(n, width): consecutive non-overlapping windows; the ragged tail is dropped."""
     n = len(ids) // width
-    return ids[:n * width].reshape(n, width)
+    return ids[: n * width].reshape(n, width)
 
 
 def build_corpus(documents: list[str], cfg: CorpusConfig, source: str) -> Corpus:
@@ -123,23 +125,31 @@ def build_corpus(documents: list[str], cfg: CorpusConfig, source: str) -> Corpus
     if len(counts) == 1:
         raise PipelineError(f"{source}: vocabulary of one type ({next(iter(counts))!r}), need at least two")
     ranked = sorted(counts, key=lambda t: (-counts[t], t))  # ties broken by the string: deterministic
-    vocab = ranked[:cfg.vocab_size]
+    vocab = ranked[: cfg.vocab_size]
     ids = {t: i for i, t in enumerate(vocab)}
     width = cfg.seq_len + 1
     windows = np.concatenate(  # (W, T+1)
-        [_windows(np.array([ids.get(t, -1) for t in doc], dtype=np.int64), width) for doc in docs])
+        [_windows(np.array([ids.get(t, -1) for t in doc], dtype=np.int64), width) for doc in docs]
+    )
     kept = windows[(windows >= 0).all(axis=1)]  # -1 marks an out-of-vocabulary token
     if len(kept) == 0:
         longest = max(map(len, docs))
         raise PipelineError(
             f"{source}: sequences shorter than T+1={width} tokens: no window of {width} consecutive"
-            f" in-vocabulary tokens survives (vocab_size={cfg.vocab_size}, longest document {longest} tokens)")
+            f" in-vocabulary tokens survives (vocab_size={cfg.vocab_size}, longest document {longest} tokens)"
+        )
     if cfg.max_sequences:
-        kept = kept[:cfg.max_sequences]
+        kept = kept[: cfg.max_sequences]
     return Corpus(
-        vocab=vocab, sequences=kept.astype(np.int32), tokenizer=cfg.tokenizer,
-        n_documents=len(documents), n_tokens=n_tokens, n_types=len(counts),
-        coverage=sum(counts[t] for t in vocab) / n_tokens, n_windows=len(windows))
+        vocab=vocab,
+        sequences=kept.astype(np.int32),
+        tokenizer=cfg.tokenizer,
+        n_documents=len(documents),
+        n_tokens=n_tokens,
+        n_types=len(counts),
+        coverage=sum(counts[t] for t in vocab) / n_tokens,
+        n_windows=len(windows),
+    )
 
 
 def save_corpus(corpus: Corpus, path: str | os.PathLike) -> None:
@@ -169,3 +179,12 @@ def load_corpus(path: str | os.PathLike) -> Corpus:
     if sequences.size and not 0 <= sequences.min() <= sequences.max() < n_vocab:
         raise PipelineError(f"{path}: token ids outside the vocabulary of {n_vocab}")
     return corpus
+
+
+@dataclasses.dataclass
+class CorpusParams:
+    format: Literal["text", "chat"]  # text: TinyStories-style file/dir; chat: CHAT main-tier speech
+    vocab_size: int
+    seq_len: int
+    tokenizer: str = "word"
+    max_sequences: int = 0

@@ -1,17 +1,20 @@
 """reports/associations.html: learned weights against the gradient leading terms."""
+
 from __future__ import annotations
 
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
 
-from emergence.studies.assoc.compare import departures, min_cosine_table, order_slopes
 from emergence.core.report import html as H
 from emergence.core.report.plots import new_figure, plot_style, step_axis
+from emergence.studies.assoc.compare import departures, min_cosine_table, order_slopes
 
 # Im et al. (ICLR 2026), Tables 1 and 3: TinyStories, 3 layers, lr 0.005, minimum over 100 epochs.
-PAPER_MIN_COSINE = {"word": {"W": 0.999496, "V": 0.999169, "W_O": 0.998486},
-                    "bpe": {"W": 0.999914, "V": 0.998800, "W_O": 0.997891}}
+PAPER_MIN_COSINE = {
+    "word": {"W": 0.999496, "V": 0.999169, "W_O": 0.998486},
+    "bpe": {"W": 0.999914, "V": 0.998800, "W_O": 0.997891},
+}
 PAPER_CAUSAL = {"none": "5.349", "W": "5.350-5.361", "V": "6.19-6.53", "W_O": "8.287", "P": "not reported"}
 THRESHOLD = {"W": 0.999, "V": 0.999, "W_O": 0.999, "P": 0.99}  # acceptance bar at the embedded default
 WEIGHT_NAMES = {"W": "attention W", "V": "value V", "W_O": "output W_O", "P": "position bias P"}
@@ -36,14 +39,20 @@ def assoc_metrics(cosines: pd.DataFrame, order: pd.DataFrame, causal: pd.DataFra
     runs = {}
     for (n_layers, seed), g in t.groupby(["n_layers", "seed"]):
         runs[f"L{n_layers}_seed{seed}"] = {
-            f"{w}{'' if l < 0 else l}": round(float(c), 6) for w, l, c in zip(g["weight"], g["layer"], g["min_cosine"])}
+            f"{w}{'' if l < 0 else l}": round(float(c), 6) for w, l, c in zip(g["weight"], g["layer"], g["min_cosine"])
+        }
     slopes = order_slopes(order)
-    losses = {f"L{r.n_layers}_seed{r.seed}/{r.weight}{'' if r.layer < 0 else r.layer}": round(float(r.loss), 4)
-              for r in causal.itertuples()}
-    return {"min_cosine": runs,
-            "order_slope_vs_eta": {f"{r.weight}{'' if r.layer < 0 else r.layer}": round(r.slope_vs_eta, 3)
-                                   for r in slopes.itertuples()},
-            "causal_loss": losses}
+    losses = {
+        f"L{r.n_layers}_seed{r.seed}/{r.weight}{'' if r.layer < 0 else r.layer}": round(float(r.loss), 4)
+        for r in causal.itertuples()
+    }
+    return {
+        "min_cosine": runs,
+        "order_slope_vs_eta": {
+            f"{r.weight}{'' if r.layer < 0 else r.layer}": round(r.slope_vs_eta, 3) for r in slopes.itertuples()
+        },
+        "causal_loss": losses,
+    }
 
 
 def plot_table(cosines: pd.DataFrame) -> pd.DataFrame:
@@ -61,8 +70,14 @@ def cosine_figure(cosines: pd.DataFrame):
         for ax, (n_layers, seed) in zip(axes[:, 0], runs):
             run = cosines[(cosines["n_layers"] == n_layers) & (cosines["seed"] == seed)]
             for i, ((weight, layer), g) in enumerate(run.groupby(["weight", "layer"])):
-                ax.plot(g["step"], g["cosine"], marker=".", ms=3, color=colours(i % 10),
-                        label=f"{weight}" + ("" if layer < 0 else f" (layer {layer})"))
+                ax.plot(
+                    g["step"],
+                    g["cosine"],
+                    marker=".",
+                    ms=3,
+                    color=colours(i % 10),
+                    label=f"{weight}" + ("" if layer < 0 else f" (layer {layer})"),
+                )
             ax.set_ylabel("cosine with theory")
             ax.set_title(f"{n_layers} layer(s), seed {seed}")
             ax.legend(ncol=4, loc="lower left")
@@ -97,17 +112,27 @@ def _corpus_section(summary: dict) -> str:
 
 def _cosine_section(cosines: pd.DataFrame, tokenizer: str) -> str:
     t = table1(cosines, tokenizer)
-    return "\n".join([
-        H.figure(cosine_figure(cosines), "cosine between learned weights and theory over training"),
-        H.para("Cosine = Frobenius inner product over norms, between each learned matrix and its closed "
-               "form (W ~ Q, V ~ (B Phi)^T, W_O ~ B, P ~ Delta). Undefined while a weight is still exactly "
-               "zero (W_O before step 1, V before step 2, W and P before step 3)."),
-        H.table(t, caption=f"Table 1: minimum cosine over the window (epoch ends); paper column: "
-                           f"{tokenizer}-level TinyStories, lr 0.005, 100 epochs", float_format="{:.6f}"),
-        H.para("How early is early: the first checkpoint at which each weight's cosine falls below its bar, "
-               "and the full-corpus loss there (a dash: never within the run). The initial loss is ln |V|."),
-        H.table(_departure_table(cosines), float_format="{:.4f}"),
-    ])
+    return "\n".join(
+        [
+            H.figure(cosine_figure(cosines), "cosine between learned weights and theory over training"),
+            H.para(
+                "Cosine = Frobenius inner product over norms, between each learned matrix and its closed "
+                "form (W ~ Q, V ~ (B Phi)^T, W_O ~ B, P ~ Delta). Undefined while a weight is still exactly "
+                "zero (W_O before step 1, V before step 2, W and P before step 3)."
+            ),
+            H.table(
+                t,
+                caption=f"Table 1: minimum cosine over the window (epoch ends); paper column: "
+                f"{tokenizer}-level TinyStories, lr 0.005, 100 epochs",
+                float_format="{:.6f}",
+            ),
+            H.para(
+                "How early is early: the first checkpoint at which each weight's cosine falls below its bar, "
+                "and the full-corpus loss there (a dash: never within the run). The initial loss is ln |V|."
+            ),
+            H.table(_departure_table(cosines), float_format="{:.4f}"),
+        ]
+    )
 
 
 def _departure_table(cosines: pd.DataFrame) -> pd.DataFrame:
@@ -119,13 +144,17 @@ def _departure_table(cosines: pd.DataFrame) -> pd.DataFrame:
 def _order_section(order: pd.DataFrame) -> str:
     slopes = order_slopes(order)
     slopes["layer"] = slopes["layer"].map(_layer_label)
-    return "\n".join([
-        H.para("Relative error ||learned - c(s, eta) T|| / ||c(s, eta) T|| of the leading-order prediction, "
-               "float64 full-batch runs. The next order predicts slope 1 against eta (fixed steps) "
-               "and about 1 against steps (fixed eta)."),
-        H.figure(order_figure(order), "leading-order error against eta and steps"),
-        H.table(slopes, caption="Log-log slopes (predicted: 1)"),
-    ])
+    return "\n".join(
+        [
+            H.para(
+                "Relative error ||learned - c(s, eta) T|| / ||c(s, eta) T|| of the leading-order prediction, "
+                "float64 full-batch runs. The next order predicts slope 1 against eta (fixed steps) "
+                "and about 1 against steps (fixed eta)."
+            ),
+            H.figure(order_figure(order), "leading-order error against eta and steps"),
+            H.table(slopes, caption="Log-log slopes (predicted: 1)"),
+        ]
+    )
 
 
 def _causal_section(causal: pd.DataFrame) -> str:
@@ -134,12 +163,16 @@ def _causal_section(causal: pd.DataFrame) -> str:
     t["paper"] = t["weight"].map(PAPER_CAUSAL)
     t["layer"] = t["layer"].map(_layer_label)
     cols = ["n_layers", "seed", "step", "removed", "layer", "cosine", "loss", "paper"]
-    return "\n".join([
-        H.para("Training loss after replacing one weight W by W - <W,T>/<T,T> T (its component along the "
-               "theoretical direction T removed). Paper: TinyStories, vocabulary 3000, so its losses are on "
-               "a different scale (ln 3000 = 8.0) from this corpus."),
-        H.table(t[cols], caption="Table 3: loss with each theoretical component removed", float_format="{:.4f}"),
-    ])
+    return "\n".join(
+        [
+            H.para(
+                "Training loss after replacing one weight W by W - <W,T>/<T,T> T (its component along the "
+                "theoretical direction T removed). Paper: TinyStories, vocabulary 3000, so its losses are on "
+                "a different scale (ln 3000 = 8.0) from this corpus."
+            ),
+            H.table(t[cols], caption="Table 3: loss with each theoretical component removed", float_format="{:.4f}"),
+        ]
+    )
 
 
 def _words_section(words: pd.DataFrame) -> str:
@@ -151,8 +184,14 @@ def _words_section(words: pd.DataFrame) -> str:
     return "\n".join(parts)
 
 
-def associations_page(corpus_summary: dict, cosines: pd.DataFrame, order: pd.DataFrame, causal: pd.DataFrame,
-                      words: pd.DataFrame, provenance: dict) -> str:
+def associations_page(
+    corpus_summary: dict,
+    cosines: pd.DataFrame,
+    order: pd.DataFrame,
+    causal: pd.DataFrame,
+    words: pd.DataFrame,
+    provenance: dict,
+) -> str:
     tokenizer = corpus_summary.get("tokenizer", "word")
     sections = [
         ("Corpus", _corpus_section(corpus_summary)),
@@ -162,6 +201,8 @@ def associations_page(corpus_summary: dict, cosines: pd.DataFrame, order: pd.Dat
         ("Associations of probe words", _words_section(words)),
         ("Provenance", H.provenance_block(provenance)),
     ]
-    intro = ("Early in training, every weight of an attention-only model trained from zero by SGD equals a "
-             "closed form built from corpus statistics (Im et al., arXiv 2601.19208).")
+    intro = (
+        "Early in training, every weight of an attention-only model trained from zero by SGD equals a "
+        "closed form built from corpus statistics (Im et al., arXiv 2601.19208)."
+    )
     return H.page("Token associations: gradient leading terms", sections, intro=intro)

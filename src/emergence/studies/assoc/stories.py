@@ -9,6 +9,7 @@ non-trivial bigram and within-document co-occurrence statistics. Slot fillers
 and template alternatives are Zipf-weighted: ~180 word types, of which the 128
 most frequent cover ~95% of the tokens. Same seed -> same stories -> same bytes.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,9 +45,9 @@ FRAMES = {
         ("{He} liked to play in the {place}.", ""),
         ("One day, {he} went to the {place} with {his} {parent}.", "One day, {he} went to the {place}."),
         ("There, {he} found {a_colour_obj}.", "Near a tree, {he} saw {a_colour_obj}."),
-        ("{He} was very {good}!", "\"Look, {parent}! I found {a_obj}!\" {he} said."),
+        ("{He} was very {good}!", '"Look, {parent}! I found {a_obj}!" {he} said.'),
         ("{He} showed the {obj} to {his} friend {Friend}.", "{Friend} came to see the {obj}."),
-        ("\"Can I play with it too?\" asked {Friend}.", "\"It is so {colour}!\" said {Friend}.", ""),
+        ('"Can I play with it too?" asked {Friend}.', '"It is so {colour}!" said {Friend}.', ""),
         ("They played with the {obj} all day.", "They played and had fun."),
     ),
     "lost": (
@@ -54,20 +55,23 @@ FRAMES = {
         ("{Hero} had {a_colour_obj}.", "{Hero} had a toy. It was {a_colour_obj}."),
         ("{He} loved {his} {obj} very much.", "{He} took it to the {place} every day."),
         ("One day, {he} could not find {his} {obj}.", "One day, {he} lost {his} {obj} in the {place}."),
-        ("{He} was very {bad} and started to cry.", "{Hero} was {bad}. \"Where is my {obj}?\" {he} asked."),
-        ("{His} friend {Friend} came to help.", "{His} {parent} said, \"Let us look for it.\""),
+        ("{He} was very {bad} and started to cry.", '{Hero} was {bad}. "Where is my {obj}?" {he} asked.'),
+        ("{His} friend {Friend} came to help.", '{His} {parent} said, "Let us look for it."'),
         ("They looked and looked.", "They looked in the {place2} and under the bed."),
         ("At last, they found the {obj}!", "Then, {he} saw the {obj} next to {a_animal}."),
-        ("{Hero} was {good} again.", "{Hero} said, \"Thank you!\""),
+        ("{Hero} was {good} again.", '{Hero} said, "Thank you!"'),
     ),
     "share": (
         OPENINGS,
         ("{Hero} had a friend named {Friend}.", "{Hero} and {Friend} were friends."),
-        ("One day, they both wanted to play with the {colour} {obj}.", "They found {a_obj} in the {place}, and both wanted it."),
-        ("\"It is mine!\" said {Hero}.", "\"No, it is mine!\" said {Friend}."),
+        (
+            "One day, they both wanted to play with the {colour} {obj}.",
+            "They found {a_obj} in the {place}, and both wanted it.",
+        ),
+        ('"It is mine!" said {Hero}.', '"No, it is mine!" said {Friend}.'),
         ("{Friend} was {bad}.", "They were both {bad}."),
-        ("{His} {parent} came and said, \"You can share the {obj}.\"", "Then {Hero} had an idea."),
-        ("\"You can play with it first,\" {he} said.", "\"Let us play with it together,\" said {Hero}."),
+        ('{His} {parent} came and said, "You can share the {obj}."', "Then {Hero} had an idea."),
+        ('"You can play with it first," {he} said.', '"Let us play with it together," said {Hero}.'),
         ("They played with the {obj} in the {place}.", "They took turns with the {obj}."),
         ("They were {good} to share.", ""),
     ),
@@ -76,7 +80,7 @@ FRAMES = {
         ("One day, {Hero} went to the {place}.", "{Hero} went to the {place} with {his} {parent}."),
         ("There, {he} saw {a_colour_animal}.", "{He} saw {a_animal} near the {place2}."),
         ("The {animal} was {bad} and hungry.", "The {animal} was all alone."),
-        ("\"Are you hungry, little {animal}?\" asked {Hero}.", "{Hero} wanted to help the {animal}."),
+        ('"Are you hungry, little {animal}?" asked {Hero}.', "{Hero} wanted to help the {animal}."),
         ("{He} gave the {animal} {a_food}.", "{He} gave {his} {food} to the {animal}."),
         ("The {animal} ate the {food} and was {good}.", "The {animal} liked the {food} very much."),
         ("From that day on, {Hero} and the {animal} were friends.", "Every day, the {animal} came to play."),
@@ -85,8 +89,8 @@ FRAMES = {
         OPENINGS,
         ("{Hero} wanted to go to the {place} with {Friend}.", "{He} wanted to play in the {place}."),
         ("But then, it started to rain.", "But the rain came down."),
-        ("{Hero} was {bad}.", "\"Now we can not play,\" {he} said."),
-        ("{His} {parent} said, \"You can play in the house.\"", "Then {Friend} came with {a_obj}."),
+        ("{Hero} was {bad}.", '"Now we can not play," {he} said.'),
+        ('{His} {parent} said, "You can play in the house."', "Then {Friend} came with {a_obj}."),
         ("They played with the {obj} in the house.", "They played with a box in the house."),
         ("Soon, the rain stopped and the sun came out.", "Then the sun came out."),
         ("They went to the {place} and played all day.", "They went out and saw a rainbow!"),
@@ -95,10 +99,10 @@ FRAMES = {
     "brave": (
         OPENINGS,
         ("{Hero} was scared of {fear}.", "{Hero} did not like {fear}. It made {him} {bad}."),
-        ("One day, {his} friend {Friend} said, \"Do not be scared.\"", "{His} {parent} said, \"You can do it.\""),
+        ('One day, {his} friend {Friend} said, "Do not be scared."', '{His} {parent} said, "You can do it."'),
         ("{Hero} wanted to try.", "{Hero} took {his} {colour} {obj} and tried."),
         ("It was not so bad!", "{He} did it, and it was fun!"),
-        ("{Hero} was {good}.", "\"I did it!\" {he} said."),
+        ("{Hero} was {good}.", '"I did it!" {he} said.'),
     ),
 }
 ENDINGS = ("The end.", "", "They were happy.", "That night, {he} went to sleep with a smile.")
@@ -133,13 +137,29 @@ def _cast(r: random.Random) -> dict[str, str]:
     obj, animal, food, colour = _pick(r, OBJECTS), _pick(r, ANIMALS), _pick(r, FOODS), _pick(r, COLOURS)
     he, his, him = ("she", "her", "her") if girl else ("he", "his", "him")
     return {
-        "Hero": hero, "Friend": friend, "kid": "girl" if girl else "boy",
-        "he": he, "his": his, "him": him, "He": he.capitalize(), "His": his.capitalize(),
-        "place": place, "place2": place2, "obj": obj, "animal": animal, "food": food,
-        "colour": colour, "good": _pick(r, GOOD), "bad": _pick(r, BAD),
-        "parent": _pick(r, PARENTS), "fear": _pick(r, FEARS),
-        "a_obj": _a(obj), "a_animal": _a(animal), "a_food": _a(food),
-        "a_colour_obj": _a(f"{colour} {obj}"), "a_colour_animal": _a(f"{colour} {animal}"),
+        "Hero": hero,
+        "Friend": friend,
+        "kid": "girl" if girl else "boy",
+        "he": he,
+        "his": his,
+        "him": him,
+        "He": he.capitalize(),
+        "His": his.capitalize(),
+        "place": place,
+        "place2": place2,
+        "obj": obj,
+        "animal": animal,
+        "food": food,
+        "colour": colour,
+        "good": _pick(r, GOOD),
+        "bad": _pick(r, BAD),
+        "parent": _pick(r, PARENTS),
+        "fear": _pick(r, FEARS),
+        "a_obj": _a(obj),
+        "a_animal": _a(animal),
+        "a_food": _a(food),
+        "a_colour_obj": _a(f"{colour} {obj}"),
+        "a_colour_animal": _a(f"{colour} {animal}"),
     }
 
 

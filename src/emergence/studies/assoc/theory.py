@@ -24,12 +24,13 @@ pairs, so memory is O(chunk * T^2 + V^2) whatever the corpus size, and D costs
 O(T^2) per sequence (the paper's code builds a T x T x T softmax Jacobian;
 `score_gradient_jacobian` keeps that method as the reference).
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from math import comb
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -46,12 +47,12 @@ BASIS_NAMES = ("B", "Phi", "Sigma_B", "G", "Q", "Delta")
 
 @dataclass
 class Basis:
-    B: torch.Tensor        # (V, V)
-    Phi: torch.Tensor      # (V, V)
+    B: torch.Tensor  # (V, V)
+    Phi: torch.Tensor  # (V, V)
     Sigma_B: torch.Tensor  # (V, V)
-    G: torch.Tensor        # (V, V)
-    Q: torch.Tensor        # (V, V)
-    Delta: torch.Tensor    # (T,)
+    G: torch.Tensor  # (V, V)
+    Q: torch.Tensor  # (V, V)
+    Delta: torch.Tensor  # (T,)
 
     def tensors(self) -> dict[str, torch.Tensor]:
         return {name: getattr(self, name) for name in BASIS_NAMES}
@@ -80,7 +81,7 @@ def first_nonzero_step(weight: str) -> int:
 def chunks(sequences: np.ndarray, rows: int, device: str = "cpu") -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(x, y) chunks of a (N, T + 1) token array: inputs and next tokens, each (n, T) long."""
     for start in range(0, len(sequences), rows):
-        block = torch.from_numpy(np.asarray(sequences[start: start + rows], dtype=np.int64)).to(device)
+        block = torch.from_numpy(np.asarray(sequences[start : start + rows], dtype=np.int64)).to(device)
         yield block[:, :-1], block[:, 1:]
 
 
@@ -101,16 +102,18 @@ def chunk_rows(T: int, budget: int = 1 << 22) -> int:
     return max(1, budget // (T * T))
 
 
-def bigram_and_context(sequences: np.ndarray, V: int, rows: int = 256, device: str = "cpu",
-                       progress: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def bigram_and_context(
+    sequences: np.ndarray, V: int, rows: int = 256, device: str = "cpu", progress: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, Phi), both (V, V) float64, in one pass."""
     n_pos = sequences.shape[0] * (sequences.shape[1] - 1)
     A0 = None
     counts_xy = torch.zeros(V, V, dtype=torch.float64, device=device)
     context = torch.zeros(V, V, dtype=torch.float64, device=device)  # sum Y^T A0 X
-    attended = torch.zeros(V, dtype=torch.float64, device=device)    # sum 1^T A0 X
-    for x, y in tqdm(chunks(sequences, rows, device), desc="B, Phi", total=-(-len(sequences) // rows),
-                     disable=not progress):
+    attended = torch.zeros(V, dtype=torch.float64, device=device)  # sum 1^T A0 X
+    for x, y in tqdm(
+        chunks(sequences, rows, device), desc="B, Phi", total=-(-len(sequences) // rows), disable=not progress
+    ):
         n, T = x.shape
         A0 = uniform_causal(T, device) if A0 is None else A0
         add_pairs(counts_xy, x, y, torch.ones_like(x, dtype=torch.float64))
@@ -131,8 +134,8 @@ def centred_scores(x: torch.Tensor, y: torch.Tensor, Gc: torch.Tensor) -> torch.
 
 def score_gradient(x: torch.Tensor, y: torch.Tensor, Gc: torch.Tensor) -> torch.Tensor:
     """D for a chunk, (n, T, T), in O(T^2) per sequence: the softmax backward at uniform A0."""
-    C = centred_scores(x, y, Gc)                                      # (n, T, T)
-    A0 = uniform_causal(x.shape[1], str(x.device))                    # (T, T)
+    C = centred_scores(x, y, Gc)  # (n, T, T)
+    A0 = uniform_causal(x.shape[1], str(x.device))  # (T, T)
     AC = A0 * C
     return AC - A0 * AC.sum(dim=-1, keepdim=True)
 
@@ -143,13 +146,19 @@ def score_gradient_jacobian(x: torch.Tensor, y: torch.Tensor, Gc: torch.Tensor) 
     A0 = uniform_causal(x.shape[1], str(x.device))
     out = []
     for C_i in centred_scores(x, y, Gc):
-        J = torch.diag_embed(A0) - A0[:, :, None] * A0[:, None, :]    # (T, T, T): d a_t / d s_t
+        J = torch.diag_embed(A0) - A0[:, :, None] * A0[:, None, :]  # (T, T, T): d a_t / d s_t
         out.append(torch.einsum("tkj,tj->tk", J, C_i))
     return torch.stack(out)
 
 
-def attention_terms(sequences: np.ndarray, G: torch.Tensor, rows: int = 64, device: str = "cpu",
-                    progress: bool = False, score_fn=score_gradient) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_terms(
+    sequences: np.ndarray,
+    G: torch.Tensor,
+    rows: int = 64,
+    device: str = "cpu",
+    progress: bool = False,
+    score_fn=score_gradient,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(Q (V, V), Delta (T,)) streamed over the corpus; `score_fn` computes D for a chunk
     (bench/assoc_basis.py swaps in the Jacobian reference)."""
     V, T = G.shape[0], sequences.shape[1] - 1
@@ -158,10 +167,11 @@ def attention_terms(sequences: np.ndarray, G: torch.Tensor, rows: int = 64, devi
     Q = torch.zeros(V, V, dtype=torch.float64, device=device)
     Delta = torch.zeros(T, dtype=torch.float64, device=device)
     offset = (torch.arange(T, device=device)[:, None] - torch.arange(T, device=device)[None, :]).clamp(min=0)
-    for x, y in tqdm(chunks(sequences, rows, device), desc="Q, Delta", total=-(-len(sequences) // rows),
-                     disable=not progress):
+    for x, y in tqdm(
+        chunks(sequences, rows, device), desc="Q, Delta", total=-(-len(sequences) // rows), disable=not progress
+    ):
         n = x.shape[0]
-        D = score_fn(x, y, Gc)                                        # (n, T, T), zero above the diagonal
+        D = score_fn(x, y, Gc)  # (n, T, T), zero above the diagonal
         add_pairs(Q, x[:, :, None].expand(n, T, T), x[:, None, :].expand(n, T, T), D)
         Delta += torch.bincount(offset.expand(n, T, T).flatten(), weights=D.flatten(), minlength=T)
     return Q / n_pos, Delta / n_pos
@@ -198,6 +208,13 @@ def basis_summary(basis: Basis) -> pd.DataFrame:
     """One row per closed form: shape and scale, for the report and quick diffs."""
     rows = []
     for name, t in basis.tensors().items():
-        rows.append({"name": name, "shape": "x".join(map(str, t.shape)), "fro_norm": float(t.norm()),
-                     "max_abs": float(t.abs().max()), "mean": float(t.mean())})
+        rows.append(
+            {
+                "name": name,
+                "shape": "x".join(map(str, t.shape)),
+                "fro_norm": float(t.norm()),
+                "max_abs": float(t.abs().max()),
+                "mean": float(t.mean()),
+            }
+        )
     return pd.DataFrame(rows)

@@ -5,35 +5,50 @@ per-position mean over the evaluation programs, and answer accuracy is
 re-measured overall and per hop count. Heads whose removal hurts deep chains
 most are the candidates for the paper's routing circuit.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 from tqdm import tqdm
 
-from emergence.studies.binding.batches import EncodedPrograms, predict_answers
-from emergence.studies.binding.tokenizer import CharTokenizer
+from emergence.core.io import PipelineError
 from emergence.core.models.hooks import HookedModel
 from emergence.interp.ablation import MODES, ablation_hook, mean_head_activations
+from emergence.studies.binding.batches import EncodedPrograms, predict_answers
+from emergence.studies.binding.tokenizer import CharTokenizer
 
-def _accuracy_rows(correct: np.ndarray, groups: list[tuple[int, np.ndarray]], cell: dict,
-                   baseline: dict[int, float] | None) -> list[dict]:
+
+def _accuracy_rows(
+    correct: np.ndarray, groups: list[tuple[int, np.ndarray]], cell: dict, baseline: dict[int, float] | None
+) -> list[dict]:
     rows = []
     for hops, mask in groups:
         acc = float(correct[mask].mean())
         rows.append({**cell, "hops": hops, "metric": "accuracy", "value": acc, "n": int(mask.sum())})
         if baseline is not None:
-            rows.append({**cell, "hops": hops, "metric": "accuracy_drop", "value": baseline[hops] - acc,
-                         "n": int(mask.sum())})
+            rows.append(
+                {**cell, "hops": hops, "metric": "accuracy_drop", "value": baseline[hops] - acc, "n": int(mask.sum())}
+            )
     return rows
 
 
 @torch.no_grad()
-def ablation_table(model: HookedModel, data: EncodedPrograms, hops: np.ndarray, tok: CharTokenizer, *,
-                   seed: int, step: int, modes: Sequence[str] = MODES, batch_size: int = 256) -> pd.DataFrame:
+def ablation_table(
+    model: HookedModel,
+    data: EncodedPrograms,
+    hops: np.ndarray,
+    tok: CharTokenizer,
+    *,
+    seed: int,
+    step: int,
+    modes: Sequence[str] = MODES,
+    batch_size: int = 256,
+) -> pd.DataFrame:
     """Tidy rows (seed, step, layer, head, mode, hops, metric, value, n), one head ablated at a time.
 
     hops = -1 is every program, k the programs with k hops. "accuracy_drop" is
@@ -50,8 +65,12 @@ def ablation_table(model: HookedModel, data: EncodedPrograms, hops: np.ndarray, 
     rows = _accuracy_rows(correct, groups, dict(layer=-1, head=-1, mode="none"), None)
     baseline = {row["hops"]: row["value"] for row in rows}
     mean_z = mean_head_activations(model, data.idx, data.answer_pos + 1, batch_size) if "mean" in modes else None
-    cells = [(layer, head, mode) for layer in range(model.config.n_layers)
-             for head in range(model.config.n_heads) for mode in modes]
+    cells = [
+        (layer, head, mode)
+        for layer in range(model.config.n_layers)
+        for head in range(model.config.n_heads)
+        for mode in modes
+    ]
     for layer, head, mode in tqdm(cells, desc="head ablations", disable=None):
         with model.hooks([ablation_hook(layer, head, mode, mean_z)]):
             correct = predict_answers(model, data, tok, batch_size) == answers
@@ -70,10 +89,30 @@ def rank_routing_heads(table: pd.DataFrame, deepest_hops: int | None = None) -> 
     if deep not in set(drops["hops"]):
         raise ValueError(f"no ablation rows for hops={deep}")
     keys = ["seed", "step", "layer", "head"]
-    ranked = pd.concat({"drop_all": drops[drops["hops"] == -1].groupby(keys)["value"].mean(),
-                        "drop_deep": drops[drops["hops"] == deep].groupby(keys)["value"].mean()},
-                       axis=1).reset_index()
-    ranked = ranked.sort_values(["seed", "step", "drop_deep", "drop_all", "layer", "head"],
-                                ascending=[True, True, False, False, True, True], ignore_index=True)
+    ranked = pd.concat(
+        {
+            "drop_all": drops[drops["hops"] == -1].groupby(keys)["value"].mean(),
+            "drop_deep": drops[drops["hops"] == deep].groupby(keys)["value"].mean(),
+        },
+        axis=1,
+    ).reset_index()
+    ranked = ranked.sort_values(
+        ["seed", "step", "drop_deep", "drop_all", "layer", "head"],
+        ascending=[True, True, False, False, True, True],
+        ignore_index=True,
+    )
     ranked["rank"] = ranked.groupby(["seed", "step"]).cumcount() + 1
     return ranked
+
+
+@dataclasses.dataclass
+class BindingAblationParams:
+    n_programs: int = 500
+    modes: list[str] = dataclasses.field(default_factory=lambda: list(MODES))
+    checkpoint: str = "final"  # final | step{N}
+
+    def validate(self, where: str) -> None:
+        if self.n_programs < 1:
+            raise PipelineError(f"{where}.n_programs: must be >= 1, got {self.n_programs}")
+        if not self.modes or set(self.modes) - set(MODES):
+            raise PipelineError(f"{where}.modes: a non-empty subset of {list(MODES)}, got {self.modes}")

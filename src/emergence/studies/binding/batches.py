@@ -9,19 +9,20 @@ Training formats (params: binding_train.format):
   the value the line's variable holds right after that line runs. The input
   is unchanged (so the model sees only paper-format programs), but each
   program now supervises 17 positions instead of 1. The single answer token
-  is too thin a signal for a CPU budget (see README, "Training format").
+  is too thin a signal for a CPU budget (see docs/binding.md, "Training format").
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
 
+from emergence.core.io import PipelineError
 from emergence.studies.binding.heuristics import evaluate
 from emergence.studies.binding.tokenizer import CharTokenizer
-from emergence.core.io import PipelineError
 
 FORMATS = ("answer_only", "line_values")
 IGNORE = -1  # target id the loss skips
@@ -29,10 +30,10 @@ IGNORE = -1  # target id the loss skips
 
 @dataclass
 class EncodedPrograms:
-    idx: torch.Tensor         # (N, T) token ids, right-padded
-    targets: torch.Tensor     # (N, T) next-token targets, IGNORE where no loss
+    idx: torch.Tensor  # (N, T) token ids, right-padded
+    targets: torch.Tensor  # (N, T) next-token targets, IGNORE where no loss
     answer_pos: torch.Tensor  # (N,) position of the final ':' (predicts the answer)
-    answers: torch.Tensor     # (N,) answer digits 0-9
+    answers: torch.Tensor  # (N,) answer digits 0-9
 
     def __len__(self) -> int:
         return len(self.answers)
@@ -56,11 +57,12 @@ def line_values(lines: Sequence[tuple[str, str]]) -> list[int]:
     return [evaluate(lines[: i + 1])[lhs] for i, (lhs, _) in enumerate(lines)]
 
 
-def encode_programs(texts: Sequence[str], answers: Sequence[int], tok: CharTokenizer,
-                    fmt: str = "answer_only") -> EncodedPrograms:
+def encode_programs(
+    texts: Sequence[str], answers: Sequence[int], tok: CharTokenizer, fmt: str = "answer_only"
+) -> EncodedPrograms:
     if fmt not in FORMATS:
         raise PipelineError(f"binding_train.format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    idx = tok.encode_batch(list(texts))                     # (N, T)
+    idx = tok.encode_batch(list(texts))  # (N, T)
     targets = np.full(idx.shape, IGNORE, dtype=np.int64)
     lengths = np.array([len(t) for t in texts])
     answer_pos = lengths - 1
@@ -73,8 +75,9 @@ def encode_programs(texts: Sequence[str], answers: Sequence[int], tok: CharToken
             lines, _ = parse_program(text)
             where = np.flatnonzero(idx[i, : lengths[i]] == newline)  # one per assignment line
             targets[i, where] = digit_ids[line_values(lines)]
-    return EncodedPrograms(torch.from_numpy(idx).long(), torch.from_numpy(targets),
-                           torch.from_numpy(answer_pos), torch.from_numpy(answers))
+    return EncodedPrograms(
+        torch.from_numpy(idx).long(), torch.from_numpy(targets), torch.from_numpy(answer_pos), torch.from_numpy(answers)
+    )
 
 
 def sampler(data: EncodedPrograms, batch_size: int, seed: int):
@@ -89,16 +92,17 @@ def sampler(data: EncodedPrograms, batch_size: int, seed: int):
 
 
 @torch.no_grad()
-def predict_answers(model: torch.nn.Module, data: EncodedPrograms, tok: CharTokenizer,
-                    batch_size: int = 256) -> np.ndarray:
+def predict_answers(
+    model: torch.nn.Module, data: EncodedPrograms, tok: CharTokenizer, batch_size: int = 256
+) -> np.ndarray:
     """Predicted digit (argmax over the full vocabulary; -1 if not a digit) per program."""
     digit_of = {t: d for d, t in enumerate(tok.digit_ids)}
     device = next(model.parameters()).device
     preds = []
     for s in range(0, len(data), batch_size):
-        idx = data.idx[s: s + batch_size].to(device)
-        logits, _ = model(idx)                              # (B, T, V)
-        pos = data.answer_pos[s: s + batch_size].to(device)
+        idx = data.idx[s : s + batch_size].to(device)
+        logits, _ = model(idx)  # (B, T, V)
+        pos = data.answer_pos[s : s + batch_size].to(device)
         top = logits[torch.arange(len(idx), device=device), pos].argmax(-1).cpu().tolist()
         preds.extend(digit_of.get(t, -1) for t in top)
     return np.asarray(preds, dtype=np.int64)

@@ -8,9 +8,11 @@ here because the final-value heuristic needs it.
 
 Programs are duck-typed: anything with `.lines` ((lhs, rhs) pairs) and `.query`.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from emergence.core.io import PipelineError
 

@@ -6,27 +6,30 @@ stays aligned. Patching the counterfactual run's residual stream into the base
 run at one (layer, position) and reading the answer shows where, layer by
 layer, the information that decides the answer lives (Wu et al., 2505.20896).
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 from tqdm import tqdm
 
-from emergence.studies.binding.programs import trace
-from emergence.studies.binding.batches import encode_programs, parse_program
-from emergence.studies.binding.tokenizer import CharTokenizer
 from emergence.core.io import PipelineError
 from emergence.core.models.hooks import HookedModel
+from emergence.studies.binding.batches import encode_programs, parse_program
+from emergence.studies.binding.programs import trace
+from emergence.studies.binding.tokenizer import CharTokenizer
 
 LINE = 4  # tokens per assignment line: lhs, '=', rhs, newline
 POSITION_CLASSES = ("query", "chain_root", "chain_rhs", "chain_lhs", "other")
 
 
-def make_counterfactual_pairs(df: pd.DataFrame, rng: np.random.Generator, n_pairs: int,
-                              n_lines: int | None = None) -> pd.DataFrame:
+def make_counterfactual_pairs(
+    df: pd.DataFrame, rng: np.random.Generator, n_pairs: int, n_lines: int | None = None
+) -> pd.DataFrame:
     """Up to `n_pairs` (base, cf) pairs from distinct rows of a programs table.
 
     The cf replaces the digit on the chain's root line (`chain_lines[-1]`) by a
@@ -48,15 +51,27 @@ def make_counterfactual_pairs(df: pd.DataFrame, rng: np.random.Generator, n_pair
         root = int(row["chain_lines"][-1])
         pos = LINE * root + 2
         base = row["program"]
-        cf = f"{base[:pos]}{(int(base[pos]) + shift) % 10}{base[pos + 1:]}"
+        cf = f"{base[:pos]}{(int(base[pos]) + shift) % 10}{base[pos + 1 :]}"
         lines, query = parse_program(cf)
         cf_answer, _ = trace(lines, query)
         if cf_answer == row["answer"]:
-            raise PipelineError(f"programs table: chain_lines {list(row['chain_lines'])} do not end at the "
-                                f"constant that decides {base!r}")
-        records.append(dict(base=base, cf=cf, base_answer=int(row["answer"]), cf_answer=cf_answer,
-                            hops=int(row["hops"]), chain_lines=[int(c) for c in row["chain_lines"]],
-                            n_lines=int(row["n_lines"]), root_line=root, changed_pos=pos))
+            raise PipelineError(
+                f"programs table: chain_lines {list(row['chain_lines'])} do not end at the "
+                f"constant that decides {base!r}"
+            )
+        records.append(
+            dict(
+                base=base,
+                cf=cf,
+                base_answer=int(row["answer"]),
+                cf_answer=cf_answer,
+                hops=int(row["hops"]),
+                chain_lines=[int(c) for c in row["chain_lines"]],
+                n_lines=int(row["n_lines"]),
+                root_line=root,
+                changed_pos=pos,
+            )
+        )
     return pd.DataFrame(records)
 
 
@@ -79,8 +94,9 @@ def resid_hook_name(n_layers: int, layer: int) -> str:
     return f"blocks.{layer}.hook_resid_pre" if layer < n_layers else f"blocks.{n_layers - 1}.hook_resid_post"
 
 
-def _patched_logits(model: HookedModel, idx: torch.Tensor, name: str, positions: Sequence[int],
-                    source: torch.Tensor) -> torch.Tensor:
+def _patched_logits(
+    model: HookedModel, idx: torch.Tensor, name: str, positions: Sequence[int], source: torch.Tensor
+) -> torch.Tensor:
     """Forward `idx` with activation `name` at `positions` taken from `source` (B, T, d_model)."""
     pos = torch.as_tensor(list(positions), dtype=torch.long)
 
@@ -95,8 +111,14 @@ def _patched_logits(model: HookedModel, idx: torch.Tensor, name: str, positions:
 
 
 @torch.no_grad()
-def patch_residual(model: HookedModel, base_idx: torch.Tensor, cf_idx: torch.Tensor, layer: int,
-                   positions: Sequence[int], cf_resid: torch.Tensor | None = None) -> torch.Tensor:
+def patch_residual(
+    model: HookedModel,
+    base_idx: torch.Tensor,
+    cf_idx: torch.Tensor,
+    layer: int,
+    positions: Sequence[int],
+    cf_resid: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Base-run logits (B, T, V) with the residual stream entering `layer` at `positions`
     replaced by the cf run's (layer == n_layers: the final block's output).
     `cf_resid` (B, T, d_model) reuses a cached cf activation at that hook."""
@@ -137,15 +159,21 @@ def _patch_batch(model: HookedModel, batch: pd.DataFrame, tok: CharTokenizer, ta
     names = [resid_hook_name(n_layers, layer) for layer in range(n_layers + 1)]
     logits_b, cache_b = model.run_with_cache(enc_b.idx, names)
     logits_c, cache_c = model.run_with_cache(enc_c.idx, names)
-    ok = torch.from_numpy((answer_digits(logits_b, enc_b.answer_pos, tok) == enc_b.answers.numpy())
-                          & (answer_digits(logits_c, enc_c.answer_pos, tok) == enc_c.answers.numpy()))
+    ok = torch.from_numpy(
+        (answer_digits(logits_b, enc_b.answer_pos, tok) == enc_b.answers.numpy())
+        & (answer_digits(logits_c, enc_c.answer_pos, tok) == enc_c.answers.numpy())
+    )
     if not ok.any():
         return 0
     idx, answer_pos = enc_b.idx[ok], enc_b.answer_pos[ok]
     base_ans, cf_ans = enc_b.answers[ok].numpy(), enc_c.answers[ok].numpy()
     kept = batch.loc[ok.numpy()]
-    cls = np.array([[POSITION_CLASSES.index(c) for c in position_classes(text, chain)]
-                    for text, chain in zip(kept["base"], kept["chain_lines"])])  # (B, T)
+    cls = np.array(
+        [
+            [POSITION_CLASSES.index(c) for c in position_classes(text, chain)]
+            for text, chain in zip(kept["base"], kept["chain_lines"])
+        ]
+    )  # (B, T)
     for layer, name in enumerate(names):
         src, own = cache_c[name][ok], cache_b[name][ok]  # (B, T, d_model)
         for pos in range(idx.shape[1]):
@@ -165,8 +193,9 @@ def _patch_batch(model: HookedModel, batch: pd.DataFrame, tok: CharTokenizer, ta
 
 
 @torch.no_grad()
-def patching_table(model: HookedModel, pairs: pd.DataFrame, tok: CharTokenizer, *, seed: int, step: int,
-                   batch_size: int = 64) -> pd.DataFrame:
+def patching_table(
+    model: HookedModel, pairs: pd.DataFrame, tok: CharTokenizer, *, seed: int, step: int, batch_size: int = 64
+) -> pd.DataFrame:
     """Tidy rows (seed, step, layer, head=-1, position, position_class, metric, value, n).
 
     Over pairs the model answers correctly in both base and cf runs (n of them
@@ -181,16 +210,53 @@ def patching_table(model: HookedModel, pairs: pd.DataFrame, tok: CharTokenizer, 
         raise PipelineError("counterfactual pairs: need at least one pair, all of one program length")
     tally = _Tally(model.config.n_layers + 1, int(lengths.iloc[0]))
     starts = tqdm(range(0, len(pairs), batch_size), desc="patching batches", disable=None)
-    n_ok = sum(_patch_batch(model, pairs.iloc[s: s + batch_size].reset_index(drop=True), tok, tally)
-               for s in starts)
+    n_ok = sum(_patch_batch(model, pairs.iloc[s : s + batch_size].reset_index(drop=True), tok, tally) for s in starts)
     layer, pos, cls = np.nonzero(tally.n)
     n = tally.n[layer, pos, cls]
-    cells = dict(seed=seed, step=step, layer=layer, head=-1, position=pos,
-                 position_class=np.array(POSITION_CLASSES, dtype=object)[cls])
-    rows = [pd.DataFrame({**cells, "metric": metric, "value": hits[layer, pos, cls] / n, "n": n})
-            for metric, hits in (("patch_success", tally.cf), ("base_kept", tally.base))]
-    summary = pd.DataFrame(dict(seed=[seed], step=step, layer=-1, head=-1, position=-1, position_class="all",
-                                metric="pairs_correct", value=n_ok / max(len(pairs), 1), n=len(pairs)))
+    cells = dict(
+        seed=seed,
+        step=step,
+        layer=layer,
+        head=-1,
+        position=pos,
+        position_class=np.array(POSITION_CLASSES, dtype=object)[cls],
+    )
+    rows = [
+        pd.DataFrame({**cells, "metric": metric, "value": hits[layer, pos, cls] / n, "n": n})
+        for metric, hits in (("patch_success", tally.cf), ("base_kept", tally.base))
+    ]
+    summary = pd.DataFrame(
+        dict(
+            seed=[seed],
+            step=step,
+            layer=-1,
+            head=-1,
+            position=-1,
+            position_class="all",
+            metric="pairs_correct",
+            value=n_ok / max(len(pairs), 1),
+            n=len(pairs),
+        )
+    )
     table = pd.concat([summary, *rows], ignore_index=True)
-    return table.astype({"seed": "int64", "step": "int64", "layer": "int64", "head": "int64",
-                         "position": "int64", "value": "float64", "n": "int64"})
+    return table.astype(
+        {
+            "seed": "int64",
+            "step": "int64",
+            "layer": "int64",
+            "head": "int64",
+            "position": "int64",
+            "value": "float64",
+            "n": "int64",
+        }
+    )
+
+
+@dataclasses.dataclass
+class PatchingParams:
+    n_pairs: int = 200
+    checkpoint: str = "final"  # final | step{N}
+
+    def validate(self, where: str) -> None:
+        if self.n_pairs < 1:
+            raise PipelineError(f"{where}.n_pairs: must be >= 1, got {self.n_pairs}")

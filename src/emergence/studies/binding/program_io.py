@@ -1,16 +1,23 @@
 """The programs artifact: its schema, and the subsets the stages read."""
+
 from __future__ import annotations
 
 import os
 
 import pandas as pd
 
-from emergence.studies.binding.heuristics import HEURISTICS
 from emergence.core.io import read_parquet
+from emergence.studies.binding.heuristics import HEURISTICS
 
 PROGRAM_COLUMNS = {
-    "program": "OU", "query": "OU", "answer": "i", "hops": "i", "chain_lines": "O",
-    "n_lines": "i", "split": "OU", "set": "OU",
+    "program": "OU",
+    "query": "OU",
+    "answer": "i",
+    "hops": "i",
+    "chain_lines": "O",
+    "n_lines": "i",
+    "split": "OU",
+    "set": "OU",
     **{f"heur_{name}": "i" for name in HEURISTICS},
 }
 

@@ -20,8 +20,10 @@ training distribution "the 2nd constant" matches ~37%, "the constant nearest
 above the query's last assignment" ~34% and "the final value of the last copy
 line's variable" ~36% (chance 10%): one chain among ~16 lines leaves them.
 """
+
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import string
@@ -32,11 +34,21 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from emergence.studies.binding.heuristics import HEURISTICS, evaluate, match_pattern
+from emergence.core.config import from_dict, section
 from emergence.core.io import PipelineError
+from emergence.studies.binding.heuristics import HEURISTICS, evaluate, match_pattern
 
-__all__ = ["HEURISTICS", "Program", "ProgramConfig", "evaluate", "generalisation_table",
-           "generate_table", "heuristic_table", "sample_program", "trace"]
+__all__ = [
+    "HEURISTICS",
+    "Program",
+    "ProgramConfig",
+    "evaluate",
+    "generalisation_table",
+    "generate_table",
+    "heuristic_table",
+    "sample_program",
+    "trace",
+]
 
 LETTERS = string.ascii_lowercase
 
@@ -46,14 +58,14 @@ class ProgramConfig:
     n_lines: int = 16
     min_hops: int = 0
     max_hops: int = 4
-    hop_weight_power: float = 3.0     # P(hops) ~ (hops+1)**power
-    heuristic_target: float = 0.10    # per-heuristic match rate
-    p_const: float = 0.6              # a distractor line is a constant (else a copy)
-    p_fresh: float = 0.8              # a distractor writes a fresh variable (else reassigns)
-    p_dead: float = 0.9               # ...or overwrites a chain variable already copied onward
-    p_chain_copy: float = 0.1         # a distractor copy reads a chain variable
-    p_extend: float = 0.5             # ...else the newest distractor variable (a distractor chain)
-    max_tries: int = 32               # proposals per program before keeping an off-pattern one
+    hop_weight_power: float = 3.0  # P(hops) ~ (hops+1)**power
+    heuristic_target: float = 0.10  # per-heuristic match rate
+    p_const: float = 0.6  # a distractor line is a constant (else a copy)
+    p_fresh: float = 0.8  # a distractor writes a fresh variable (else reassigns)
+    p_dead: float = 0.9  # ...or overwrites a chain variable already copied onward
+    p_chain_copy: float = 0.1  # a distractor copy reads a chain variable
+    p_extend: float = 0.5  # ...else the newest distractor variable (a distractor chain)
+    max_tries: int = 32  # proposals per program before keeping an off-pattern one
 
     def validate(self, where: str = "binding_data") -> None:
         if self.n_lines < 1:
@@ -65,11 +77,13 @@ class ProgramConfig:
         if self.max_hops + 1 > self.n_lines:
             raise PipelineError(
                 f"{where}.max_hops: a chain of {self.max_hops} hops needs {self.max_hops + 1} lines"
-                f" but n_lines is {self.n_lines}")
+                f" but n_lines is {self.n_lines}"
+            )
         if self.max_hops + 1 > len(LETTERS):
             raise PipelineError(
                 f"{where}.max_hops: a chain of {self.max_hops} hops needs {self.max_hops + 1}"
-                f" distinct variables, only {len(LETTERS)} exist")
+                f" distinct variables, only {len(LETTERS)} exist"
+            )
         if not 0.0 < self.heuristic_target < 1.0:
             raise PipelineError(f"{where}.heuristic_target: must be in (0, 1), got {self.heuristic_target}")
         for key in ("p_const", "p_fresh", "p_dead", "p_chain_copy", "p_extend"):
@@ -81,11 +95,11 @@ class ProgramConfig:
 
 @dataclass(frozen=True)
 class Program:
-    lines: tuple[tuple[str, str], ...]   # (lhs, rhs); rhs is a digit char or a variable
+    lines: tuple[tuple[str, str], ...]  # (lhs, rhs); rhs is a digit char or a variable
     query: str
     answer: int
     hops: int
-    chain_lines: tuple[int, ...]         # query's effective line back to the constant line
+    chain_lines: tuple[int, ...]  # query's effective line back to the constant line
 
     @property
     def text(self) -> str:
@@ -149,10 +163,10 @@ def _structure(r: random.Random, cfg: ProgramConfig, n: int, hops: int, answer: 
     pool = list(LETTERS)
     cvars = [_take(r, pool) for _ in range(hops + 1)]
     query = cvars[-1]
-    dead: list[str] = []        # chain variables already copied onward: free to overwrite
-    src: dict[str, int] = {}    # insertion-ordered, so picks from it are reproducible
+    dead: list[str] = []  # chain variables already copied onward: free to overwrite
+    src: dict[str, int] = {}  # insertion-ordered, so picks from it are reproducible
     lines: list[list] = []
-    k = 0                       # chain lines emitted so far
+    k = 0  # chain lines emitted so far
     for i in range(n):
         if k <= hops and i == chain[k]:
             lhs, rhs = cvars[k], (str(answer) if k == 0 else cvars[k - 1])
@@ -160,8 +174,7 @@ def _structure(r: random.Random, cfg: ProgramConfig, n: int, hops: int, answer: 
                 dead.append(cvars[k - 1])
             k += 1
         else:
-            lhs = _distractor_lhs(r, cfg, i == qpre, query, cvars[k - 1] if k else None,
-                                  cvars[k:hops], dead, src, pool)
+            lhs = _distractor_lhs(r, cfg, i == qpre, query, cvars[k - 1] if k else None, cvars[k:hops], dead, src, pool)
             copy = i not in (after, qpre) and r.random() >= cfg.p_const
             rhs = _copy_source(r, cfg, lhs, src, cvars) if copy else None
         line_src = src[rhs] if rhs and not rhs.isdigit() else i
@@ -171,9 +184,17 @@ def _structure(r: random.Random, cfg: ProgramConfig, n: int, hops: int, answer: 
     return lines, query, chain, qpre, src
 
 
-def _distractor_lhs(r: random.Random, cfg: ProgramConfig, pre_query: bool, query: str,
-                    live: str | None, pending: list[str], dead: list[str], defined: dict,
-                    pool: list[str]) -> str:
+def _distractor_lhs(
+    r: random.Random,
+    cfg: ProgramConfig,
+    pre_query: bool,
+    query: str,
+    live: str | None,
+    pending: list[str],
+    dead: list[str],
+    defined: dict,
+    pool: list[str],
+) -> str:
     """Variable a distractor line writes; never the live chain variable nor the query."""
     if pre_query:
         return query
@@ -187,8 +208,7 @@ def _distractor_lhs(r: random.Random, cfg: ProgramConfig, pre_query: bool, query
     return _pick(r, unused) or _take(r, pool)
 
 
-def _copy_source(r: random.Random, cfg: ProgramConfig, lhs: str, defined: dict,
-                 cvars: list[str]) -> str | None:
+def _copy_source(r: random.Random, cfg: ProgramConfig, lhs: str, defined: dict, cvars: list[str]) -> str | None:
     """A defined variable to copy, mostly a distractor one; None if there is none."""
     chained = [v for v in cvars if v in defined and v != lhs]
     other = [v for v in defined if v not in cvars and v != lhs]
@@ -199,14 +219,16 @@ def _copy_source(r: random.Random, cfg: ProgramConfig, lhs: str, defined: dict,
     return _pick(r, other) if other else None
 
 
-def _assign_digits(r: random.Random, lines, src: dict[str, int], qpre: int, answer: int,
-                   target: int) -> None:
+def _assign_digits(r: random.Random, lines, src: dict[str, int], qpre: int, answer: int, target: int) -> None:
     """Fill the distractor constants: uniform digits, then the fewest changes that steer the
     heuristics towards the `target` bits (the caller checks with the real heuristics)."""
     bit = [bool(target >> i & 1) for i in range(len(HEURISTICS))]
     free = {i for i, (_, rhs) in enumerate(lines) if rhs is None}
-    digit = {i: int(r.random() * 10) if rhs is None else int(rhs)
-             for i, (_, rhs) in enumerate(lines) if rhs is None or rhs.isdigit()}
+    digit = {
+        i: int(r.random() * 10) if rhs is None else int(rhs)
+        for i, (_, rhs) in enumerate(lines)
+        if rhs is None or rhs.isdigit()
+    }
     # Heuristics reading one line: last constant, first constant, query's first assignment.
     for line, want in ((max(digit), bit[0]), (min(digit), bit[1]), (qpre, bit[3])):
         if line in free:
@@ -237,8 +259,7 @@ def _assign_digits(r: random.Random, lines, src: dict[str, int], qpre: int, answ
         lines[i][1] = str(digit[i])
 
 
-def _propose(r: random.Random, cfg: ProgramConfig, n: int, hops: int, answer: int,
-             target: int) -> Program:
+def _propose(r: random.Random, cfg: ProgramConfig, n: int, hops: int, answer: int, target: int) -> Program:
     lines, query, chain, qpre, src = _structure(r, cfg, n, hops, answer)
     _assign_digits(r, lines, src, qpre, answer, target)
     return Program(tuple(map(tuple, lines)), query, answer, hops, tuple(reversed(chain)))
@@ -265,8 +286,9 @@ def _python_rng(rng: np.random.Generator) -> random.Random:
     return random.Random(int(rng.integers(2**63)))
 
 
-def sample_program(rng: np.random.Generator, cfg: ProgramConfig, n_lines: int | None = None,
-                   hops: int | None = None) -> Program:
+def sample_program(
+    rng: np.random.Generator, cfg: ProgramConfig, n_lines: int | None = None, hops: int | None = None
+) -> Program:
     """One program; hops drawn from the cube-weighted prior unless given."""
     r = _python_rng(rng)
     if hops is None:
@@ -276,47 +298,65 @@ def sample_program(rng: np.random.Generator, cfg: ProgramConfig, n_lines: int | 
 
 
 def _table(programs: list[Program], set_name: str) -> pd.DataFrame:
-    df = pd.DataFrame({
-        "program": [p.text for p in programs],
-        "query": [p.query for p in programs],
-        "answer": np.array([p.answer for p in programs], dtype=np.int64),
-        "hops": np.array([p.hops for p in programs], dtype=np.int64),
-        "chain_lines": [list(p.chain_lines) for p in programs],
-        "n_lines": np.array([len(p.lines) for p in programs], dtype=np.int64),
-        "set": set_name,
-    })
+    df = pd.DataFrame(
+        {
+            "program": [p.text for p in programs],
+            "query": [p.query for p in programs],
+            "answer": np.array([p.answer for p in programs], dtype=np.int64),
+            "hops": np.array([p.hops for p in programs], dtype=np.int64),
+            "chain_lines": [list(p.chain_lines) for p in programs],
+            "n_lines": np.array([len(p.lines) for p in programs], dtype=np.int64),
+            "set": set_name,
+        }
+    )
     for name, heuristic in HEURISTICS.items():
         df[f"heur_{name}"] = np.array([heuristic(p) for p in programs], dtype=np.int64)
     return df
 
 
-def generate_table(rng: np.random.Generator, cfg: ProgramConfig, n: int, *, set_name: str,
-                   progress: bool = False) -> pd.DataFrame:
+def generate_table(
+    rng: np.random.Generator, cfg: ProgramConfig, n: int, *, set_name: str, progress: bool = False
+) -> pd.DataFrame:
     """`n` training-distribution programs, one row each (see `_table` for the columns)."""
     cfg.validate()
     r = _python_rng(rng)
     values, cum = _hop_prior(cfg)
-    programs = [_sample(r, cfg, cfg.n_lines, r.choices(values, cum_weights=cum)[0])
-                for _ in tqdm(range(n), desc=f"programs[{set_name}]", disable=not progress)]
+    programs = [
+        _sample(r, cfg, cfg.n_lines, r.choices(values, cum_weights=cum)[0])
+        for _ in tqdm(range(n), desc=f"programs[{set_name}]", disable=not progress)
+    ]
     return _table(programs, set_name)
 
 
-def generalisation_table(rng: np.random.Generator, cfg: ProgramConfig, n_per_cell: int,
-                         lines_range: tuple[int, int] = (2, 25), hops_range: tuple[int, int] = (1, 13),
-                         progress: bool = False, where: str = "binding_data") -> pd.DataFrame:
+def generalisation_table(
+    rng: np.random.Generator,
+    cfg: ProgramConfig,
+    n_per_cell: int,
+    lines_range: tuple[int, int] = (2, 25),
+    hops_range: tuple[int, int] = (1, 13),
+    progress: bool = False,
+    where: str = "binding_data",
+) -> pd.DataFrame:
     """`n_per_cell` programs for every (n_lines, hops) in the inclusive ranges with hops+1 <= n_lines.
 
     Errors name the ranges as `{where}.gen_lines` / `{where}.gen_hops`.
     """
     cfg.validate(where)
     if hops_range[0] < 0 or hops_range[1] + 1 > len(LETTERS):
-        raise PipelineError(f"{where}.gen_hops: hops must lie in [0, {len(LETTERS) - 1}] (one variable"
-                            f" per chain link), got {list(hops_range)}")
-    cells = [(n, h) for n in range(lines_range[0], lines_range[1] + 1)
-             for h in range(hops_range[0], hops_range[1] + 1) if h + 1 <= n]
+        raise PipelineError(
+            f"{where}.gen_hops: hops must lie in [0, {len(LETTERS) - 1}] (one variable"
+            f" per chain link), got {list(hops_range)}"
+        )
+    cells = [
+        (n, h)
+        for n in range(lines_range[0], lines_range[1] + 1)
+        for h in range(hops_range[0], hops_range[1] + 1)
+        if h + 1 <= n
+    ]
     if not cells:
-        raise PipelineError(f"{where}.gen_lines: no cell with hops+1 <= n_lines in lines"
-                            f" {list(lines_range)} x hops {list(hops_range)}")
+        raise PipelineError(
+            f"{where}.gen_lines: no cell with hops+1 <= n_lines in lines {list(lines_range)} x hops {list(hops_range)}"
+        )
     r = _python_rng(rng)
     bar = tqdm(total=len(cells) * n_per_cell, desc="programs[gen]", disable=not progress)
     programs = []
@@ -329,8 +369,50 @@ def generalisation_table(rng: np.random.Generator, cfg: ProgramConfig, n_per_cel
 
 def heuristic_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per heuristic: the fraction of rows where it guesses the answer (-1 never matches)."""
-    return pd.DataFrame({
-        "heuristic": list(HEURISTICS),
-        "match_rate": [float((df[f"heur_{name}"] == df["answer"]).mean()) for name in HEURISTICS],
-        "n": np.int64(len(df)),
-    })
+    return pd.DataFrame(
+        {
+            "heuristic": list(HEURISTICS),
+            "match_rate": [float((df[f"heur_{name}"] == df["answer"]).mean()) for name in HEURISTICS],
+            "n": np.int64(len(df)),
+        }
+    )
+
+
+@dataclasses.dataclass
+class DataParams:
+    """binding_data keys that are not the generator's own (those go to ProgramConfig)."""
+
+    n_programs: int
+    split: tuple[float, float, float] = (0.9, 0.002, 0.098)
+    gen_per_cell: int = 10
+    gen_lines: tuple[int, int] = (2, 25)
+    gen_hops: tuple[int, int] = (1, 13)
+    seed: int = 0
+
+    def validate(self, where: str) -> None:
+        if self.n_programs < 3:
+            raise PipelineError(f"{where}.n_programs: need at least 3 programs, got {self.n_programs}")
+        if any(f < 0 for f in self.split) or abs(sum(self.split) - 1.0) > 1e-9:
+            raise PipelineError(f"{where}.split: three non-negative fractions summing to 1, got {list(self.split)}")
+        if min(split_sizes(self.n_programs, self.split)) < 1:
+            raise PipelineError(f"{where}.split: every split needs >= 1 of {self.n_programs} programs")
+        if self.gen_per_cell < 0:
+            raise PipelineError(f"{where}.gen_per_cell: must be >= 0, got {self.gen_per_cell}")
+        for key in ("gen_lines", "gen_hops"):
+            lo, hi = getattr(self, key)
+            if lo > hi:
+                raise PipelineError(f"{where}.{key}: range [{lo}, {hi}] is empty")
+
+
+def split_sizes(n: int, fractions: tuple[float, ...]) -> list[int]:
+    """Sizes of consecutive splits; rounding slack goes to the last one."""
+    sizes = [int(round(n * f)) for f in fractions[:-1]]
+    return sizes + [n - sum(sizes)]
+
+
+def load_data_params(params: dict) -> tuple[DataParams, ProgramConfig]:
+    values = section(params, "binding_data")
+    own = {f.name for f in dataclasses.fields(DataParams)}
+    data = from_dict(DataParams, {k: v for k, v in values.items() if k in own}, "binding_data")
+    program = from_dict(ProgramConfig, {k: v for k, v in values.items() if k not in own}, "binding_data")
+    return data, program

@@ -4,13 +4,16 @@ Pure functions of the tidy analysis tables (per-seed files already
 concatenated by the stage). "Held-out" numbers come from the final-checkpoint
 predictions on the main test split; the generalisation set is reported apart.
 """
+
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pandas as pd
 
+from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report import plots
 
@@ -18,13 +21,25 @@ PHASES = ("random", "heuristic", "traversal")
 CHANCE = 0.10
 
 
+@dataclasses.dataclass
+class ReportParams:
+    n_examples: int = 8  # test programs shown with the model's answer
+
+    def validate(self, where: str) -> None:
+        if self.n_examples < 0:
+            raise PipelineError(f"{where}.n_examples: must be >= 0, got {self.n_examples}")
+
+
 # ---------------------------------------------------------------- aggregation
+
 
 def _stats(per_seed: pd.Series) -> dict:
     """mean, sample sd (None for one seed) and the per-seed values of a seed-indexed series."""
-    return {"mean": float(per_seed.mean()) if len(per_seed) else None,
-            "sd": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else None,
-            "per_seed": {str(s): float(v) for s, v in per_seed.sort_index().items()}}
+    return {
+        "mean": float(per_seed.mean()) if len(per_seed) else None,
+        "sd": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else None,
+        "per_seed": {str(s): float(v) for s, v in per_seed.sort_index().items()},
+    }
 
 
 def _main_test(predictions: pd.DataFrame) -> pd.DataFrame:
@@ -62,9 +77,16 @@ def phase_bands(phases: pd.DataFrame, trajectory: pd.DataFrame) -> pd.DataFrame:
     out = grid.merge(phases[["seed", "name", "start_step", "end_step", "detail"]], on=["seed", "name"], how="left")
     reached = out["start_step"].fillna(-1) >= 0
     end = out["end_step"].where(out["end_step"] != -1, out["seed"].map(last))
-    return pd.DataFrame({"seed": out["seed"], "name": out["name"],
-                         "start": out["start_step"].where(reached), "end": end.where(reached),
-                         "detail": out["detail"].fillna(""), "reached": reached})
+    return pd.DataFrame(
+        {
+            "seed": out["seed"],
+            "name": out["name"],
+            "start": out["start_step"].where(reached),
+            "end": end.where(reached),
+            "detail": out["detail"].fillna(""),
+            "reached": reached,
+        }
+    )
 
 
 def _clean(obj):
@@ -78,28 +100,38 @@ def _clean(obj):
     return obj
 
 
-def binding_metrics(trajectory: pd.DataFrame, predictions: pd.DataFrame, heuristics: pd.DataFrame,
-                    phases: pd.DataFrame) -> dict:
+def binding_metrics(
+    trajectory: pd.DataFrame, predictions: pd.DataFrame, heuristics: pd.DataFrame, phases: pd.DataFrame
+) -> dict:
     """Headline numbers for reports/metrics/binding.json (see module docstring for the sources)."""
     test = _main_test(predictions)
     deepest = int(test["hops"].max())
     agree = _final_agreement(trajectory)
     best = heuristics.sort_values(["match_rate", "heuristic"], ascending=[False, True]).iloc[0]
     bands = phase_bands(phases, trajectory)
-    return _clean({
-        "accuracy": _stats(_seed_accuracy(test)),
-        "accuracy_by_hops": {k: _stats(_seed_accuracy(g)) for k, g in test.groupby("hops")},
-        "accuracy_deepest": {"hops": deepest, **_stats(_seed_accuracy(test[test["hops"] == deepest]))},
-        "generalisation_accuracy": _stats(_seed_accuracy(predictions[predictions["set"] == "gen"])),
-        "heuristic_agreement": {h: _stats(g.set_index("seed")["value"]) for h, g in agree.groupby("heuristic")},
-        "best_heuristic": {"name": best["heuristic"], "match_rate": float(best["match_rate"])},
-        "final_step": {s: int(v) for s, v in _last_steps(trajectory).items()},
-        "n_test_programs": int(test.groupby("seed").size().max()),
-        "phases": {str(s): {b.name: {"reached": bool(b.reached),
-                                         "start_step": None if not b.reached else int(b.start),
-                                         "end_step": None if not b.reached else int(b.end)}
-                                for b in g.itertuples()} for s, g in bands.groupby("seed")},
-    })
+    return _clean(
+        {
+            "accuracy": _stats(_seed_accuracy(test)),
+            "accuracy_by_hops": {k: _stats(_seed_accuracy(g)) for k, g in test.groupby("hops")},
+            "accuracy_deepest": {"hops": deepest, **_stats(_seed_accuracy(test[test["hops"] == deepest]))},
+            "generalisation_accuracy": _stats(_seed_accuracy(predictions[predictions["set"] == "gen"])),
+            "heuristic_agreement": {h: _stats(g.set_index("seed")["value"]) for h, g in agree.groupby("heuristic")},
+            "best_heuristic": {"name": best["heuristic"], "match_rate": float(best["match_rate"])},
+            "final_step": {s: int(v) for s, v in _last_steps(trajectory).items()},
+            "n_test_programs": int(test.groupby("seed").size().max()),
+            "phases": {
+                str(s): {
+                    b.name: {
+                        "reached": bool(b.reached),
+                        "start_step": None if not b.reached else int(b.start),
+                        "end_step": None if not b.reached else int(b.end),
+                    }
+                    for b in g.itertuples()
+                }
+                for s, g in bands.groupby("seed")
+            },
+        }
+    )
 
 
 def binding_plot_table(trajectory: pd.DataFrame) -> pd.DataFrame:
@@ -117,6 +149,7 @@ def binding_plot_table(trajectory: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- page sections
 
+
 def _fmt(stats: dict) -> str:
     if stats["mean"] is None:
         return "n/a"
@@ -124,18 +157,30 @@ def _fmt(stats: dict) -> str:
 
 
 def _headline(m: dict) -> str:
-    rows = [("held-out test accuracy (all hops)", m["accuracy"]),
-            (f"held-out test accuracy, deepest class ({m['accuracy_deepest']['hops']} hops)", m["accuracy_deepest"]),
-            ("generalisation-set accuracy", m["generalisation_accuracy"])]
+    rows = [
+        ("held-out test accuracy (all hops)", m["accuracy"]),
+        (f"held-out test accuracy, deepest class ({m['accuracy_deepest']['hops']} hops)", m["accuracy_deepest"]),
+        ("generalisation-set accuracy", m["generalisation_accuracy"]),
+    ]
     best = m["best_heuristic"]
-    df = pd.DataFrame({"quantity": [r for r, _ in rows], "mean ± sd over seeds": [_fmt(s) for _, s in rows],
-                       "per seed": [", ".join(f"{k}: {v:.3f}" for k, v in s["per_seed"].items()) for _, s in rows]})
+    df = pd.DataFrame(
+        {
+            "quantity": [r for r, _ in rows],
+            "mean ± sd over seeds": [_fmt(s) for _, s in rows],
+            "per seed": [", ".join(f"{k}: {v:.3f}" for k, v in s["per_seed"].items()) for _, s in rows],
+        }
+    )
     df.loc[len(df)] = [f"best heuristic ({best['name']}), training match rate", f"{best['match_rate']:.3f}", ""]
-    return "\n".join([
-        H.para(f"Final-checkpoint accuracy of the model on {m['n_test_programs']} held-out test programs "
-               f"per seed, against the best shortcut heuristic: {best['name']} matches the answer on "
-               f"{best['match_rate']:.3f} of training programs (chance {CHANCE:.2f})."),
-        H.table(df)])
+    return "\n".join(
+        [
+            H.para(
+                f"Final-checkpoint accuracy of the model on {m['n_test_programs']} held-out test programs "
+                f"per seed, against the best shortcut heuristic: {best['name']} matches the answer on "
+                f"{best['match_rate']:.3f} of training programs (chance {CHANCE:.2f})."
+            ),
+            H.table(df),
+        ]
+    )
 
 
 def _data_section(programs: pd.DataFrame) -> str:
@@ -143,13 +188,21 @@ def _data_section(programs: pd.DataFrame) -> str:
     counts = main.pivot_table(index="split", columns="hops", values="answer", aggfunc="size", fill_value=0)
     counts.columns = [f"{k} hops" for k in counts.columns]
     gen = programs[programs["set"] == "gen"]
-    return "\n".join([
-        H.para("Main-distribution programs per split and hop count (hops = copies between the constant "
-               "and the query). The generalisation set spans other lengths and depths."),
-        H.table(counts.reset_index()),
-        H.para(f"Generalisation set: {len(gen)} programs, {gen['n_lines'].min()}-{gen['n_lines'].max()} lines, "
-               f"{gen['hops'].min()}-{gen['hops'].max()} hops." if len(gen) else "No generalisation set."),
-    ])
+    return "\n".join(
+        [
+            H.para(
+                "Main-distribution programs per split and hop count (hops = copies between the constant "
+                "and the query). The generalisation set spans other lengths and depths."
+            ),
+            H.table(counts.reset_index()),
+            H.para(
+                f"Generalisation set: {len(gen)} programs, {gen['n_lines'].min()}-{gen['n_lines'].max()} lines, "
+                f"{gen['hops'].min()}-{gen['hops'].max()} hops."
+                if len(gen)
+                else "No generalisation set."
+            ),
+        ]
+    )
 
 
 def _trajectory_section(trajectory: pd.DataFrame, phases: pd.DataFrame) -> str:
@@ -157,17 +210,28 @@ def _trajectory_section(trajectory: pd.DataFrame, phases: pd.DataFrame) -> str:
     agree = _agreement(trajectory)
     bands = phase_bands(phases, trajectory)
     missing = bands[~bands["reached"]]
-    notes = [H.para(f"Seed {b.seed}: the {b.name} phase was not reached within {int(_last_steps(trajectory)[b.seed])} steps.",
-                    "note") for b in missing.itertuples()]
+    notes = [
+        H.para(
+            f"Seed {b.seed}: the {b.name} phase was not reached within {int(_last_steps(trajectory)[b.seed])} steps.",
+            "note",
+        )
+        for b in missing.itertuples()
+    ]
     shown = bands.assign(start=bands["start"].astype("Int64"), end=bands["end"].astype("Int64"))
-    return "\n".join([
-        H.para("Held-out accuracy (black) and how often the model's answer equals each heuristic's guess "
-               "(dashed), per seed. Shaded bands are the detected phases: random (near chance), heuristic "
-               "(a shortcut explains the answers) and traversal (deep chains solved). Dotted line: chance."),
-        H.figure(plots.trajectory(acc, agree, bands[bands["reached"]]), "accuracy and heuristic agreement over training"),
-        H.table(shown[["seed", "name", "start", "end", "detail"]], caption="Phases (step ranges)"),
-        *notes,
-    ])
+    return "\n".join(
+        [
+            H.para(
+                "Held-out accuracy (black) and how often the model's answer equals each heuristic's guess "
+                "(dashed), per seed. Shaded bands are the detected phases: random (near chance), heuristic "
+                "(a shortcut explains the answers) and traversal (deep chains solved). Dotted line: chance."
+            ),
+            H.figure(
+                plots.trajectory(acc, agree, bands[bands["reached"]]), "accuracy and heuristic agreement over training"
+            ),
+            H.table(shown[["seed", "name", "start", "end", "detail"]], caption="Phases (step ranges)"),
+            *notes,
+        ]
+    )
 
 
 def _hops_section(trajectory: pd.DataFrame, predictions: pd.DataFrame) -> str:
@@ -176,12 +240,16 @@ def _hops_section(trajectory: pd.DataFrame, predictions: pd.DataFrame) -> str:
     per_seed = _main_test(predictions).groupby(["hops", "seed"])["correct"].mean()
     final = per_seed.groupby("hops").agg(["mean", "std"]).reset_index()
     final.columns = ["label", "mean", "sd"]
-    return "\n".join([
-        H.para("Accuracy per hop class over training (mean over seeds): binding by traversal predicts "
-               "shallow chains are solved first. Below: the final checkpoint on the test split, mean ± sd over seeds."),
-        H.figure(plots.lines_by_class(curve, "accuracy", "hops"), "accuracy per hop class over training"),
-        H.figure(plots.bars(final, "hops", "test accuracy", CHANCE), "final accuracy per hop class"),
-    ])
+    return "\n".join(
+        [
+            H.para(
+                "Accuracy per hop class over training (mean over seeds): binding by traversal predicts "
+                "shallow chains are solved first. Below: the final checkpoint on the test split, mean ± sd over seeds."
+            ),
+            H.figure(plots.lines_by_class(curve, "accuracy", "hops"), "accuracy per hop class over training"),
+            H.figure(plots.bars(final, "hops", "test accuracy", CHANCE), "final accuracy per hop class"),
+        ]
+    )
 
 
 def _generalisation_section(predictions: pd.DataFrame) -> str:
@@ -189,11 +257,15 @@ def _generalisation_section(predictions: pd.DataFrame) -> str:
     if gen.empty:
         return H.para("No generalisation-set predictions.", "note")
     mat = gen.pivot_table(index="n_lines", columns="hops", values="correct", aggfunc="mean")
-    return "\n".join([
-        H.para("Accuracy on the generalisation set by program length and chain depth, pooled over seeds; "
-               "cells outside the training range test length and depth generalisation. Blank: no programs."),
-        H.figure(plots.heatmap(mat, "generalisation accuracy"), "generalisation accuracy heat map"),
-    ])
+    return "\n".join(
+        [
+            H.para(
+                "Accuracy on the generalisation set by program length and chain depth, pooled over seeds; "
+                "cells outside the training range test length and depth generalisation. Blank: no programs."
+            ),
+            H.figure(plots.heatmap(mat, "generalisation accuracy"), "generalisation accuracy heat map"),
+        ]
+    )
 
 
 def _heuristic_section(programs: pd.DataFrame, heuristics: pd.DataFrame, trajectory: pd.DataFrame) -> str:
@@ -203,12 +275,16 @@ def _heuristic_section(programs: pd.DataFrame, heuristics: pd.DataFrame, traject
     df["chance"] = CHANCE
     df["test match rate"] = [float((test[f"heur_{h}"] == test["answer"]).mean()) for h in df["heuristic"]]
     df["final agreement with model"] = df["heuristic"].map(agree)
-    return "\n".join([
-        H.para("Cheap shortcuts that guess the answer from surface features. The data generator keeps each "
-               "at chance on the training distribution, so a model relying on one stays near 10%. 'Final "
-               "agreement' is how often the final model's answer equals the heuristic's (mean over seeds)."),
-        H.table(df),
-    ])
+    return "\n".join(
+        [
+            H.para(
+                "Cheap shortcuts that guess the answer from surface features. The data generator keeps each "
+                "at chance on the training distribution, so a model relying on one stays near 10%. 'Final "
+                "agreement' is how often the final model's answer equals the heuristic's (mean over seeds)."
+            ),
+            H.table(df),
+        ]
+    )
 
 
 def _patching_section(patching: pd.DataFrame) -> str:
@@ -221,16 +297,24 @@ def _patching_section(patching: pd.DataFrame) -> str:
     summary = by_class.unstack(1)
     summary.columns = [f"{c} ({stat})" for c, stat in summary.columns]
     parts = [
-        H.para("Residual-stream patching: the activation at (layer, position) from a program with a different "
-               "answer is patched into the base run; patch success is the fraction of pairs whose output "
-               "switches to the source answer (mean over seeds). The strip marks each position's class."),
+        H.para(
+            "Residual-stream patching: the activation at (layer, position) from a program with a different "
+            "answer is patched into the base run; patch success is the fraction of pairs whose output "
+            "switches to the source answer (mean over seeds). The strip marks each position's class."
+        ),
         H.figure(plots.patching(mat, classes), "patching heat map, layer by position"),
-        H.table(summary.reset_index(), caption="Patch success per layer and position class (mean / max over positions)"),
+        H.table(
+            summary.reset_index(), caption="Patch success per layer and position class (mean / max over positions)"
+        ),
     ]
     pairs = patching[patching["metric"] == "pairs_correct"]
     if len(pairs):
-        parts.append(H.para(f"Fraction of patching pairs the model answered correctly (pairs_correct): "
-                            f"{pairs['value'].mean():.3f}, mean over seeds."))
+        parts.append(
+            H.para(
+                f"Fraction of patching pairs the model answered correctly (pairs_correct): "
+                f"{pairs['value'].mean():.3f}, mean over seeds."
+            )
+        )
     return "\n".join(parts)
 
 
@@ -245,16 +329,23 @@ def _ablation_section(ablation: pd.DataFrame, routing: pd.DataFrame) -> str:
         for hops, label in ((-1, "all hops"), (deepest, f"{deepest} hops")):
             d = drop[(drop["mode"] == mode) & (drop["hops"] == hops)]
             panels[(f"{mode} ablation", label)] = d.groupby(["layer", "head"])["value"].mean().unstack("head")
-    base_txt = ", ".join(f"{'all' if k == -1 else f'{k} hops'}: {v:.3f}"
-                         for k, v in base.groupby("hops")["value"].mean().items())
-    return "\n".join([
-        H.para("Accuracy drop when one attention head is ablated (zeroed, or replaced by its mean output), "
-               f"mean over seeds; red = the head matters. Unablated accuracy: {base_txt or 'n/a'}."),
-        H.figure(plots.heatmap_grid(panels), "head ablation accuracy drop"),
-        H.para("Candidate routing heads as ranked by the ablation analysis (rank 1 = most important); "
-               "drop_all / drop_deep: accuracy drop on all programs / on the deepest hop class."),
-        H.table(routing.sort_values("rank")[["rank", "layer", "head", "drop_all", "drop_deep"]]),
-    ])
+    base_txt = ", ".join(
+        f"{'all' if k == -1 else f'{k} hops'}: {v:.3f}" for k, v in base.groupby("hops")["value"].mean().items()
+    )
+    return "\n".join(
+        [
+            H.para(
+                "Accuracy drop when one attention head is ablated (zeroed, or replaced by its mean output), "
+                f"mean over seeds; red = the head matters. Unablated accuracy: {base_txt or 'n/a'}."
+            ),
+            H.figure(plots.heatmap_grid(panels), "head ablation accuracy drop"),
+            H.para(
+                "Candidate routing heads as ranked by the ablation analysis (rank 1 = most important); "
+                "drop_all / drop_deep: accuracy drop on all programs / on the deepest hop class."
+            ),
+            H.table(routing.sort_values("rank")[["rank", "layer", "head", "drop_all", "drop_deep"]]),
+        ]
+    )
 
 
 def _examples_section(predictions: pd.DataFrame, n: int) -> str:
@@ -268,27 +359,46 @@ def _examples_section(predictions: pd.DataFrame, n: int) -> str:
     cards = []
     for r in picked.sort_values(["hops", "program_id"]).itertuples():
         mark = H.span("✓ correct", "ok") if r.correct else H.span("✗ wrong", "bad")
-        cards.append(f"<figure>{H.pre(r.program)}<figcaption>{H.esc(f'{r.hops} hops · answer {r.answer} · predicted {r.pred}')} "
-                     f"{mark}</figcaption></figure>")
-    return (H.para(f"Test programs with the final model's prediction (seed {d['seed'].iloc[0]}).")
-            + '<div class="examples">' + "".join(cards) + "</div>")
+        cards.append(
+            f"<figure>{H.pre(r.program)}<figcaption>{H.esc(f'{r.hops} hops · answer {r.answer} · predicted {r.pred}')} "
+            f"{mark}</figcaption></figure>"
+        )
+    return (
+        H.para(f"Test programs with the final model's prediction (seed {d['seed'].iloc[0]}).")
+        + '<div class="examples">'
+        + "".join(cards)
+        + "</div>"
+    )
 
 
-def binding_page(programs: pd.DataFrame, heuristics: pd.DataFrame, trajectory: pd.DataFrame,
-                 phases: pd.DataFrame, predictions: pd.DataFrame, patching: pd.DataFrame,
-                 ablation: pd.DataFrame, routing: pd.DataFrame, provenance: dict, n_examples: int = 8) -> str:
+def binding_page(
+    programs: pd.DataFrame,
+    heuristics: pd.DataFrame,
+    trajectory: pd.DataFrame,
+    phases: pd.DataFrame,
+    predictions: pd.DataFrame,
+    patching: pd.DataFrame,
+    ablation: pd.DataFrame,
+    routing: pd.DataFrame,
+    provenance: dict,
+    n_examples: int = 8,
+) -> str:
     """The full self-contained HTML page of the binding study."""
     m = binding_metrics(trajectory, predictions, heuristics, phases)
-    return H.page("Variable binding", [
-        ("Headline numbers", _headline(m)),
-        ("Data", _data_section(programs)),
-        ("Training trajectory and phases", _trajectory_section(trajectory, phases)),
-        ("Accuracy by hop count", _hops_section(trajectory, predictions)),
-        ("Generalisation", _generalisation_section(predictions)),
-        ("Shortcut heuristics", _heuristic_section(programs, heuristics, trajectory)),
-        ("Activation patching", _patching_section(patching)),
-        ("Head ablation and routing heads", _ablation_section(ablation, routing)),
-        ("Example programs", _examples_section(predictions, n_examples)),
-        ("Provenance", H.provenance_block(provenance)),
-    ], intro="A small GPT-style model learns to resolve chains of variable assignments "
-             "(Wu, Geiger & Milliere, arXiv 2505.20896). This page is generated by the binding_report stage.")
+    return H.page(
+        "Variable binding",
+        [
+            ("Headline numbers", _headline(m)),
+            ("Data", _data_section(programs)),
+            ("Training trajectory and phases", _trajectory_section(trajectory, phases)),
+            ("Accuracy by hop count", _hops_section(trajectory, predictions)),
+            ("Generalisation", _generalisation_section(predictions)),
+            ("Shortcut heuristics", _heuristic_section(programs, heuristics, trajectory)),
+            ("Activation patching", _patching_section(patching)),
+            ("Head ablation and routing heads", _ablation_section(ablation, routing)),
+            ("Example programs", _examples_section(predictions, n_examples)),
+            ("Provenance", H.provenance_block(provenance)),
+        ],
+        intro="A small GPT-style model learns to resolve chains of variable assignments "
+        "(Wu, Geiger & Milliere, arXiv 2505.20896). This page is generated by the binding_report stage.",
+    )

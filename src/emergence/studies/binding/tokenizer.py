@@ -3,10 +3,11 @@
 The vocabulary does not depend on any data, so token ids mean the same thing
 in every dataset, checkpoint and analysis.
 """
+
 from __future__ import annotations
 
 import string
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -46,5 +47,5 @@ class CharTokenizer:
             raise PipelineError(f"tokenizer: pad_to={pad_to} is shorter than the longest text ({longest})")
         out = np.full((len(encoded), width), self.pad_id, dtype=np.int64)  # (B, T)
         for row, ids in zip(out, encoded):
-            row[:len(ids)] = ids
+            row[: len(ids)] = ids
         return out

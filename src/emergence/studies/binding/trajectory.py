@@ -6,19 +6,20 @@ model that follows a heuristic shows up as high *agreement* with it while its
 accuracy stays low; chain traversal shows up as accuracy on the deepest hop
 class overtaking every heuristic.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
 import torch
 
+from emergence.core.io import PipelineError
 from emergence.studies.binding.batches import EncodedPrograms, predict_answers
 from emergence.studies.binding.heuristics import HEURISTICS
 from emergence.studies.binding.tokenizer import CharTokenizer
-from emergence.core.io import PipelineError
 
 CHANCE = 0.1
 PHASES = ("random", "heuristic", "traversal")
@@ -27,7 +28,7 @@ PHASES = ("random", "heuristic", "traversal")
 @dataclass
 class PhaseParams:
     n_programs: int = 1000
-    heuristic_margin: float = 0.15   # agreement above chance that counts as following a heuristic
+    heuristic_margin: float = 0.15  # agreement above chance that counts as following a heuristic
     # Deep-hop accuracy that counts as traversal. Well above chance on purpose: shortcuts
     # outside the five controlled heuristics reach ~50 % on the training distribution.
     traversal_accuracy: float = 0.8
@@ -59,8 +60,13 @@ def checkpoint_rows(preds: np.ndarray, programs: pd.DataFrame, seed: int, step: 
     return rows
 
 
-def trajectory_table(checkpoints: Iterable[tuple[int, torch.nn.Module]], data: EncodedPrograms,
-                     programs: pd.DataFrame, tok: CharTokenizer, seed: int) -> pd.DataFrame:
+def trajectory_table(
+    checkpoints: Iterable[tuple[int, torch.nn.Module]],
+    data: EncodedPrograms,
+    programs: pd.DataFrame,
+    tok: CharTokenizer,
+    seed: int,
+) -> pd.DataFrame:
     """One block of rows per checkpoint; `programs` are the rows `data` encodes."""
     rows = []
     for step, model in checkpoints:
@@ -94,9 +100,11 @@ def detect_phases(traj: pd.DataFrame, p: PhaseParams) -> pd.DataFrame:
     t2 = _first(steps, heur_hit & (steps < t3 if t3 >= 0 else True))
     left_random = min((s for s in (t2, t3) if s >= 0), default=-1)  # -1: random to the end
     spans = [(0, left_random), (t2, t3), (t3, -1)]
-    details = ["predictions match no heuristic and no chain above chance",
-               _heuristic_detail(best_name, best_agree, steps, t2, t3),
-               f"deepest hop class ({int(acc.columns.max())} hops) accuracy {deep[-1]:.3f} at the last checkpoint"]
+    details = [
+        "predictions match no heuristic and no chain above chance",
+        _heuristic_detail(best_name, best_agree, steps, t2, t3),
+        f"deepest hop class ({int(acc.columns.max())} hops) accuracy {deep[-1]:.3f} at the last checkpoint",
+    ]
     rows = []
     for phase, (name, (start, end), detail) in enumerate(zip(PHASES, spans, details), start=1):
         if start < 0:

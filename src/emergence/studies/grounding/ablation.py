@@ -7,25 +7,26 @@ with as many random heads from the same layers zeroed, drawn from the other
 heads, averaged over several draws ("control"). The paper (Wu et al., arXiv
 2510.13796, Table 2) finds intervention > control ~ original for aggregate heads.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
+from emergence.core.io import PipelineError
 from emergence.interp.ablation import ablation_hook
 from emergence.studies.grounding.gain import target_surprisal
 from emergence.studies.grounding.saliency import KINDS
-from emergence.core.io import PipelineError
 
 
 @dataclass
-class AblationParams:
-    n_draws: int = 5      # random control head sets per checkpoint
+class HeadAblationParams:
+    n_draws: int = 5  # random control head sets per checkpoint
     seed: int = 0
 
     def validate(self, where: str) -> None:
@@ -33,8 +34,13 @@ class AblationParams:
             raise PipelineError(f"{where}.n_draws: must be >= 1, got {self.n_draws}")
 
 
-def matched_surprisal(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
-                      heads: Sequence[tuple[int, int]] = (), prefixes: torch.Tensor | None = None) -> np.ndarray:
+def matched_surprisal(
+    model: torch.nn.Module,
+    contexts: Sequence[Sequence[int]],
+    targets: Sequence[int],
+    heads: Sequence[tuple[int, int]] = (),
+    prefixes: torch.Tensor | None = None,
+) -> np.ndarray:
     """(N,) surprisal of each target with the given (layer, head)s zero-ablated."""
     by_layer: dict[int, list[int]] = defaultdict(list)
     for layer, head in heads:
@@ -57,17 +63,30 @@ def control_heads(heads: Sequence[tuple[int, int]], n_heads: int, rng: np.random
     return drawn
 
 
-def ablation_rows(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
-                  heads: Sequence[tuple[int, int]], n_draws: int, seed: int,
-                  prefixes: torch.Tensor | None = None) -> pd.DataFrame:
+def ablation_rows(
+    model: torch.nn.Module,
+    contexts: Sequence[Sequence[int]],
+    targets: Sequence[int],
+    heads: Sequence[tuple[int, int]],
+    n_draws: int,
+    seed: int,
+    prefixes: torch.Tensor | None = None,
+) -> pd.DataFrame:
     """Per context: original, intervention, control (mean over draws) surprisal, and head counts.
     With no heads to ablate the intervention and control columns are NaN; with no other heads left
     in their layers to draw from, the control column is."""
     original = matched_surprisal(model, contexts, targets, prefixes=prefixes)
     n = len(contexts)
-    out = pd.DataFrame({"context": np.arange(n), "original": original,
-                        "intervention": np.full(n, np.nan), "control": np.full(n, np.nan),
-                        "n_heads": len(heads), "n_control_heads": 0})
+    out = pd.DataFrame(
+        {
+            "context": np.arange(n),
+            "original": original,
+            "intervention": np.full(n, np.nan),
+            "control": np.full(n, np.nan),
+            "n_heads": len(heads),
+            "n_control_heads": 0,
+        }
+    )
     if not heads:
         return out
     rng = np.random.default_rng(seed)
@@ -79,9 +98,14 @@ def ablation_rows(model: torch.nn.Module, contexts: Sequence[Sequence[int]], tar
     return out
 
 
-def checkpoint_ablations(models: Iterable[tuple[int, torch.nn.Module]], heads: pd.DataFrame,
-                         contexts: Sequence[Sequence[int]], targets: Sequence[int], p: AblationParams,
-                         prefixes: torch.Tensor | None = None) -> pd.DataFrame:
+def checkpoint_ablations(
+    models: Iterable[tuple[int, torch.nn.Module]],
+    heads: pd.DataFrame,
+    contexts: Sequence[Sequence[int]],
+    targets: Sequence[int],
+    p: HeadAblationParams,
+    prefixes: torch.Tensor | None = None,
+) -> pd.DataFrame:
     """ablation_rows of each kind of head at every (step, model) checkpoint, plus step and kind columns.
     `heads`: find_heads rows (step, layer, head, kind); control draws seeded by p.seed + step."""
     tables = []

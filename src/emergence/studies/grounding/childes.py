@@ -12,16 +12,18 @@ and most codes); the dependent tiers are free text cleaned here. pylangacq
 reports no line numbers, so a raw scan of each file finds the main tiers
 and, on the way, rejects malformed CHAT with an error naming file and line.
 """
+
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import stat
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 import pandas as pd
 import pylangacq
@@ -39,6 +41,7 @@ _EDGE_PUNCT = '".,;:!?()<>'
 
 
 # --- raw pre-check ---------------------------------------------------------
+
 
 def _decode(data: bytes, name: str) -> list[str]:
     try:
@@ -113,6 +116,7 @@ def validate_chat(path: str | os.PathLike) -> None:
 
 # --- word cleaning ---------------------------------------------------------
 
+
 def _clean(tokens: list[str], split_compounds: bool) -> list[str]:
     """Lower-cased words of CHAT tokens; codes, pauses, terminators and punctuation dropped."""
     return [w for t in tokens for w in word_parts(t.lower().strip(_EDGE_PUNCT), split_compounds)]
@@ -122,7 +126,7 @@ def _scoped_words(text: str, split_compounds: bool) -> tuple[str | None, list[st
     """A dependent tier's scope ('bef', 'aft' or None) and its words."""
     scope = _SCOPE.match(text)
     if scope:
-        text = text[scope.end():]
+        text = text[scope.end() :]
     words = _clean(_BRACKET_CODE.sub(" ", text).split(), split_compounds)
     return (scope[1] if scope else None), words
 
@@ -136,12 +140,17 @@ def _turn(utterance, split_compounds: bool) -> tuple[list[str], list[str], list[
             slots[scope or ("sit" if tier == "%sit" else "during")] += words
     lan = _clean([t.word for t in utterance.tokens], split_compounds)
     before = slots["sit"] + slots["bef"] + slots["during"]
-    tokens = ([f"<{utterance.participant}>"] + [w + "<ENV>" for w in before]
-              + [w + "<LAN>" for w in lan] + [w + "<ENV>" for w in slots["aft"]])
+    tokens = (
+        [f"<{utterance.participant}>"]
+        + [w + "<ENV>" for w in before]
+        + [w + "<LAN>" for w in lan]
+        + [w + "<ENV>" for w in slots["aft"]]
+    )
     return before + slots["aft"], lan, tokens
 
 
 # --- sources: file, directory or zip ---------------------------------------
+
 
 def _unsafe(info: zipfile.ZipInfo) -> str | None:
     """Why extracting this member could write outside the target directory, if it could."""
@@ -203,8 +212,9 @@ def _utterances(file: Path, label: str) -> Iterator[tuple[int, object]]:
     # items without tiers are mid-file header changes (@Date ...), not utterances
     utterances = [u for u in chat.utterances() if u.tiers is not None]
     if [u.participant for u in utterances] != [speaker for _, speaker in mains]:
-        raise PipelineError(f"{label}: pylangacq found {len(utterances)} utterances "
-                            f"where the file has {len(mains)} main tiers")
+        raise PipelineError(
+            f"{label}: pylangacq found {len(utterances)} utterances where the file has {len(mains)} main tiers"
+        )
     for (line, _), u in zip(mains, utterances):
         yield line, u
 
@@ -217,6 +227,7 @@ def _all_utterances(path: str | os.PathLike) -> Iterator[tuple[str, int, object]
 
 
 # --- public ----------------------------------------------------------------
+
 
 def extract_turns(path: str | os.PathLike, split_compounds: bool = False) -> pd.DataFrame:
     """One row per utterance of a .cha file, a directory of them or a CHILDES .zip.
@@ -245,3 +256,8 @@ def turn_counts(path: str | os.PathLike) -> dict[str, int]:
         for tier in ENV_TIERS:
             counts[tier[1:]] += tier in u.tiers
     return counts
+
+
+@dataclasses.dataclass
+class ExtractParams:
+    split_compounds: bool = False  # teddy_bear -> teddy, bear (else one word)

@@ -10,14 +10,15 @@ with CHAT codes ([+ IMP], [/], xxx, &=laughs, &-uh) so the real extractor
 meets the same mess as in CHILDES. Compounds are written teddy_bear on the
 main tier and teddy+bear on %act/%sit, as real transcripts mix both.
 """
+
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from emergence.studies.grounding.nouns import CDI_NOUNS
 from emergence.core.io import PipelineError, atomic_path
+from emergence.studies.grounding.nouns import CDI_NOUNS
 
 P_ENTER = 0.12  # an object enters this turn (always when none is present)
 P_LEAVE = 0.2  # an action is putting its object away
@@ -25,25 +26,57 @@ MAX_PRESENT = 5  # a toddler's play space holds a handful of things at once
 P_CODE = 0.15  # an utterance carries a CHAT code
 MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 
-ENTER = ("MOT brings out {a} {n}", "{a} {n} is on the floor", "CHI finds {a} {n} in the toy box",
-         "MOT takes {a} {n} out of the bag", "{a} {n} is on the table")
-ACTS = ("gives {n} to {other}", "picks up {n}", "holds up {n}", "points at {n}", "drops {n}",
-        "shows {n} to {other}", "pushes {n}", "puts {n} in the box", "looks at {n}")
+ENTER = (
+    "MOT brings out {a} {n}",
+    "{a} {n} is on the floor",
+    "CHI finds {a} {n} in the toy box",
+    "MOT takes {a} {n} out of the bag",
+    "{a} {n} is on the table",
+)
+ACTS = (
+    "gives {n} to {other}",
+    "picks up {n}",
+    "holds up {n}",
+    "points at {n}",
+    "drops {n}",
+    "shows {n} to {other}",
+    "pushes {n}",
+    "puts {n} in the box",
+    "looks at {n}",
+)
 LEAVE = ("puts {n} away", "throws {n} behind the couch", "gives {n} back to {other}")
 MENTION = {
-    "MOT": ("do you want the {n} ?", "where is the {n} ?", "that's a nice {n} .",
-            "is that your {n} ?", "what color is the {n} ?", "here's the {n} .",
-            "where did the {n} go ?", "you like the {n} ?", "{a} {n} !", "see the {n} ?"),
-    "CHI": ("{n} !", "{n} .", "more {n} .", "my {n} .", "want {n} .", "there {n} !",
-            "{n} ?", "no {n} .", "big {n} !"),
+    "MOT": (
+        "do you want the {n} ?",
+        "where is the {n} ?",
+        "that's a nice {n} .",
+        "is that your {n} ?",
+        "what color is the {n} ?",
+        "here's the {n} .",
+        "where did the {n} go ?",
+        "you like the {n} ?",
+        "{a} {n} !",
+        "see the {n} ?",
+    ),
+    "CHI": ("{n} !", "{n} .", "more {n} .", "my {n} .", "want {n} .", "there {n} !", "{n} ?", "no {n} .", "big {n} !"),
 }
 IMPERATIVE = ("look at the {n} .", "give me the {n} .", "put the {n} down .", "find the {n} .")
 SMALL_TALK = {
-    "MOT": ("yes .", "okay .", "what's that ?", "mhm .", "good girl .", "are you hungry ?",
-            "let's play .", "what do you want ?", "oh my !", "that's right .", "careful .",
-            "what are you doing ?"),
-    "CHI": ("yes .", "no .", "mommy !", "uh oh .", "what that ?", "more .", "down .", "hi .",
-            "all gone .", "0 ."),
+    "MOT": (
+        "yes .",
+        "okay .",
+        "what's that ?",
+        "mhm .",
+        "good girl .",
+        "are you hungry ?",
+        "let's play .",
+        "what do you want ?",
+        "oh my !",
+        "that's right .",
+        "careful .",
+        "what are you doing ?",
+    ),
+    "CHI": ("yes .", "no .", "mommy !", "uh oh .", "what that ?", "more .", "down .", "hi .", "all gone .", "0 ."),
 }
 
 
@@ -68,18 +101,25 @@ class SynthConfig:
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise PipelineError(f"{where}.{key}: must be in [0, 1], got {getattr(self, key)}")
         if self.p_mention_present + self.p_mention_absent > 1.0:
-            raise PipelineError(f"{where}.p_mention_absent: p_mention_present + p_mention_absent must be"
-                                f" <= 1, got {self.p_mention_present + self.p_mention_absent}")
+            raise PipelineError(
+                f"{where}.p_mention_absent: p_mention_present + p_mention_absent must be"
+                f" <= 1, got {self.p_mention_present + self.p_mention_absent}"
+            )
 
 
 def _header(cfg: SynthConfig, i: int) -> list[str]:
     months = 18 + i % 18  # ages 1;06 .. 2;11, a new session every month
-    return ["@UTF8", "@Begin", "@Languages:\teng", "@Participants:\tCHI Target_Child, MOT Mother",
-            f"@ID:\teng|synth|CHI|{months // 12};{months % 12:02d}.00|female|||Target_Child|||",
-            "@ID:\teng|synth|MOT||female|||Mother|||",
-            f"@Date:\t{1 + i % 28:02d}-{MONTHS[i % 12]}-{2000 + i // 12}",
-            "@Situation:\ttoy play on the living room floor",
-            f"@Comment:\tsynthetic session {i + 1} of {cfg.n_files}, childes_synth seed {cfg.seed}"]
+    return [
+        "@UTF8",
+        "@Begin",
+        "@Languages:\teng",
+        "@Participants:\tCHI Target_Child, MOT Mother",
+        f"@ID:\teng|synth|CHI|{months // 12};{months % 12:02d}.00|female|||Target_Child|||",
+        "@ID:\teng|synth|MOT||female|||Mother|||",
+        f"@Date:\t{1 + i % 28:02d}-{MONTHS[i % 12]}-{2000 + i // 12}",
+        "@Situation:\ttoy play on the living room floor",
+        f"@Comment:\tsynthetic session {i + 1} of {cfg.n_files}, childes_synth seed {cfg.seed}",
+    ]
 
 
 def _fill(frame: str, noun: str, other: str = "", dependent: bool = False) -> str:
@@ -101,8 +141,7 @@ def _sprinkle(r: random.Random, speaker: str, utterance: str) -> str:
     return " ".join(words)
 
 
-def _speech(cfg: SynthConfig, r: random.Random, speaker: str, present: list[str],
-            inventory: tuple[str, ...]) -> str:
+def _speech(cfg: SynthConfig, r: random.Random, speaker: str, present: list[str], inventory: tuple[str, ...]) -> str:
     draw = r.random()
     if draw < cfg.p_mention_present:
         noun = r.choice(present)

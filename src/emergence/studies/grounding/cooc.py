@@ -5,13 +5,16 @@ removed): how often each form occurs, in how many turns both occur, and their
 turn-level PMI. The paper (Wu et al., arXiv 2510.13796) finds R^2 rising early
 and falling later: the model learns beyond co-occurrence.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
+from emergence.core.io import PipelineError
 from emergence.studies.grounding.tokens import env, lan
 
 FEATURES = ("log_cooc", "pmi", "p_lan_given_env", "log_env", "log_lan")
@@ -26,14 +29,22 @@ def cooccurrence_stats(turns: pd.DataFrame, held_out: set[int], targets: Sequenc
     for w in targets:
         has_env = np.array([env(w) in s for s in train])
         has_lan = np.array([lan(w) in s for s in train])
-        rows.append({"word": w, "n_env": int(counts.get(env(w), 0)), "n_lan": int(counts.get(lan(w), 0)),
-                     "turns_env": int(has_env.sum()), "turns_lan": int(has_lan.sum()),
-                     "turns_both": int((has_env & has_lan).sum())})
+        rows.append(
+            {
+                "word": w,
+                "n_env": int(counts.get(env(w), 0)),
+                "n_lan": int(counts.get(lan(w), 0)),
+                "turns_env": int(has_env.sum()),
+                "turns_lan": int(has_lan.sum()),
+                "turns_both": int((has_env & has_lan).sum()),
+            }
+        )
     stats = pd.DataFrame(rows)
     n_turns, half = max(len(train), 1), 0.5
     stats["log_cooc"] = np.log(stats["turns_both"] + half)
-    stats["pmi"] = np.log((stats["turns_both"] + half) * n_turns /
-                          ((stats["turns_env"] + half) * (stats["turns_lan"] + half)))
+    stats["pmi"] = np.log(
+        (stats["turns_both"] + half) * n_turns / ((stats["turns_env"] + half) * (stats["turns_lan"] + half))
+    )
     stats["p_lan_given_env"] = (stats["turns_both"] + half) / (stats["turns_env"] + 2 * half)
     stats["log_env"] = np.log(stats["n_env"] + half)
     stats["log_lan"] = np.log(stats["n_lan"] + half)
@@ -52,8 +63,12 @@ def r_squared(y: np.ndarray, X: np.ndarray) -> tuple[float, float]:
     return r2, adj
 
 
-def r2_table(word_gains: pd.DataFrame, stats: pd.DataFrame, features: Sequence[str],
-             keys: Sequence[str] = ("model", "seed", "step")) -> pd.DataFrame:
+def r2_table(
+    word_gains: pd.DataFrame,
+    stats: pd.DataFrame,
+    features: Sequence[str],
+    keys: Sequence[str] = ("model", "seed", "step"),
+) -> pd.DataFrame:
     """R^2 of G(v) on the features, one row per run and checkpoint."""
     if not features or set(features) - set(FEATURES):
         raise ValueError(f"features: a non-empty subset of {list(FEATURES)}, got {list(features)}")
@@ -63,3 +78,12 @@ def r2_table(word_gains: pd.DataFrame, stats: pd.DataFrame, features: Sequence[s
         r2, adj = r_squared(g["gain"].to_numpy(float), g[list(features)].to_numpy(float))
         rows.append({**dict(zip(keys, key)), "n_words": len(g), "r2": r2, "adj_r2": adj})
     return pd.DataFrame(rows)
+
+
+@dataclasses.dataclass
+class CoocParams:
+    features: list[str] = dataclasses.field(default_factory=lambda: ["log_cooc", "pmi"])
+
+    def validate(self, where: str) -> None:
+        if not self.features or set(self.features) - set(FEATURES):
+            raise PipelineError(f"{where}.features: a non-empty subset of {list(FEATURES)}, got {self.features}")

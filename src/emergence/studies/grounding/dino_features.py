@@ -7,14 +7,15 @@ features, and adding images encodes only the new ones. Weights come only from
 a local directory or the local HF cache (this machine is offline); a seeded
 random DINOv2 of the same shape is an explicit opt-in for tests and plumbing.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -29,8 +30,12 @@ IMAGENET_MEAN = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
 IMAGENET_STD = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
 # Shapes of the published checkpoints, for the random-init fallback (the MLP width is hidden_size * mlp_ratio).
 RANDOM_INIT_SHAPES = {
-    "facebook/dinov2-small": dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, mlp_ratio=4, patch_size=14),
-    "facebook/dinov2-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, mlp_ratio=4, patch_size=14),
+    "facebook/dinov2-small": dict(
+        hidden_size=384, num_hidden_layers=12, num_attention_heads=6, mlp_ratio=4, patch_size=14
+    ),
+    "facebook/dinov2-base": dict(
+        hidden_size=768, num_hidden_layers=12, num_attention_heads=12, mlp_ratio=4, patch_size=14
+    ),
 }
 
 
@@ -100,8 +105,10 @@ def random_init(name: str, seed: int, where: str) -> Encoder:
     from transformers import Dinov2Config, Dinov2Model
 
     if name not in RANDOM_INIT_SHAPES:
-        raise PipelineError(f"{where}.name: no local weights and no random-init shape for {name!r} "
-                            f"(known: {', '.join(RANDOM_INIT_SHAPES)})")
+        raise PipelineError(
+            f"{where}.name: no local weights and no random-init shape for {name!r} "
+            f"(known: {', '.join(RANDOM_INIT_SHAPES)})"
+        )
     with torch.random.fork_rng(devices=[]):  # leave the caller's RNG stream untouched
         torch.manual_seed(seed)
         model = Dinov2Model(Dinov2Config(**RANDOM_INIT_SHAPES[name]))
@@ -110,7 +117,10 @@ def random_init(name: str, seed: int, where: str) -> Encoder:
     for key, t in model.state_dict().items():
         h.update(key.encode())
         h.update(t.numpy().tobytes())
-    warnings.warn(f"{where}: using a random-init DINOv2 ({name}, seed {seed}): features carry no pretrained semantics")
+    warnings.warn(
+        f"{where}: using a random-init DINOv2 ({name}, seed {seed}): features carry no pretrained semantics",
+        stacklevel=2,
+    )
     return Encoder(model, f"random-init:{name}:seed{seed}@{h.hexdigest()[:12]}", pretrained=False)
 
 
@@ -122,8 +132,10 @@ def load_encoder(params: EncoderParams, device: str | torch.device = "cpu", wher
     elif params.allow_random_init:
         enc = random_init(params.name, params.seed, where)
     else:
-        raise PipelineError(f"{where}: no local DINOv2 weights for {params.name} (looked in {looked}); "
-                            f"set {where}.local_dir or {where}.allow_random_init: true")
+        raise PipelineError(
+            f"{where}: no local DINOv2 weights for {params.name} (looked in {looked}); "
+            f"set {where}.local_dir or {where}.allow_random_init: true"
+        )
     enc.model.eval().requires_grad_(False).to(device)
     return enc
 
@@ -150,10 +162,11 @@ def pool_patches(patches: torch.Tensor, pool_grid: int, where: str = "dino_featu
     if not pool_grid:
         return patches
     B, P, d = patches.shape
-    g = int(round(P ** 0.5))  # square images -> a g x g patch grid
+    g = int(round(P**0.5))  # square images -> a g x g patch grid
     if pool_grid > g:
-        raise PipelineError(f"{where}.pool_grid: {pool_grid} exceeds the {g}x{g} patch grid "
-                            f"(raise image_size or lower pool_grid)")
+        raise PipelineError(
+            f"{where}.pool_grid: {pool_grid} exceeds the {g}x{g} patch grid (raise image_size or lower pool_grid)"
+        )
     grid = patches.transpose(1, 2).reshape(B, d, g, g)  # (B, d, g, g), row-major like the patch order
     return F.adaptive_avg_pool2d(grid, pool_grid).flatten(2).transpose(1, 2)  # (B, pool_grid**2, d)
 
@@ -166,8 +179,9 @@ def encode_batch(encoder: Encoder, images: torch.Tensor, pool_grid: int, where: 
     return pool_patches(hidden[:, 1:].float(), pool_grid, where).contiguous().cpu()  # the CLS token dropped
 
 
-def encoder_layers(encoder: Encoder, images: torch.Tensor, pool_grid: int,
-                   where: str = "dino_features") -> list[torch.Tensor]:
+def encoder_layers(
+    encoder: Encoder, images: torch.Tensor, pool_grid: int, where: str = "dino_features"
+) -> list[torch.Tensor]:
     """Pooled patch tokens after every layer (0 = embeddings), each through the final layer norm as
     DINOv2's intermediate-layer readout does (the last equals encode_batch's): a list of (B, n_tokens, d)."""
     device = next(encoder.model.parameters()).device
@@ -193,11 +207,16 @@ def encode_padded(encoder: Encoder, images: list[torch.Tensor], params: EncoderP
     pad = params.batch_size - len(images)
     if pad > 0:
         batch = torch.cat([batch, batch.new_zeros(pad, *batch.shape[1:])])
-    return encode_batch(encoder, batch, params.pool_grid, where)[:len(images)]
+    return encode_batch(encoder, batch, params.pool_grid, where)[: len(images)]
 
 
-def encode_images(paths: Sequence[str | Path], params: EncoderParams, encoder: Encoder, cache_dir: str | Path,
-                  where: str = "dino_features") -> tuple[torch.Tensor, dict]:
+def encode_images(
+    paths: Sequence[str | Path],
+    params: EncoderParams,
+    encoder: Encoder,
+    cache_dir: str | Path,
+    where: str = "dino_features",
+) -> tuple[torch.Tensor, dict]:
     """(N_kept, n_tokens, d) features in `paths` order, and what was encoded, cached or skipped.
 
     info["kept"] lists the indices into `paths` the rows belong to; only with
@@ -211,8 +230,11 @@ def encode_images(paths: Sequence[str | Path], params: EncoderParams, encoder: E
         except OSError as e:
             if not params.skip_bad_images:
                 raise PipelineError(f"{p}: image file not readable ({e.__class__.__name__})") from e
-    feats = {k: load_file(key_dir / f"{k}.safetensors")["features"]
-             for k in set(keys.values()) if (key_dir / f"{k}.safetensors").is_file()}
+    feats = {
+        k: load_file(key_dir / f"{k}.safetensors")["features"]
+        for k in set(keys.values())
+        if (key_dir / f"{k}.safetensors").is_file()
+    }
     n_cached = len(feats)
     first: dict[str, int] = {}  # new image sha -> its first path: duplicate images are encoded once
     for i, k in keys.items():
@@ -220,11 +242,15 @@ def encode_images(paths: Sequence[str | Path], params: EncoderParams, encoder: E
             first.setdefault(k, i)
     todo = list(first.items())
     # One metadata key: safetensors writes a multi-key metadata map in arbitrary order (bytes would vary per run).
-    meta = {"dino": json.dumps({"encoder_id": encoder.encoder_id, "image_size": params.image_size,
-                                "pool_grid": params.pool_grid}, sort_keys=True)}
+    meta = {
+        "dino": json.dumps(
+            {"encoder_id": encoder.encoder_id, "image_size": params.image_size, "pool_grid": params.pool_grid},
+            sort_keys=True,
+        )
+    }
     with tqdm(total=len(todo), desc="dino features", unit="img", disable=not todo) as bar:
         for start in range(0, len(todo), params.batch_size):
-            chunk = todo[start:start + params.batch_size]
+            chunk = todo[start : start + params.batch_size]
             images, done = [], []
             for k, i in chunk:
                 try:
@@ -244,7 +270,12 @@ def encode_images(paths: Sequence[str | Path], params: EncoderParams, encoder: E
     kept_set = set(kept)
     if not kept:
         raise PipelineError(f"{where}: none of the {len(paths)} images could be read")
-    info = {"encoder_id": encoder.encoder_id, "pretrained": encoder.pretrained, "n_encoded": len(feats) - n_cached,
-            "n_cached": n_cached, "skipped": [str(paths[i]) for i in range(len(paths)) if i not in kept_set],
-            "kept": kept}
+    info = {
+        "encoder_id": encoder.encoder_id,
+        "pretrained": encoder.pretrained,
+        "n_encoded": len(feats) - n_cached,
+        "n_cached": n_cached,
+        "skipped": [str(paths[i]) for i in range(len(paths)) if i not in kept_set],
+        "kept": kept,
+    }
     return torch.stack([feats[keys[i]] for i in kept]), info

@@ -4,10 +4,11 @@ G(v) = mean_n mean_{u != v} [ s(v<LAN> | c_n(u<ENV>)) - s(v<LAN> | c_n(v<ENV>)) 
 surprisal s in nats, c_n the n-th held-out context of v and c_n(u<ENV>) the
 same context with v<ENV> swapped for another target's u<ENV>.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -18,8 +19,13 @@ from emergence.studies.grounding.tokens import encode, lan, mismatched
 
 
 @torch.no_grad()
-def target_surprisal(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
-                     batch_size: int = 256, prefixes: torch.Tensor | None = None) -> np.ndarray:
+def target_surprisal(
+    model: torch.nn.Module,
+    contexts: Sequence[Sequence[int]],
+    targets: Sequence[int],
+    batch_size: int = 256,
+    prefixes: torch.Tensor | None = None,
+) -> np.ndarray:
     """-ln p(target | context) for each (context, target), read after the context's last token.
 
     Contexts are right-padded: every zoo model is causal, so padding after the
@@ -29,13 +35,13 @@ def target_surprisal(model: torch.nn.Module, contexts: Sequence[Sequence[int]], 
     device = next(model.parameters()).device
     out = []
     for start in range(0, len(contexts), batch_size):
-        chunk = contexts[start: start + batch_size]
+        chunk = contexts[start : start + batch_size]
         idx, lengths = right_pad(chunk, device)
-        extra = {} if prefixes is None else {"prefix": prefixes[start: start + batch_size].to(device)}
-        logits, _ = model(idx, **extra)                                 # (B, P + T, V)
-        pos = lengths - 1 + (logits.shape[1] - idx.shape[1])            # past the prefix, if any
+        extra = {} if prefixes is None else {"prefix": prefixes[start : start + batch_size].to(device)}
+        logits, _ = model(idx, **extra)  # (B, P + T, V)
+        pos = lengths - 1 + (logits.shape[1] - idx.shape[1])  # past the prefix, if any
         last = logits[torch.arange(len(chunk), device=device), pos].float().log_softmax(-1)  # (B, V)
-        tgt = torch.tensor(targets[start: start + batch_size], device=device)
+        tgt = torch.tensor(targets[start : start + batch_size], device=device)
         out.append((-last.gather(1, tgt[:, None])[:, 0]).cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0)
 
@@ -44,10 +50,11 @@ def target_surprisal(model: torch.nn.Module, contexts: Sequence[Sequence[int]], 
 class EvalPairs:
     """Every (context, target) the gain needs, flattened: row n of the eval set contributes its
     matched context, then one mismatched context per other word."""
+
     contexts: list[list[int]]
     targets: list[int]
-    rows: np.ndarray      # (P,) eval-set row of each pair
-    matched: np.ndarray   # (P,) True for the matched context
+    rows: np.ndarray  # (P,) eval-set row of each pair
+    matched: np.ndarray  # (P,) True for the matched context
 
 
 def evaluation_pairs(eval_set: pd.DataFrame, index: dict[str, int]) -> EvalPairs:
@@ -70,9 +77,15 @@ def gain_table(eval_set: pd.DataFrame, pairs: EvalPairs, surprisal: np.ndarray) 
     s_matched[rows[matched]] = surprisal[matched]
     s_mismatched = np.bincount(rows[~matched], weights=surprisal[~matched], minlength=n)
     s_mismatched /= np.maximum(np.bincount(rows[~matched], minlength=n), 1)
-    return pd.DataFrame({"context": np.arange(n), "word": eval_set["word"].to_numpy(),
-                         "s_matched": s_matched, "s_mismatched": s_mismatched,
-                         "gain": s_mismatched - s_matched})
+    return pd.DataFrame(
+        {
+            "context": np.arange(n),
+            "word": eval_set["word"].to_numpy(),
+            "s_matched": s_matched,
+            "s_mismatched": s_mismatched,
+            "gain": s_mismatched - s_matched,
+        }
+    )
 
 
 def gain_rows(model: torch.nn.Module, eval_set: pd.DataFrame, index: dict[str, int]) -> pd.DataFrame:
@@ -83,7 +96,7 @@ def gain_rows(model: torch.nn.Module, eval_set: pd.DataFrame, index: dict[str, i
 
 def word_gains(rows: pd.DataFrame, keys: Sequence[str] = ("model", "seed", "step")) -> pd.DataFrame:
     """G(v): the mean gain over each word's contexts, per run and checkpoint."""
-    return (rows.groupby([*keys, "word"], as_index=False)[["s_matched", "s_mismatched", "gain"]].mean())
+    return rows.groupby([*keys, "word"], as_index=False)[["s_matched", "s_mismatched", "gain"]].mean()
 
 
 def sign_flip_test(diffs: np.ndarray, n_perm: int = 10000, seed: int = 0) -> float:

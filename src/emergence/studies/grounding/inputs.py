@@ -3,11 +3,12 @@
 One place for the params keys and artifact schemas, so the stages stay thin and
 agree on what a run, a checkpoint list or a training window is.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -15,12 +16,19 @@ import torch
 from tqdm import tqdm
 
 from emergence.core.config import from_dict, path_of, section
-from emergence.studies.grounding.tokens import MODEL_NAME, GroundingRuns, model_entry, read_vocab, run_name, training_windows
 from emergence.core.io import PipelineError, read_parquet
 from emergence.core.train import list_checkpoints, load_checkpoint
+from emergence.studies.grounding.tokens import (
+    MODEL_NAME,
+    GroundingRuns,
+    model_entry,
+    read_vocab,
+    run_name,
+    training_windows,
+)
 
 DEFAULT_SEQ_LEN = 64
-RUN_KEYS = {"model": "O", "seed": "i", "step": "i"}   # the key columns of every per-run table
+RUN_KEYS = {"model": "O", "seed": "i", "step": "i"}  # the key columns of every per-run table
 
 
 def runs_of(params: dict) -> GroundingRuns:
@@ -45,8 +53,9 @@ def run_checkpoints(params: dict, run: str, study: str = "grounding") -> list[tu
     return ckpts
 
 
-def checkpoint_models(params: dict, run: str, desc: str,
-                      study: str = "grounding") -> Iterator[tuple[int, torch.nn.Module]]:
+def checkpoint_models(
+    params: dict, run: str, desc: str, study: str = "grounding"
+) -> Iterator[tuple[int, torch.nn.Module]]:
     """(step, model) of each checkpoint of a run, loaded one at a time behind a progress bar."""
     for step, path in tqdm(run_checkpoints(params, run, study), desc=f"{desc} {run}"):
         yield step, load_checkpoint(path)[0]
@@ -78,7 +87,7 @@ def train_windows(params: dict, index: dict[str, int]) -> np.ndarray:
 
 @dataclass
 class SaliencyParams:
-    models: list[str]          # runs analysed through attention (saliency, heads, ablation)
+    models: list[str]  # runs analysed through attention (saliency, heads, ablation)
     batch_size: int = 64
 
     def validate(self, where: str) -> None:
@@ -113,8 +122,9 @@ def run_file(params: dict, path_key: str, run: str) -> Path:
     return path_of(params, path_key) / f"{run}.parquet"
 
 
-def per_run(params: dict, path_key: str, runs: list[str], columns: dict[str, str],
-            keys: dict[str, str] = RUN_KEYS) -> tuple[pd.DataFrame, list[Path]]:
+def per_run(
+    params: dict, path_key: str, runs: list[str], columns: dict[str, str], keys: dict[str, str] = RUN_KEYS
+) -> tuple[pd.DataFrame, list[Path]]:
     """The per-run artifacts of `runs` concatenated, with their key and `columns` checked; and their files."""
     files = [run_file(params, path_key, run) for run in runs]
     return pd.concat([read_parquet(f, {**keys, **columns}) for f in files], ignore_index=True), files

@@ -1,13 +1,14 @@
 """reports/grounding.html: does v<ENV> in the context lower the surprisal of v<LAN>?"""
+
 from __future__ import annotations
 
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
 
-from emergence.studies.grounding.gain import sign_flip_test, word_gains
 from emergence.core.report import html as H
 from emergence.core.report.plots import new_figure, plot_style, step_axis
+from emergence.studies.grounding.gain import sign_flip_test, word_gains
 
 
 def gain_by_checkpoint(rows: pd.DataFrame) -> pd.DataFrame:
@@ -18,10 +19,20 @@ def gain_by_checkpoint(rows: pd.DataFrame) -> pd.DataFrame:
     for (model, step), g in words.groupby(["model", "step"]):
         per_seed = g.groupby("seed")["gain"].mean()
         per_word = g.groupby("word")[["gain", "s_matched", "s_mismatched"]].mean()
-        out.append({"model": model, "step": int(step), "n_seeds": len(per_seed), "n_words": len(per_word),
-                    "s_matched": per_word["s_matched"].mean(), "s_mismatched": per_word["s_mismatched"].mean(),
-                    "G": per_word["gain"].mean(), "G_seed_min": per_seed.min(), "G_seed_max": per_seed.max(),
-                    "p_value": sign_flip_test(per_word["gain"].to_numpy())})
+        out.append(
+            {
+                "model": model,
+                "step": int(step),
+                "n_seeds": len(per_seed),
+                "n_words": len(per_word),
+                "s_matched": per_word["s_matched"].mean(),
+                "s_mismatched": per_word["s_mismatched"].mean(),
+                "G": per_word["gain"].mean(),
+                "G_seed_min": per_seed.min(),
+                "G_seed_max": per_seed.max(),
+                "p_value": sign_flip_test(per_word["gain"].to_numpy()),
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -32,9 +43,16 @@ def final_table(curve: pd.DataFrame) -> pd.DataFrame:
 
 
 def grounding_metrics(curve: pd.DataFrame) -> dict:
-    return {r.model: {"step": int(r.step), "G": round(float(r.G), 5), "p_value": round(float(r.p_value), 5),
-                     "s_matched": round(float(r.s_matched), 4), "s_mismatched": round(float(r.s_mismatched), 4)}
-            for r in final_table(curve).itertuples()}
+    return {
+        r.model: {
+            "step": int(r.step),
+            "G": round(float(r.G), 5),
+            "p_value": round(float(r.p_value), 5),
+            "s_matched": round(float(r.s_matched), 4),
+            "s_mismatched": round(float(r.s_mismatched), 4),
+        }
+        for r in final_table(curve).itertuples()
+    }
 
 
 def plot_table(curve: pd.DataFrame) -> pd.DataFrame:
@@ -53,8 +71,15 @@ def curves_figure(curve: pd.DataFrame):
             row[0].set_ylabel("surprisal of v<LAN> (nats)")
             row[0].set_title(f"{model}: surprisal (mean over words and seeds)")
             row[0].legend()
-            row[1].fill_between(c["step"], c["G_seed_min"], c["G_seed_max"], color=mpl.colormaps["tab10"](0),
-                                alpha=0.25, lw=0, label="seed range")
+            row[1].fill_between(
+                c["step"],
+                c["G_seed_min"],
+                c["G_seed_max"],
+                color=mpl.colormaps["tab10"](0),
+                alpha=0.25,
+                lw=0,
+                label="seed range",
+            )
             row[1].plot(c["step"], c["G"], color=mpl.colormaps["tab10"](0), label="G (mean over seeds)")
             row[1].axhline(0, color="#555", lw=0.8)
             row[1].set_ylabel("grounding gain G (nats)")
@@ -68,33 +93,59 @@ def curves_figure(curve: pd.DataFrame):
 def _data_section(counts: dict, targets: pd.DataFrame, eval_set: pd.DataFrame) -> str:
     summary = pd.DataFrame(sorted((k, str(v)) for k, v in counts.items()), columns=["quantity", "value"])
     examples = eval_set.groupby("word").head(1).head(6)
-    examples = pd.DataFrame({"word": examples["word"],
-                             "context": examples["context"].map(" ".join),
-                             "target": examples["word"] + "<LAN>"})
-    return "\n".join([
-        H.table(summary, caption="Extracted transcripts"),
-        H.table(targets, caption="Target nouns: occurrences of each form in the transcripts"),
-        H.para(f"{len(eval_set)} held-out evaluation contexts (turns where v<ENV> precedes v<LAN>); "
-               "they are removed from training. Mismatched contexts swap v<ENV> for another target's u<ENV>."),
-        H.table(examples, caption="Example contexts (matched)"),
-    ])
+    examples = pd.DataFrame(
+        {"word": examples["word"], "context": examples["context"].map(" ".join), "target": examples["word"] + "<LAN>"}
+    )
+    return "\n".join(
+        [
+            H.table(summary, caption="Extracted transcripts"),
+            H.table(targets, caption="Target nouns: occurrences of each form in the transcripts"),
+            H.para(
+                f"{len(eval_set)} held-out evaluation contexts (turns where v<ENV> precedes v<LAN>); "
+                "they are removed from training. Mismatched contexts swap v<ENV> for another target's u<ENV>."
+            ),
+            H.table(examples, caption="Example contexts (matched)"),
+        ]
+    )
 
 
 def _gain_section(curve: pd.DataFrame) -> str:
-    cols = ["model", "step", "n_seeds", "n_words", "s_matched", "s_mismatched", "G", "G_seed_min", "G_seed_max",
-            "p_value", "grounded (G > 0, p < 0.01)"]
-    return "\n".join([
-        H.para("G(v) = mean over contexts and mismatches of s(v<LAN> | u<ENV>) - s(v<LAN> | v<ENV>); "
-               "p: one-sided sign-flip test over words of G(v) > 0, G(v) averaged over seeds."),
-        H.figure(curves_figure(curve), "surprisal and grounding gain over training per architecture"),
-        H.table(final_table(curve)[cols], caption="Final checkpoint", float_format="{:.4f}"),
-        "<details><summary>Every checkpoint</summary>" +
-        H.table(curve.drop(columns=["n_seeds", "n_words"]), float_format="{:.4f}") + "</details>",
-    ])
+    cols = [
+        "model",
+        "step",
+        "n_seeds",
+        "n_words",
+        "s_matched",
+        "s_mismatched",
+        "G",
+        "G_seed_min",
+        "G_seed_max",
+        "p_value",
+        "grounded (G > 0, p < 0.01)",
+    ]
+    return "\n".join(
+        [
+            H.para(
+                "G(v) = mean over contexts and mismatches of s(v<LAN> | u<ENV>) - s(v<LAN> | v<ENV>); "
+                "p: one-sided sign-flip test over words of G(v) > 0, G(v) averaged over seeds."
+            ),
+            H.figure(curves_figure(curve), "surprisal and grounding gain over training per architecture"),
+            H.table(final_table(curve)[cols], caption="Final checkpoint", float_format="{:.4f}"),
+            "<details><summary>Every checkpoint</summary>"
+            + H.table(curve.drop(columns=["n_seeds", "n_words"]), float_format="{:.4f}")
+            + "</details>",
+        ]
+    )
 
 
-def grounding_page(counts: dict, targets: pd.DataFrame, eval_set: pd.DataFrame, curve: pd.DataFrame,
-                   mechanisms: list[tuple[str, str]], provenance: dict) -> str:
+def grounding_page(
+    counts: dict,
+    targets: pd.DataFrame,
+    eval_set: pd.DataFrame,
+    curve: pd.DataFrame,
+    mechanisms: list[tuple[str, str]],
+    provenance: dict,
+) -> str:
     """The page: data, gain curves, then the mechanistic sections (title, html) as given."""
     sections = [
         ("Data", _data_section(counts, targets, eval_set)),
@@ -102,7 +153,9 @@ def grounding_page(counts: dict, targets: pd.DataFrame, eval_set: pd.DataFrame, 
         *mechanisms,
         ("Provenance", H.provenance_block(provenance)),
     ]
-    intro = ("Words appear as environment tokens (w<ENV>, from %act/%sit/%gpx tiers) and as speech tokens "
-             "(w<LAN>). A model is grounded when v<ENV> in the context makes v<LAN> less surprising than "
-             "another word's u<ENV> does (Wu et al., arXiv 2510.13796).")
+    intro = (
+        "Words appear as environment tokens (w<ENV>, from %act/%sit/%gpx tiers) and as speech tokens "
+        "(w<LAN>). A model is grounded when v<ENV> in the context makes v<LAN> less surprising than "
+        "another word's u<ENV> does (Wu et al., arXiv 2510.13796)."
+    )
     return H.page("Symbol grounding from child-directed speech", sections, intro=intro)

@@ -4,20 +4,27 @@ Every function takes the concatenated per-run Parquet tables (a `model` and a
 `seed` column) and aggregates over seeds itself, so the page shows means with
 their seed spread and tests that pool seeds.
 """
+
 from __future__ import annotations
 
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
 
-from emergence.studies.grounding.gain import sign_flip_test
-from emergence.studies.grounding.saliency import head_summary
 from emergence.core.report import html as H
 from emergence.core.report.plots import new_figure, plot_style, step_axis
+from emergence.studies.grounding.gain import sign_flip_test
+from emergence.studies.grounding.saliency import head_summary
 
 # Wu et al., arXiv 2510.13796, Table 2: matched surprisal of v<LAN> (Transformer, CHILDES).
-PAPER_ABLATION = pd.DataFrame({"step": [5000, 10000, 20000], "intervention": [6.51, 5.86, 5.62],
-                               "control": [6.39, 5.29, 4.76], "original": [6.38, 5.30, 4.77]})
+PAPER_ABLATION = pd.DataFrame(
+    {
+        "step": [5000, 10000, 20000],
+        "intervention": [6.51, 5.86, 5.62],
+        "control": [6.39, 5.29, 4.76],
+        "original": [6.38, 5.30, 4.77],
+    }
+)
 
 
 def _colours(n: int):
@@ -27,10 +34,19 @@ def _colours(n: int):
 
 # --- co-occurrence --------------------------------------------------------------------------
 
+
 def r2_curve(cooc: pd.DataFrame) -> pd.DataFrame:
     g = cooc.groupby(["model", "step"])
-    return pd.concat({"r2": g["r2"].mean(), "r2_min": g["r2"].min(), "r2_max": g["r2"].max(),
-                      "adj_r2": g["adj_r2"].mean(), "n_words": g["n_words"].first()}, axis=1).reset_index()
+    return pd.concat(
+        {
+            "r2": g["r2"].mean(),
+            "r2_min": g["r2"].min(),
+            "r2_max": g["r2"].max(),
+            "adj_r2": g["adj_r2"].mean(),
+            "n_words": g["n_words"].first(),
+        },
+        axis=1,
+    ).reset_index()
 
 
 def cooc_section(cooc: pd.DataFrame, words: pd.DataFrame, features: list[str]) -> str:
@@ -46,21 +62,27 @@ def cooc_section(cooc: pd.DataFrame, words: pd.DataFrame, features: list[str]) -
         ax.set_ylim(0, 1)
         ax.legend()
         step_axis(ax, curve["step"])
-    return "\n".join([
-        H.para(f"Per checkpoint, G(v) of each target word is regressed (least squares, intercept) on "
-               f"{', '.join(features)} of (v<ENV>, v<LAN>) in the training turns; lines are means over seeds, "
-               "bands the seed range. The paper finds R² rising and then falling: learning beyond co-occurrence."),
-        H.figure(fig, "R squared of grounding gain on co-occurrence over training"),
-        "<details><summary>R² per checkpoint</summary>" + H.table(curve, float_format="{:.4f}") + "</details>",
-        "<details><summary>Co-occurrence statistics per word</summary>" + H.table(words) + "</details>",
-    ])
+    return "\n".join(
+        [
+            H.para(
+                f"Per checkpoint, G(v) of each target word is regressed (least squares, intercept) on "
+                f"{', '.join(features)} of (v<ENV>, v<LAN>) in the training turns; lines are means over seeds, "
+                "bands the seed range. The paper finds R² rising and then falling: learning beyond co-occurrence."
+            ),
+            H.figure(fig, "R squared of grounding gain on co-occurrence over training"),
+            "<details><summary>R² per checkpoint</summary>" + H.table(curve, float_format="{:.4f}") + "</details>",
+            "<details><summary>Co-occurrence statistics per word</summary>" + H.table(words) + "</details>",
+        ]
+    )
 
 
 # --- tuned lens ------------------------------------------------------------------------------
 
+
 def lens_curve(lens: pd.DataFrame) -> pd.DataFrame:
     return lens.groupby(["model", "step", "lens", "layer"], as_index=False)[
-        ["s_matched", "s_mismatched", "gain", "kl"]].mean()
+        ["s_matched", "s_mismatched", "gain", "kl"]
+    ].mean()
 
 
 def lens_section(lens: pd.DataFrame) -> str:
@@ -74,8 +96,15 @@ def lens_section(lens: pd.DataFrame) -> str:
             for colour, step in zip(_colours(len(steps)), steps):
                 for name, style in (("tuned", "-"), ("logit", ":")):
                     d = c[(c["step"] == step) & (c["lens"] == name)]
-                    ax.plot(d["layer"], d["gain"], style, color=colour, marker="o" if name == "tuned" else None,
-                            ms=3, label=f"step {step}" if name == "tuned" else None)
+                    ax.plot(
+                        d["layer"],
+                        d["gain"],
+                        style,
+                        color=colour,
+                        marker="o" if name == "tuned" else None,
+                        ms=3,
+                        label=f"step {step}" if name == "tuned" else None,
+                    )
             ax.axhline(0, color="#555", lw=0.8)
             ax.set_xlabel("layer read (last = model output)")
             ax.set_ylabel("G read through the lens (nats)")
@@ -83,17 +112,25 @@ def lens_section(lens: pd.DataFrame) -> str:
             ax.legend()
     kl = curve[curve["step"] == curve.groupby("model")["step"].transform("max")]
     kl = kl.pivot_table(index=["model", "layer"], columns="lens", values="kl").reset_index()
-    return "\n".join([
-        H.para("An affine translator per layer (zero-initialised, residual) is trained to match the final "
-               "next-token distribution (KL), then the grounding gain is read out at every layer."),
-        H.figure(fig, "grounding gain per layer through the tuned lens"),
-        H.table(kl, caption="Lens quality at the last checkpoint: KL(final || lens) per layer, mean over seeds",
-                float_format="{:.4f}"),
-        "<details><summary>Every lens checkpoint</summary>" + H.table(curve, float_format="{:.4f}") + "</details>",
-    ])
+    return "\n".join(
+        [
+            H.para(
+                "An affine translator per layer (zero-initialised, residual) is trained to match the final "
+                "next-token distribution (KL), then the grounding gain is read out at every layer."
+            ),
+            H.figure(fig, "grounding gain per layer through the tuned lens"),
+            H.table(
+                kl,
+                caption="Lens quality at the last checkpoint: KL(final || lens) per layer, mean over seeds",
+                float_format="{:.4f}",
+            ),
+            "<details><summary>Every lens checkpoint</summary>" + H.table(curve, float_format="{:.4f}") + "</details>",
+        ]
+    )
 
 
 # --- saliency and heads ----------------------------------------------------------------------
+
 
 def flow_curve(saliency: pd.DataFrame) -> pd.DataFrame:
     layer = saliency[saliency["head"] == -1]
@@ -116,15 +153,20 @@ def saliency_section(saliency: pd.DataFrame, env: str = "v<ENV>") -> str:
             ax.set_title(f"{model}: saliency flow by layer")
             ax.legend()
             step_axis(ax, c["step"])
-    return "\n".join([
-        H.para("I_l = |Σ_h A_{h,l} ⊙ ∂L/∂A_{h,l}| at the prediction of v<LAN> (matched held-out contexts, one "
-               f"backward pass for all layers and heads); plotted: the share of I_l on the edges {env} → "
-               "prediction position, mean over contexts and seeds. other_to_pred: the share on all other edges "
-               "into the prediction position."),
-        H.figure(fig, f"saliency flow from {env} to the prediction by layer over training"),
-        "<details><summary>Layer flow per checkpoint</summary>" + H.table(curve, float_format="{:.4f}") +
-        "</details>",
-    ])
+    return "\n".join(
+        [
+            H.para(
+                "I_l = |Σ_h A_{h,l} ⊙ ∂L/∂A_{h,l}| at the prediction of v<LAN> (matched held-out contexts, one "
+                f"backward pass for all layers and heads); plotted: the share of I_l on the edges {env} → "
+                "prediction position, mean over contexts and seeds. other_to_pred: the share on all other edges "
+                "into the prediction position."
+            ),
+            H.figure(fig, f"saliency flow from {env} to the prediction by layer over training"),
+            "<details><summary>Layer flow per checkpoint</summary>"
+            + H.table(curve, float_format="{:.4f}")
+            + "</details>",
+        ]
+    )
 
 
 def heads_table(heads: pd.DataFrame, saliency: pd.DataFrame) -> pd.DataFrame:
@@ -142,17 +184,25 @@ def heads_table(heads: pd.DataFrame, saliency: pd.DataFrame) -> pd.DataFrame:
 def heads_section(heads: pd.DataFrame, saliency: pd.DataFrame, threshold: float, env: str = "v<ENV>") -> str:
     table = heads_table(heads, saliency)
     table.columns = [" ".join(str(p) for p in c if p) for c in table.columns]
-    return "\n".join([
-        H.para(f"Aggregate heads: >= {threshold:.0%} of a head's |saliency| on the edges {env} → prediction "
-               f"position; gather heads: >= {threshold:.0%} on edges into {env} positions from earlier ones "
-               "(the paper's Table 2 criterion)."),
-        H.table(table, caption="Heads found per checkpoint", float_format="{:.2f}"),
-        *[H.para(f"No {kind} head reaches the threshold at any checkpoint.")
-          for kind in ("aggregate", "gather") if not (heads["kind"] == kind).any()],
-    ])
+    return "\n".join(
+        [
+            H.para(
+                f"Aggregate heads: >= {threshold:.0%} of a head's |saliency| on the edges {env} → prediction "
+                f"position; gather heads: >= {threshold:.0%} on edges into {env} positions from earlier ones "
+                "(the paper's Table 2 criterion)."
+            ),
+            H.table(table, caption="Heads found per checkpoint", float_format="{:.2f}"),
+            *[
+                H.para(f"No {kind} head reaches the threshold at any checkpoint.")
+                for kind in ("aggregate", "gather")
+                if not (heads["kind"] == kind).any()
+            ],
+        ]
+    )
 
 
 # --- ablation --------------------------------------------------------------------------------
+
 
 def ablation_table(ablation: pd.DataFrame) -> pd.DataFrame:
     """Per model, checkpoint and kind: mean surprisal original / intervention / control and the
@@ -162,15 +212,22 @@ def ablation_table(ablation: pd.DataFrame) -> pd.DataFrame:
         done = g.dropna(subset=["intervention"])
         paired = done.dropna(subset=["control"])
         same = done if len(done) else g  # original over the runs that have heads, else over all
-        rows.append({"model": model, "step": int(step), "kind": kind, "runs with heads": done["seed"].nunique(),
-                     "heads (mean)": g.groupby("seed")["n_heads"].first().mean(),
-                     "control heads (mean)": g.groupby("seed")["n_control_heads"].first().mean(),
-                     "original": same["original"].mean(),
-                     "intervention": done["intervention"].mean() if len(done) else np.nan,
-                     "control": done["control"].mean() if len(done) else np.nan,
-                     "p (intervention > control)":
-                         sign_flip_test((paired["intervention"] - paired["control"]).to_numpy()) if len(paired)
-                         else np.nan})
+        rows.append(
+            {
+                "model": model,
+                "step": int(step),
+                "kind": kind,
+                "runs with heads": done["seed"].nunique(),
+                "heads (mean)": g.groupby("seed")["n_heads"].first().mean(),
+                "control heads (mean)": g.groupby("seed")["n_control_heads"].first().mean(),
+                "original": same["original"].mean(),
+                "intervention": done["intervention"].mean() if len(done) else np.nan,
+                "control": done["control"].mean() if len(done) else np.nan,
+                "p (intervention > control)": sign_flip_test((paired["intervention"] - paired["control"]).to_numpy())
+                if len(paired)
+                else np.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -178,21 +235,37 @@ def ablation_section(ablation: pd.DataFrame, paper: bool = True) -> str:
     """The ablation tables; `paper` adds the paper's Table 2 (CHILDES) for comparison."""
     table = ablation_table(ablation)
     final = table[table["step"] == table.groupby("model")["step"].transform("max")]
-    return "\n".join([
-        H.para("Matched surprisal of v<LAN> with the heads zero-ablated (intervention), with as many random heads "
-               "from the same layers (control, mean over draws) and with none (original). Means over the runs "
-               "that have such heads at that checkpoint; p pools (seed, context) pairs."),
-        H.table(final, caption="Last checkpoint", float_format="{:.4f}"),
-        *([H.table(PAPER_ABLATION, caption="Paper (Wu et al., Table 2), aggregate heads, Transformer on "
-                   "CHILDES, for comparison", float_format="{:.2f}")] if paper else []),
-        "<details><summary>Every checkpoint</summary>" + H.table(table, float_format="{:.4f}") + "</details>",
-    ])
+    return "\n".join(
+        [
+            H.para(
+                "Matched surprisal of v<LAN> with the heads zero-ablated (intervention), with as many random heads "
+                "from the same layers (control, mean over draws) and with none (original). Means over the runs "
+                "that have such heads at that checkpoint; p pools (seed, context) pairs."
+            ),
+            H.table(final, caption="Last checkpoint", float_format="{:.4f}"),
+            *(
+                [
+                    H.table(
+                        PAPER_ABLATION,
+                        caption="Paper (Wu et al., Table 2), aggregate heads, Transformer on CHILDES, for comparison",
+                        float_format="{:.2f}",
+                    )
+                ]
+                if paper
+                else []
+            ),
+            "<details><summary>Every checkpoint</summary>" + H.table(table, float_format="{:.4f}") + "</details>",
+        ]
+    )
 
 
 def ablation_metrics(ablation: pd.DataFrame) -> dict:
     table = ablation_table(ablation)
     final = table[table["step"] == table.groupby("model")["step"].transform("max")]
-    return {f"{r['model']}_{r['kind']}": {k: (None if pd.isna(r[k]) else round(float(r[k]), 5))
-                                          for k in ("heads (mean)", "original", "intervention", "control",
-                                                    "p (intervention > control)")}
-            for _, r in final.iterrows()}
+    return {
+        f"{r['model']}_{r['kind']}": {
+            k: (None if pd.isna(r[k]) else round(float(r[k]), 5))
+            for k in ("heads (mean)", "original", "intervention", "control", "p (intervention > control)")
+        }
+        for _, r in final.iterrows()
+    }

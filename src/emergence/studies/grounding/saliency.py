@@ -16,19 +16,20 @@ already at initialisation; baseline "init" then asks instead that the share
 rise above the same head's share at step 0 by the threshold's part of what
 was left: (s - s0) / (1 - s0) >= threshold.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
+from emergence.core.io import PipelineError
 from emergence.interp.padding import right_pad
 from emergence.interp.saliency import head_saliency
 from emergence.studies.grounding.tokens import encode, env, lan
-from emergence.core.io import PipelineError
 
 HEAD_METRICS = ("aggregate_share", "gather_share")
 LAYER_METRICS = ("env_to_pred", "other_to_pred")
@@ -64,8 +65,9 @@ class VisualHeadParams(HeadParams):
         return self.image_baseline if setting == "image" else "none"
 
 
-def matched_inputs(eval_set: pd.DataFrame, index: dict[str, int],
-                   column: str = "context") -> tuple[list[list[int]], list[int], list[list[int]]]:
+def matched_inputs(
+    eval_set: pd.DataFrame, index: dict[str, int], column: str = "context"
+) -> tuple[list[list[int]], list[int], list[list[int]]]:
     """(contexts, targets, v<ENV> positions) of the matched evaluation contexts in `column`."""
     contexts, targets, env_pos = [], [], []
     for context, word in zip(eval_set[column], eval_set["word"]):
@@ -88,8 +90,13 @@ def _shares(part: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
     return torch.where(total > 0, part / total.clamp(min=1e-30), torch.zeros_like(part))
 
 
-def saliency_shares(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
-                    env_pos: Sequence[Sequence[int]], prefixes: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def saliency_shares(
+    model: torch.nn.Module,
+    contexts: Sequence[Sequence[int]],
+    targets: Sequence[int],
+    env_pos: Sequence[Sequence[int]],
+    prefixes: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
     """Per-context shares of one batch: head metrics (B, L, H), layer metrics (B, L).
 
     With `prefixes` (B, P, d_prefix), e.g. image features, the P prefix
@@ -105,17 +112,17 @@ def saliency_shares(model: torch.nn.Module, contexts: Sequence[Sequence[int]], t
         env_mask = torch.cat([torch.ones(len(idx), n_prefix, dtype=torch.bool, device=device), env_mask], dim=1)
     S = head_saliency(model, idx, pred, torch.tensor(targets, device=device), **extra)  # (L, B, H, T, T)
     T = S.shape[-1]
-    at_pred = torch.nn.functional.one_hot(pred, T).bool()                      # (B, T)
-    into_pred = at_pred[:, :, None] & torch.ones(T, T, dtype=torch.bool, device=device)   # (B, T, T) rows = p
-    env_to_pred = at_pred[:, :, None] & env_mask[:, None, :]                   # (B, T, T)
-    earlier = torch.ones(T, T, dtype=torch.bool, device=device).tril(-1)       # j < i
-    into_env = env_mask[:, :, None] & earlier                                  # (B, T, T)
+    at_pred = torch.nn.functional.one_hot(pred, T).bool()  # (B, T)
+    into_pred = at_pred[:, :, None] & torch.ones(T, T, dtype=torch.bool, device=device)  # (B, T, T) rows = p
+    env_to_pred = at_pred[:, :, None] & env_mask[:, None, :]  # (B, T, T)
+    earlier = torch.ones(T, T, dtype=torch.bool, device=device).tril(-1)  # j < i
+    into_env = env_mask[:, :, None] & earlier  # (B, T, T)
 
-    def edge_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:         # (L, B, [H,] T, T) -> (B, L[, H])
+    def edge_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:  # (L, B, [H,] T, T) -> (B, L[, H])
         m = mask[None, :, None] if x.dim() == 5 else mask[None]
         return (x * m).sum((-1, -2)).transpose(0, 1)
 
-    head_abs, layer_flow = S.abs(), S.sum(dim=2).abs()                         # (L,B,H,T,T), (L,B,T,T)
+    head_abs, layer_flow = S.abs(), S.sum(dim=2).abs()  # (L,B,H,T,T), (L,B,T,T)
     head_total, layer_total = head_abs.sum((-1, -2)).transpose(0, 1), layer_flow.sum((-1, -2)).transpose(0, 1)
     return {
         "aggregate_share": _shares(edge_sum(head_abs, env_to_pred), head_total),
@@ -125,33 +132,53 @@ def saliency_shares(model: torch.nn.Module, contexts: Sequence[Sequence[int]], t
     }
 
 
-def saliency_rows(model: torch.nn.Module, contexts: Sequence[Sequence[int]], targets: Sequence[int],
-                  env_pos: Sequence[Sequence[int]], batch_size: int = 64,
-                  prefixes: torch.Tensor | None = None) -> pd.DataFrame:
+def saliency_rows(
+    model: torch.nn.Module,
+    contexts: Sequence[Sequence[int]],
+    targets: Sequence[int],
+    env_pos: Sequence[Sequence[int]],
+    batch_size: int = 64,
+    prefixes: torch.Tensor | None = None,
+) -> pd.DataFrame:
     """Tidy rows (layer, head, metric, value), shares averaged over contexts; head = -1 for layer flow."""
     sums: dict[str, torch.Tensor] = {}
     for s in range(0, len(contexts), batch_size):
-        part = saliency_shares(model, contexts[s: s + batch_size], targets[s: s + batch_size],
-                               env_pos[s: s + batch_size], None if prefixes is None else prefixes[s: s + batch_size])
+        part = saliency_shares(
+            model,
+            contexts[s : s + batch_size],
+            targets[s : s + batch_size],
+            env_pos[s : s + batch_size],
+            None if prefixes is None else prefixes[s : s + batch_size],
+        )
         for k, v in part.items():
             sums[k] = sums.get(k, 0) + v.sum(0).cpu()
     rows = []
     for metric in HEAD_METRICS:
-        mean = (sums[metric] / len(contexts)).numpy()                          # (L, H)
-        rows += [(layer, head, metric, float(mean[layer, head]))
-                 for layer in range(mean.shape[0]) for head in range(mean.shape[1])]
+        mean = (sums[metric] / len(contexts)).numpy()  # (L, H)
+        rows += [
+            (layer, head, metric, float(mean[layer, head]))
+            for layer in range(mean.shape[0])
+            for head in range(mean.shape[1])
+        ]
     for metric in LAYER_METRICS:
-        mean = (sums[metric] / len(contexts)).numpy()                          # (L,)
+        mean = (sums[metric] / len(contexts)).numpy()  # (L,)
         rows += [(layer, -1, metric, float(mean[layer])) for layer in range(len(mean))]
     return pd.DataFrame(rows, columns=["layer", "head", "metric", "value"])
 
 
-def saliency_table(models: Iterable[tuple[int, torch.nn.Module]], contexts: Sequence[Sequence[int]],
-                   targets: Sequence[int], env_pos: Sequence[Sequence[int]], batch_size: int = 64,
-                   prefixes: torch.Tensor | None = None) -> pd.DataFrame:
+def saliency_table(
+    models: Iterable[tuple[int, torch.nn.Module]],
+    contexts: Sequence[Sequence[int]],
+    targets: Sequence[int],
+    env_pos: Sequence[Sequence[int]],
+    batch_size: int = 64,
+    prefixes: torch.Tensor | None = None,
+) -> pd.DataFrame:
     """saliency_rows of every (step, model) checkpoint: rows (step, layer, head, metric, value)."""
-    tables = [saliency_rows(model, contexts, targets, env_pos, batch_size, prefixes).assign(step=step)
-              for step, model in models]
+    tables = [
+        saliency_rows(model, contexts, targets, env_pos, batch_size, prefixes).assign(step=step)
+        for step, model in models
+    ]
     return pd.concat(tables, ignore_index=True)[list(SALIENCY_COLUMNS)]
 
 
@@ -178,12 +205,12 @@ def find_heads(saliency: pd.DataFrame, threshold: float, baseline: str = "none")
         found.append(hits.drop(columns="metric").rename(columns={"value": "share"}).assign(kind=kind))
     out = pd.concat(found, ignore_index=True)
     keys = [c for c in out.columns if c not in ("layer", "head", "kind", "share")]
-    return out[[*keys, "layer", "head", "kind", "share"]].sort_values([*keys, "kind", "layer", "head"],
-                                                                     ignore_index=True)
+    return out[[*keys, "layer", "head", "kind", "share"]].sort_values(
+        [*keys, "kind", "layer", "head"], ignore_index=True
+    )
 
 
 def head_summary(heads: pd.DataFrame, keys: Sequence[str] = ("model", "seed", "step")) -> pd.DataFrame:
     """Count and mean layer of each kind of head per run and checkpoint (the paper's Table 2)."""
     g = heads.groupby([*keys, "kind"])["layer"]
     return pd.concat({"count": g.size(), "mean_layer": g.mean()}, axis=1).reset_index()
-

@@ -12,41 +12,61 @@ follows real VisDial: lower case, questions without "?", answers with commas
 ("yes, there is a red dog"). Nouns keep their `_` (teddy_bear) so each stays
 one word.
 """
+
 from __future__ import annotations
 
 import json
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from math import cos, pi, sin
 from pathlib import Path
-from typing import Sequence
 
 from PIL import Image, ImageChops, ImageDraw
 
-from emergence.studies.grounding.nouns import CDI_NOUNS
 from emergence.core.io import PipelineError, atomic_path
+from emergence.studies.grounding.nouns import CDI_NOUNS
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross", "star", "hexagon")
 MARKS = ("stripes", "dot", "ring", "checks")  # patterns drawn inside the shape
 # A noun's mark has its own signature colour, from a palette disjoint from the body colours (COLOURS),
 # so the body colour stays a per-scene attribute that the dialogue asks about.
 MARK_COLOURS = {"black": (0, 0, 0), "white": (255, 255, 255), "cyan": (0, 200, 220), "magenta": (210, 0, 210)}
-COLOURS = {"red": (220, 40, 40), "blue": (40, 80, 220), "green": (40, 160, 60), "yellow": (235, 210, 40),
-           "orange": (240, 140, 30), "purple": (140, 60, 180), "pink": (240, 130, 180), "brown": (140, 90, 40)}
+COLOURS = {
+    "red": (220, 40, 40),
+    "blue": (40, 80, 220),
+    "green": (40, 160, 60),
+    "yellow": (235, 210, 40),
+    "orange": (240, 140, 30),
+    "purple": (140, 60, 180),
+    "pink": (240, 130, 180),
+    "brown": (140, 90, 40),
+}
 SIZES = {"small": 0.2, "big": 0.3}  # object diameter / image side
 POSITIONS = {"left": (0.2, 0.5), "middle": (0.5, 0.5), "right": (0.8, 0.5), "top": (0.5, 0.2), "bottom": (0.5, 0.8)}
-WHERE = {"left": "on the left", "right": "on the right", "middle": "in the middle", "top": "at the top",
-         "bottom": "at the bottom"}
+WHERE = {
+    "left": "on the left",
+    "right": "on the right",
+    "middle": "in the middle",
+    "top": "at the top",
+    "bottom": "at the bottom",
+}
 COUNTS = ("zero", "one", "two", "three", "four", "five")
 BACKGROUND = (230, 230, 230)
 SUPERSAMPLE = 4  # masks are drawn 4x larger and box-filtered down: smooth edges
 ATTRIBUTE_WORDS = set(COLOURS) | set(SIZES) | set(POSITIONS) | set(COUNTS)
 P_COUNT = 0.25  # a round without a present mention asks the object count instead of an absent object
 
-CAPTION_FRAMES = ("{objs}", "a picture of {objs}", "there is {objs}", "this image shows {objs}",
-                  "{objs} on a grey background", "i can see {objs}")
+CAPTION_FRAMES = (
+    "{objs}",
+    "a picture of {objs}",
+    "there is {objs}",
+    "this image shows {objs}",
+    "{objs} on a grey background",
+    "i can see {objs}",
+)
 EXIST_Q = ("is there {an}", "do you see {an}", "is there {an} in the picture", "can you see {an}")
 NO_A = ("no", "no, there is no {n}", "no, there isn't", "no, i don't see {an}")
 COUNT_Q = ("how many objects are there", "how many things are in the picture", "how many objects can you see")
@@ -84,12 +104,21 @@ class SceneParams:
         return tuple(self.nouns or CDI_NOUNS)[: self.n_nouns]
 
     def validate(self, where: str) -> None:
-        for key, low in (("n_images", 1), ("n_nouns", 2), ("image_size", 32), ("max_objects", 1),
-                         ("rounds", 1), ("n_options", 2), ("seed", 0)):
+        for key, low in (
+            ("n_images", 1),
+            ("n_nouns", 2),
+            ("image_size", 32),
+            ("max_objects", 1),
+            ("rounds", 1),
+            ("n_options", 2),
+            ("seed", 0),
+        ):
             if getattr(self, key) < low:
                 raise PipelineError(f"{where}.{key}: must be >= {low}, got {getattr(self, key)}")
         if self.max_objects > len(POSITIONS):
-            raise PipelineError(f"{where}.max_objects: at most {len(POSITIONS)} positions exist, got {self.max_objects}")
+            raise PipelineError(
+                f"{where}.max_objects: at most {len(POSITIONS)} positions exist, got {self.max_objects}"
+            )
         if not 0.0 <= self.p_present_mention <= 1.0:
             raise PipelineError(f"{where}.p_present_mention: must be in [0, 1], got {self.p_present_mention}")
         pool = tuple(self.nouns or CDI_NOUNS)
@@ -102,8 +131,10 @@ class SceneParams:
         excluded = non_object_words()
         bad = [n for n in chosen if not NOUN_RE.fullmatch(n) or n in excluded]
         if bad or len(set(chosen)) != len(chosen):
-            raise PipelineError(f"{where}.nouns: need distinct lower-case words that are not colour, size, "
-                                f"position, count or frame words; bad: {bad or 'duplicates'}")
+            raise PipelineError(
+                f"{where}.nouns: need distinct lower-case words that are not colour, size, "
+                f"position, count or frame words; bad: {bad or 'duplicates'}"
+            )
 
 
 def non_object_words() -> frozenset[str]:
@@ -135,25 +166,30 @@ def n_identities() -> int:
 def noun_identities(nouns: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """noun i -> (shape, mark, mark colour): the mark and its colour differ for every noun, the shape cycles
     on top. The mark carries the identity because a randomly initialised encoder (the default here) keeps
-    colour and texture but not outlines (README: visual dialogue); a pretrained one sees all three."""
+    colour and texture but not outlines (docs/grounding.md: visual dialogue); a pretrained one sees all three."""
     if len(nouns) > n_identities():
         raise PipelineError(f"nouns: only {n_identities()} distinct visual identities, got {len(nouns)} nouns")
     colours = list(MARK_COLOURS)
-    return {n: (SHAPES[i % len(SHAPES)], MARKS[i % len(MARKS)], colours[i // len(MARKS)])
-            for i, n in enumerate(nouns)}
+    return {n: (SHAPES[i % len(SHAPES)], MARKS[i % len(MARKS)], colours[i // len(MARKS)]) for i, n in enumerate(nouns)}
 
 
 def sample_scene(rng: random.Random, nouns: Sequence[str], params: SceneParams) -> Scene:
     k = rng.randint(1, params.max_objects)
     positions = rng.sample(list(POSITIONS), k)  # distinct positions: objects never stack
-    return Scene([(n, rng.choice(list(COLOURS)), rng.choice(list(SIZES)), p)
-                  for n, p in zip(rng.sample(list(nouns), k), positions)])
+    return Scene(
+        [
+            (n, rng.choice(list(COLOURS)), rng.choice(list(SIZES)), p)
+            for n, p in zip(rng.sample(list(nouns), k), positions)
+        ]
+    )
 
 
 def _outline(draw: ImageDraw.ImageDraw, shape: str, d: int) -> None:
     """Fill `shape` into a d x d mask; points are in [-1, 1] unit coordinates."""
+
     def px(points):
         return [((x + 1) * (d - 1) / 2, (y + 1) * (d - 1) / 2) for x, y in points]
+
     if shape == "circle":
         draw.ellipse((0, 0, d - 1, d - 1), fill=255)
         return
@@ -162,15 +198,27 @@ def _outline(draw: ImageDraw.ImageDraw, shape: str, d: int) -> None:
         "square": [(-0.85, -0.85), (0.85, -0.85), (0.85, 0.85), (-0.85, 0.85)],
         "triangle": [(0, -1), (1, 0.8), (-1, 0.8)],
         "diamond": [(0, -1), (1, 0), (0, 1), (-1, 0)],
-        "cross": [(-w, -1), (w, -1), (w, -w), (1, -w), (1, w), (w, w), (w, 1), (-w, 1), (-w, w), (-1, w),
-                  (-1, -w), (-w, -w)],
+        "cross": [
+            (-w, -1),
+            (w, -1),
+            (w, -w),
+            (1, -w),
+            (1, w),
+            (w, w),
+            (w, 1),
+            (-w, 1),
+            (-w, w),
+            (-1, w),
+            (-1, -w),
+            (-w, -w),
+        ],
         "star": [(r * sin(i * pi / 5), -r * cos(i * pi / 5)) for i, r in zip(range(10), (1, 0.45) * 5)],
         "hexagon": [(cos(i * pi / 3), sin(i * pi / 3)) for i in range(6)],
     }
     draw.polygon(px(polygons[shape]), fill=255)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _masks(shape: str, mark: str, d: int) -> tuple[Image.Image, Image.Image]:
     """(shape mask, mark mask) of a d-pixel object; the mark is clipped to the shape."""
     big = d * SUPERSAMPLE
@@ -228,8 +276,15 @@ def caption_of(scene: Scene, rng: random.Random) -> str:
 def _present_round(obj: Obj, rng: random.Random) -> tuple[str, str]:
     noun, colour, size, pos = obj
     qs, answers = PRESENT_QA[rng.choice(list(PRESENT_QA))]
-    fill = dict(n=noun, an=_article(noun), c=colour, s=size, w=WHERE[pos],
-                cn=_article(f"{colour} {noun}"), sn=_article(f"{size} {noun}"))
+    fill = dict(
+        n=noun,
+        an=_article(noun),
+        c=colour,
+        s=size,
+        w=WHERE[pos],
+        cn=_article(f"{colour} {noun}"),
+        sn=_article(f"{size} {noun}"),
+    )
     return rng.choice(qs).format(**fill), rng.choice(answers).format(**fill)
 
 
@@ -267,17 +322,19 @@ def write_scenes(out_dir: Path, params: SceneParams, where: str = "scenes") -> d
         caption = caption_of(scene, rng)
         rounds = [(_index(questions, q), _index(answers, a)) for q, a in dialog_of(scene, nouns, rng, params)]
         scenes.append(scene)
-        dialogs.append({"image_id": image_id, "caption": caption,
-                        "dialog": [{"question": q, "answer": a} for q, a in rounds]})
+        dialogs.append(
+            {"image_id": image_id, "caption": caption, "dialog": [{"question": q, "answer": a} for q, a in rounds]}
+        )
     if len(answers) < params.n_options:
-        raise PipelineError(f"{where}.n_options: only {len(answers)} distinct answers were generated, "
-                            f"got n_options {params.n_options}")
+        raise PipelineError(
+            f"{where}.n_options: only {len(answers)} distinct answers were generated, got n_options {params.n_options}"
+        )
     opt_rng = random.Random(f"options-{params.seed}")  # own stream: n_options never changes the text
     for d in dialogs:
         for r in d["dialog"]:
             others = [i + (i >= r["answer"]) for i in opt_rng.sample(range(len(answers) - 1), params.n_options - 1)]
             r["gt_index"] = opt_rng.randrange(params.n_options)
-            r["answer_options"] = others[: r["gt_index"]] + [r["answer"]] + others[r["gt_index"]:]
+            r["answer_options"] = others[: r["gt_index"]] + [r["answer"]] + others[r["gt_index"] :]
     data = {"questions": list(questions), "answers": list(answers), "dialogs": dialogs}
     with atomic_path(out_dir) as tmp:
         (tmp / "images").mkdir(parents=True)
@@ -286,5 +343,10 @@ def write_scenes(out_dir: Path, params: SceneParams, where: str = "scenes") -> d
             img.save(tmp / "images" / f"{d['image_id']:012d}.png", format="PNG", optimize=False)
         text = json.dumps({"version": "1.0", "split": "synthetic", "data": data})
         (tmp / "visdial_synthetic.json").write_bytes((text + "\n").encode("utf-8"))
-    return {"images": params.n_images, "dialogs": len(dialogs), "questions": len(questions),
-            "answers": len(answers), "rounds": params.rounds * len(dialogs)}
+    return {
+        "images": params.n_images,
+        "dialogs": len(dialogs),
+        "questions": len(questions),
+        "answers": len(answers),
+        "rounds": params.rounds * len(dialogs),
+    }

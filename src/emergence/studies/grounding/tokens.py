@@ -8,14 +8,15 @@ up to the first `v<LAN>` (the paper's `<CHI> asked for a new book<ENV> <CHI>
 i love this` -> `book<LAN>`), and the mismatched contexts swap `v<ENV>` for
 another target's `u<ENV>`. Those turns never enter the training windows.
 """
+
 from __future__ import annotations
 
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,7 +31,7 @@ MODEL_NAME = re.compile(r"[a-z][a-z0-9]*")  # run names are {model}_seed{S}: no 
 
 @dataclass
 class GroundingRuns:
-    models: list[str]   # names of grounding_models entries
+    models: list[str]  # names of grounding_models entries
     seeds: list[int]
 
     def validate(self, where: str) -> None:
@@ -41,7 +42,6 @@ class GroundingRuns:
 
     def names(self) -> list[str]:
         return [run_name(m, s) for m in self.models for s in self.seeds]
-
 
 
 def model_entry(models: dict, name: str, where: str = "grounding_models") -> tuple[str, dict]:
@@ -71,9 +71,9 @@ def lan(word: str) -> str:
 
 @dataclass
 class VocabParams:
-    n_words: int = 100          # target nouns
-    min_count: int = 100        # each of v<ENV> and v<LAN> at least this often
-    min_token_count: int = 1    # rarer tokens become <unk>
+    n_words: int = 100  # target nouns
+    min_count: int = 100  # each of v<ENV> and v<LAN> at least this often
+    min_token_count: int = 1  # rarer tokens become <unk>
 
     def validate(self, where: str) -> None:
         for key in ("n_words", "min_count", "min_token_count"):
@@ -88,14 +88,17 @@ def token_counts(token_lists: Iterable[Sequence[str]]) -> Counter:
     return counts
 
 
-def select_targets(counts: Counter, candidates: Sequence[str], n_words: int, min_count: int,
-                   where: str = "grounding_vocab") -> list[str]:
+def select_targets(
+    counts: Counter, candidates: Sequence[str], n_words: int, min_count: int, where: str = "grounding_vocab"
+) -> list[str]:
     """The n_words candidate nouns whose rarer form is most frequent, each form >= min_count."""
     passing = [(min(counts[env(w)], counts[lan(w)]), w) for w in dict.fromkeys(candidates)]
     passing = [(c, w) for c, w in passing if c >= min_count]
     if len(passing) < n_words:
-        raise PipelineError(f"{where}.n_words: only {len(passing)} nouns have both forms >= min_count="
-                            f"{min_count} times, {n_words} requested (lower n_words or min_count)")
+        raise PipelineError(
+            f"{where}.n_words: only {len(passing)} nouns have both forms >= min_count="
+            f"{min_count} times, {n_words} requested (lower n_words or min_count)"
+        )
     return [w for _, w in sorted(passing, key=lambda cw: (-cw[0], cw[1]))[:n_words]]
 
 
@@ -106,8 +109,9 @@ def build_vocab(counts: Counter, targets: Sequence[str], min_token_count: int) -
     return [UNK] + sorted(keep, key=lambda t: (-counts[t], t))
 
 
-def evaluation_turns(turns: pd.DataFrame, targets: Sequence[str], max_per_word: int, seed: int,
-                     max_len: int | None = None) -> pd.DataFrame:
+def evaluation_turns(
+    turns: pd.DataFrame, targets: Sequence[str], max_per_word: int, seed: int, max_len: int | None = None
+) -> pd.DataFrame:
     """Held-out contexts: turns where v<ENV> precedes the turn's first v<LAN>.
 
     Columns: turn (row index in `turns`), word, context (tokens before that v<LAN>).
@@ -133,8 +137,8 @@ def evaluation_turns(turns: pd.DataFrame, targets: Sequence[str], max_per_word: 
 
 @dataclass
 class EvalParams:
-    max_per_word: int = 10      # contexts per target noun
-    n_mismatched: int = 10      # other targets u per context
+    max_per_word: int = 10  # contexts per target noun
+    n_mismatched: int = 10  # other targets u per context
     seed: int = 0
 
     def validate(self, where: str) -> None:
@@ -143,29 +147,36 @@ class EvalParams:
                 raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
 
 
-def target_vocabulary(turns: pd.DataFrame, candidates: Sequence[str], p: VocabParams,
-                      where: str) -> tuple[list[str], list[str], pd.DataFrame]:
+def target_vocabulary(
+    turns: pd.DataFrame, candidates: Sequence[str], p: VocabParams, where: str
+) -> tuple[list[str], list[str], pd.DataFrame]:
     """(targets, vocab, per-target counts of both forms) of a turn table's `tokens`."""
     counts = token_counts(turns["tokens"])
     targets = select_targets(counts, candidates, p.n_words, p.min_count, where)
-    stats = pd.DataFrame({"word": targets, "n_env": [counts[env(w)] for w in targets],
-                          "n_lan": [counts[lan(w)] for w in targets]})
+    stats = pd.DataFrame(
+        {"word": targets, "n_env": [counts[env(w)] for w in targets], "n_lan": [counts[lan(w)] for w in targets]}
+    )
     return targets, build_vocab(counts, targets, p.min_token_count), stats
 
 
-def evaluation_set(turns: pd.DataFrame, targets: Sequence[str], p: EvalParams, where: str,
-                   source: str, max_len: int | None = None) -> pd.DataFrame:
+def evaluation_set(
+    turns: pd.DataFrame, targets: Sequence[str], p: EvalParams, where: str, source: str, max_len: int | None = None
+) -> pd.DataFrame:
     """Held-out contexts (evaluation_turns) of every target, each with n_mismatched other targets."""
     if p.n_mismatched > len(targets) - 1:
-        raise PipelineError(f"{where}.n_mismatched: at most {len(targets) - 1} other targets exist, "
-                            f"got {p.n_mismatched}")
+        raise PipelineError(
+            f"{where}.n_mismatched: at most {len(targets) - 1} other targets exist, got {p.n_mismatched}"
+        )
     table = evaluation_turns(turns, targets, p.max_per_word, p.seed, max_len)
     if missing := sorted(set(targets) - set(table["word"])):
-        raise PipelineError(f"{source}: no held-out context for target '{missing[0]}' "
-                            f"({len(missing)} targets lack one)")
+        raise PipelineError(
+            f"{source}: no held-out context for target '{missing[0]}' ({len(missing)} targets lack one)"
+        )
     rng = np.random.default_rng(p.seed)
-    table["others"] = [sorted(rng.choice([u for u in targets if u != w], p.n_mismatched, replace=False).tolist())
-                       for w in table["word"]]
+    table["others"] = [
+        sorted(rng.choice([u for u in targets if u != w], p.n_mismatched, replace=False).tolist())
+        for w in table["word"]
+    ]
     return table
 
 

@@ -11,18 +11,19 @@ has no <A> part. The whole file is validated before any row is built, so a
 stage writes nothing for a bad file. Dialogs and rounds are named by their
 0-based position in the JSON lists (`jq '.data.dialogs[3].dialog[2]'`).
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
-from emergence.studies.grounding.tokens import env, lan
 from emergence.core.io import PipelineError
+from emergence.studies.grounding.tokens import env, lan
 
 QUESTIONER, ANSWERER = "<Q>", "<A>"
 COLUMNS = ["file", "dialog", "image_id", "caption", "n_rounds", "env", "lan", "tokens"]
@@ -35,6 +36,7 @@ IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png"}
 
 
 # --- reading ---------------------------------------------------------------
+
 
 def _parse(path: Path) -> object:
     try:
@@ -66,6 +68,7 @@ def load_visdial(path: str | os.PathLike) -> dict:
 
 
 # --- validation ------------------------------------------------------------
+
 
 def _is_index(value: object) -> bool:
     return type(value) is int  # bool is an int subclass but never an index
@@ -146,6 +149,7 @@ def validate_dialogs(data: dict, path: str | os.PathLike) -> None:
 
 # --- tokens ----------------------------------------------------------------
 
+
 def words(text: str) -> list[str]:
     """Lower-cased words; quote marks around a word ('crime') are not part of it."""
     text = text.lower().replace("\u2019", "'")  # typographic apostrophe: don’t == don't
@@ -190,9 +194,15 @@ def visdial_counts(path: str | os.PathLike, table: pd.DataFrame) -> dict:
     data = raw["data"]
     if len(table) != len(data["dialogs"]):
         raise PipelineError(f"{path}: the table has {len(table)} dialogs, the file {len(data['dialogs'])}")
-    return {"dialogs": len(table), "questions": len(data["questions"]), "answers": len(data["answers"]),
-            "rounds": int(table["n_rounds"].sum()), "env_tokens": int(table["env"].map(len).sum()),
-            "lan_tokens": int(table["lan"].map(len).sum()), "split": raw.get("split")}
+    return {
+        "dialogs": len(table),
+        "questions": len(data["questions"]),
+        "answers": len(data["answers"]),
+        "rounds": int(table["n_rounds"].sum()),
+        "env_tokens": int(table["env"].map(len).sum()),
+        "lan_tokens": int(table["lan"].map(len).sum()),
+        "split": raw.get("split"),
+    }
 
 
 def find_images(images_dir: str | os.PathLike, image_ids: Sequence[int]) -> list[Path | None]:

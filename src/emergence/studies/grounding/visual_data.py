@@ -11,17 +11,18 @@ Input is the dialog table of `visdial.extract_dialogs` (one row per dialog, its
   the first v<LAN>, and mismatched contexts pair the dialogue with the images
   of other dialogs whose captions do not name v.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
-from emergence.studies.grounding.tokens import ENV, encode, env
 from emergence.core.io import PipelineError
 from emergence.core.train.batches import epoch_rows
+from emergence.studies.grounding.tokens import ENV, encode, env
 
 SETTINGS = ("caption", "image")
 
@@ -38,17 +39,18 @@ def other_images(dialogs: pd.DataFrame, eval_set: pd.DataFrame, n_mismatched: in
     image_ids = dialogs["image_id"].to_numpy()
     out = []
     for turn, word in zip(eval_set["turn"], eval_set["word"]):
-        pool = sorted({int(image_ids[i]) for i, c in enumerate(captions) if env(word) not in c}
-                      - {int(image_ids[turn])})
+        pool = sorted(
+            {int(image_ids[i]) for i, c in enumerate(captions) if env(word) not in c} - {int(image_ids[turn])}
+        )
         if len(pool) < n_mismatched:
-            raise PipelineError(f"visual_eval.n_mismatched: only {len(pool)} images lack '{word}', "
-                                f"got {n_mismatched}")
+            raise PipelineError(f"visual_eval.n_mismatched: only {len(pool)} images lack '{word}', got {n_mismatched}")
         out.append(sorted(rng.choice(pool, n_mismatched, replace=False).tolist()))
     return out
 
 
-def dialog_sequences(dialogs: pd.DataFrame, held_out: set[int], index: dict[str, int],
-                     seq_len: int) -> tuple[np.ndarray, np.ndarray]:
+def dialog_sequences(
+    dialogs: pd.DataFrame, held_out: set[int], index: dict[str, int], seq_len: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Image-setting training data: one sequence per training dialog, caption removed.
 
     Returns ids (N, seq_len + 1) int64, right-padded with -1 (targets ignore -1;
@@ -73,9 +75,8 @@ def image_batches(ids: np.ndarray, image_rows: np.ndarray, features: torch.Tenso
 
     def batch_fn(step: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         rows = pick(step)
-        x = torch.from_numpy(ids[rows])                                   # (B, seq_len + 1), -1 = padding
-        prefix = features[torch.from_numpy(image_rows[rows])]            # (B, P, d)
+        x = torch.from_numpy(ids[rows])  # (B, seq_len + 1), -1 = padding
+        prefix = features[torch.from_numpy(image_rows[rows])]  # (B, P, d)
         return {"idx": x[:, :-1].clamp(min=0), "prefix": prefix}, x[:, 1:]
 
     return batch_fn
-

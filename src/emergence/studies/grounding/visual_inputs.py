@@ -1,27 +1,28 @@
 """What the visual-dialogue stages read from the pipeline: runs, dialogs, vocabulary, eval set, features."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 import torch
 from safetensors.torch import load_file
 
 from emergence.core.config import from_dict, path_of, section
-from emergence.studies.grounding import inputs as grounding_inputs
-from emergence.studies.grounding.tokens import MODEL_NAME, read_vocab
-from emergence.studies.grounding.inputs import SaliencyParams, checked_attention_models
-from emergence.studies.grounding.visual_data import SETTINGS
 from emergence.core.io import PipelineError, read_parquet
+from emergence.studies.grounding import inputs as grounding_inputs
+from emergence.studies.grounding.inputs import SaliencyParams, checked_attention_models
+from emergence.studies.grounding.tokens import MODEL_NAME, read_vocab
+from emergence.studies.grounding.visual_data import SETTINGS
 
 
 @dataclass
 class VisualRuns:
-    settings: list[str]      # caption and/or image
-    models: list[str]        # names of grounding_models entries
+    settings: list[str]  # caption and/or image
+    models: list[str]  # names of grounding_models entries
     seeds: list[int]
 
     def validate(self, where: str) -> None:
@@ -48,8 +49,9 @@ def runs_of(params: dict) -> VisualRuns:
 def checked_run(setting: str, model: str, seed: int) -> str:
     """The run name of a stage instance (which instances exist: see grounding inputs.checked_run)."""
     if setting not in SETTINGS or not MODEL_NAME.fullmatch(model):
-        raise PipelineError(f"--setting/--model: a setting of {SETTINGS} and a lower-case model name, "
-                            f"got {setting!r} {model!r}")
+        raise PipelineError(
+            f"--setting/--model: a setting of {SETTINGS} and a lower-case model name, got {setting!r} {model!r}"
+        )
     return run_name(setting, model, seed)
 
 
@@ -76,8 +78,18 @@ def vocab_index(params: dict) -> tuple[list[str], dict[str, int]]:
 
 
 def eval_set(params: dict) -> pd.DataFrame:
-    return read_parquet(path_of(params, "visual_eval"), {"turn": "i", "word": "O", "context": "O", "others": "O",
-                                                         "image_id": "i", "image_context": "O", "other_images": "O"})
+    return read_parquet(
+        path_of(params, "visual_eval"),
+        {
+            "turn": "i",
+            "word": "O",
+            "context": "O",
+            "others": "O",
+            "image_id": "i",
+            "image_context": "O",
+            "other_images": "O",
+        },
+    )
 
 
 def seq_len(params: dict) -> int:

@@ -1,0 +1,113 @@
+"""`python -m emergence check [params.yaml]`: validate the whole params file before anything runs.
+
+Every section against its schema (see `emergence.params`), then the checks that
+span sections (a run's model must be defined, attention analyses need
+Transformer runs, ...). Prints every problem, one line each naming the key and
+what is allowed, and exits 1 if there is any; a stage would otherwise find the
+first one only when it starts, possibly after an hour of training upstream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from emergence.core.config import PARAMS_FILE, read_params
+from emergence.core.io import PipelineError
+from emergence.params import SECTIONS
+from emergence.studies.grounding.tokens import model_entry
+
+
+def _models(params: dict, where: str) -> list[str]:
+    value = params.get(where.split(".")[0], {}).get(where.split(".")[1], [])
+    return value if isinstance(value, list) else []
+
+
+def runs_use_defined_models(params: dict) -> list[str]:
+    defined = params.get("grounding_models", {})
+    return [
+        f"{where}: {name!r} is not a grounding_models entry (have {sorted(defined)})"
+        for where in ("grounding_runs.models", "visual_runs.models")
+        for name in _models(params, where)
+        if name not in defined
+    ]
+
+
+def attention_analyses_have_heads(params: dict) -> list[str]:
+    """Saliency, heads and ablation read attention patterns: Transformer runs of their study only."""
+    problems = []
+    for where, runs in (
+        ("grounding_saliency.models", "grounding_runs.models"),
+        ("visual_saliency.models", "visual_runs.models"),
+    ):
+        for name in _models(params, where):
+            if name not in _models(params, runs):
+                problems.append(f"{where}: {name!r} is not in {runs} {_models(params, runs)}")
+                continue
+            try:
+                arch, _ = model_entry(params.get("grounding_models", {}), name)
+            except PipelineError:
+                continue  # reported by runs_use_defined_models
+            if arch != "transformer":
+                problems.append(f"{where}: {name!r} is a {arch}, which has no attention heads (transformer only)")
+    return problems
+
+
+def word_run_is_trained(params: dict) -> list[str]:
+    words, runs = params.get("assoc_words", {}), params.get("assoc_runs", {})
+    n_layers, seed = words.get("n_layers", 3), words.get("seed", 0)
+    if n_layers in runs.get("layers", []) and seed in runs.get("seeds", []):
+        return []
+    return [
+        f"assoc_words: n_layers {n_layers}, seed {seed} is not a run of assoc_runs "
+        f"(layers {runs.get('layers')}, seeds {runs.get('seeds')})"
+    ]
+
+
+CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
+    runs_use_defined_models,
+    attention_analyses_have_heads,
+    word_run_is_trained,
+]
+
+
+def problems_of(params: dict[str, Any]) -> list[str]:
+    """Every problem of a parsed params file, one line each; [] when it is valid."""
+    problems = [f"{name}: unknown section (known: {', '.join(SECTIONS)})" for name in params if name not in SECTIONS]
+    for name, check in SECTIONS.items():
+        if name not in params:
+            problems.append(f"{name}: section missing")
+            continue
+        try:
+            check(params)
+        except PipelineError as e:
+            problems.extend(str(e).splitlines())
+    for cross in CROSS_CHECKS:
+        try:
+            problems.extend(cross(params))
+        except (AttributeError, TypeError):  # a malformed section, already reported above
+            pass
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m emergence check", description=__doc__.splitlines()[0])
+    parser.add_argument("params", nargs="?", default=PARAMS_FILE, help="params file (default: %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        problems = problems_of(read_params(args.params))
+    except PipelineError as e:
+        problems = [str(e)]
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    if problems:
+        print(f"{args.params}: {len(problems)} problem(s); nothing was run", file=sys.stderr)
+        return 1
+    print(f"{args.params}: ok ({len(SECTIONS)} sections)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,165 @@
+"""`python -m emergence check`: the whole params file, every problem on its own line, before anything runs."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from emergence.check import problems_of
+from emergence.core.config import read_params
+from emergence.params import SECTIONS
+
+SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def with_profile(name: str) -> dict:
+    """params.yaml with a profile applied, by a plain recursive merge (not the profile module)."""
+
+    def merge(base: dict, over: dict) -> dict:
+        out = dict(base)
+        for key, value in over.items():
+            out[key] = merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+        return out
+
+    return merge(SHIPPED, yaml.safe_load((ROOT / "profiles" / f"{name}.yaml").read_text()))
+
+
+def edited(**changes) -> dict:
+    """A deep copy of the shipped params with `section__key=value` changes."""
+    params = copy.deepcopy(SHIPPED)
+    for dotted, value in changes.items():
+        name, key = dotted.split("__")
+        params[name][key] = value
+    return params
+
+
+@pytest.mark.parametrize(
+    "params", [SHIPPED, with_profile("tiny"), with_profile("paper")], ids=["default", "tiny", "paper"]
+)
+def test_shipped_params_and_profiles_pass(params):
+    assert problems_of(params) == []
+
+
+def test_every_section_has_exactly_one_schema():
+    assert set(SECTIONS) == set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_a_typo_in_any_section_is_named(name):
+    params = copy.deepcopy(SHIPPED)
+    params[name]["zz_typo"] = 1
+    problems = problems_of(params)
+    assert len(problems) == 1 and problems[0].startswith(f"{name}.zz_typo: "), problems
+
+
+def test_all_problems_of_all_sections_are_listed():
+    params = edited(binding_ablation__colour="red", assoc_train__lr="fast", base__threads=0)
+    params["assoc_train"]["epochs"] = "many"
+    params["extra_section"] = {}
+    del params["report"]
+    assert sorted(problems_of(params)) == sorted(
+        [
+            "extra_section: unknown section (known: " + ", ".join(SECTIONS) + ")",
+            "report: section missing",
+            "binding_ablation.colour: unknown key (known: n_programs, modes, checkpoint)",
+            "assoc_train.lr: must be a number, got 'fast'",
+            "assoc_train.epochs: must be an integer, got 'many'",
+            "base.threads: must be >= 1, got 0",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        (
+            dict(grounding_saliency__models=["transformer4", "lstm4"]),
+            "grounding_saliency.models: 'lstm4' is a lstm, which has no attention heads (transformer only)",
+        ),
+        (
+            dict(grounding_saliency__models=["transformer12"]),
+            "grounding_saliency.models: 'transformer12' is not in grounding_runs.models "
+            "['transformer4', 'mamba4', 'lstm4']",
+        ),
+        (
+            dict(visual_saliency__models=["mamba4"]),
+            "visual_saliency.models: 'mamba4' is not in visual_runs.models ['transformer4']",
+        ),
+        (
+            dict(grounding_runs__models=["transformer4", "gpt9"]),
+            "grounding_runs.models: 'gpt9' is not a grounding_models entry (have ['lstm4', 'mamba12', 'mamba4', "
+            "'transformer12', 'transformer18', 'transformer4'])",
+        ),
+        (
+            dict(assoc_words__n_layers=2),
+            "assoc_words: n_layers 2, seed 0 is not a run of assoc_runs (layers [1, 3], seeds [0])",
+        ),
+        (
+            dict(visual_runs__settings=["caption", "audio"]),
+            "visual_runs.settings: distinct values of ['caption', 'image'], got ['caption', 'audio']",
+        ),
+        (dict(grounding_train__seq_len=1), "grounding_train.seq_len: an integer >= 2, got 1"),
+        (dict(visual_train__seed=3), "visual_train.seed: set by base.seeds"),
+        (dict(grounding_lens__n_checkpoints=0), "grounding_lens.n_checkpoints: an integer >= 1, got 0"),
+        (dict(assoc_corpus__format="html"), "assoc_corpus.format: must be one of text, chat, got 'html'"),
+        (dict(binding_model__d_vocab=40), "binding_model.d_vocab: set by the tokenizer, remove it from params"),
+    ],
+)
+def test_one_line_per_problem_naming_the_key(changes, expected):
+    assert problems_of(edited(**changes)) == [expected]
+
+
+def test_a_model_entry_is_checked_against_its_architecture():
+    params = copy.deepcopy(SHIPPED)
+    params["grounding_models"]["lstm4"]["n_heads"] = 4
+    params["grounding_models"]["mamba4"]["arch"] = "rnn"
+    params["grounding_models"]["transformer4"]["n_ctx"] = 64
+    assert problems_of(params) == [
+        "grounding_models.transformer4.n_ctx: set from the vocabulary and seq_len, remove it",
+        "grounding_models.mamba4.arch: one of ['transformer', 'mamba2', 'lstm'], got 'rnn'",
+        "grounding_models.lstm4.n_heads: unknown key for architecture 'lstm'",
+    ]
+
+
+def test_duplicate_keys_are_refused_with_both_lines(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("base:\n  seeds: [0]\n  threads: 2\n  threads: 3\n")
+    with pytest.raises(
+        Exception, match=r"params.yaml line 4: invalid YAML \(duplicate key 'threads' \(first on line 3\)\)"
+    ):
+        read_params(path)
+
+
+def test_non_utf8_is_one_line(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_bytes(b"base:\n  seeds: [0]\n  note: \xff\n")
+    with pytest.raises(Exception, match=r"params.yaml: not UTF-8 text \(byte 27\)$"):
+        read_params(path)
+
+
+def run_check(path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(
+        [sys.executable, "-m", "emergence", "check", str(path)], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_cli_exit_codes_and_lines(tmp_path):
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text((ROOT / "params.yaml").read_text())
+    bad.write_text(yaml.safe_dump(edited(base__device="gpu", assoc_order__steps=2)))
+    ok, failed = run_check(good), run_check(bad)
+    assert ok.returncode == 0 and ok.stderr == ""
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines() == [
+        "error: base.device: must be one of auto, cpu, cuda, got 'gpu'",
+        "error: assoc_order.steps: W and P need >= 4 steps for a slope, got 2",
+        f"{bad}: 2 problem(s); nothing was run",
+    ]

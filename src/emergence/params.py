@@ -40,7 +40,7 @@ from emergence.studies.grounding.childes_synth import SynthConfig
 from emergence.studies.grounding.cooc import CoocParams
 from emergence.studies.grounding.dino_features import EncoderParams
 from emergence.studies.grounding.inputs import SaliencyParams
-from emergence.studies.grounding.saliency import HeadParams, VisualHeadParams
+from emergence.studies.grounding.saliency import HeadParams
 from emergence.studies.grounding.scenes import SceneParams
 from emergence.studies.grounding.tokens import EvalParams, GroundingRuns, VocabParams, model_entry
 from emergence.studies.grounding.visual_inputs import VisualRuns
@@ -170,6 +170,6 @@ SECTIONS: dict[str, Checker] = {
     "visual_runs": schema(VisualRuns, "visual_runs"),
     "visual_train": train_section("visual_train"),
     "visual_saliency": schema(SaliencyParams, "visual_saliency"),
-    "visual_heads": schema(VisualHeadParams, "visual_heads"),
+    "visual_heads": schema(HeadParams, "visual_heads"),
     "visual_ablation": schema(HeadAblationParams, "visual_ablation"),
 }

@@ -1,28 +1,37 @@
-"""Held-out evaluation contexts: turns where a target's v<ENV> precedes its v<LAN>.
+"""Held-out evaluation contexts of a grounding corpus: turns (dialogs) cut before the first v<LAN>
+that follows its v<ENV>; these never enter training.
 
-Each context is paired with n_mismatched other targets u whose u<ENV>
-replaces v<ENV>; these turns are removed from training (grounding_train).
+Each context is paired with n_mismatched other targets u whose u<ENV> replaces
+v<ENV> (childes; caption setting). visdial adds what the image setting reads:
+the dialog's image, the context without its caption, and n_mismatched images
+of other dialogs whose captions lack v.
 """
 
 from __future__ import annotations
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
-from emergence.core.io import read_parquet, write_parquet
-from emergence.studies.grounding.inputs import seq_len
-from emergence.studies.grounding.tokens import EvalParams, evaluation_set, read_vocab
+from emergence.core.io import write_parquet
+from emergence.studies.grounding.settings import Corpus
+from emergence.studies.grounding.tokens import EvalParams, evaluation_set
+from emergence.studies.grounding.visual_data import other_images, without_env
 
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    _, params = start_stage(__doc__, argv)
-    p = from_dict(EvalParams, section(params, "grounding_eval"), "grounding_eval")
-    turns = read_parquet(path_of(params, "childes_turns"), {"file": "O", "tokens": "O"})
-    targets, _ = read_vocab(path_of(params, "grounding_vocab"))
-    table = evaluation_set(
-        turns, targets, p, "grounding_eval", str(path_of(params, "childes_turns")), max_len=seq_len(params)
-    )
-    write_parquet(table, path_of(params, "grounding_eval"))
+    args, params = start_stage(__doc__, argv, per_corpus=True)
+    corpus = Corpus(args.corpus)
+    where = corpus.key("eval")
+    p = from_dict(EvalParams, section(params, where), where)
+    table = corpus.table(params)
+    targets, _ = corpus.vocab_index(params)
+    source = str(path_of(params, corpus.table_key))
+    out = evaluation_set(table, targets, p, where, source, max_len=corpus.seq_len(params))
+    if corpus.name == "visdial":
+        out["image_id"] = table["image_id"].to_numpy()[out["turn"].to_numpy()]
+        out["image_context"] = out["context"].map(without_env)
+        out["other_images"] = other_images(table, out, p.n_mismatched, p.seed)
+    write_parquet(out, path_of(params, where))
 
 
 if __name__ == "__main__":

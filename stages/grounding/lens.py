@@ -14,6 +14,7 @@ from emergence.core.train import load_checkpoint
 from emergence.interp.tuned_lens import LensParams, layer_kl, layer_surprisal, train_lens
 from emergence.studies.grounding import inputs
 from emergence.studies.grounding.gain import evaluation_pairs, gain_table
+from emergence.studies.grounding.settings import Setting
 
 KL_WINDOWS = 256  # windows the lens quality (KL to the final layer) is measured on
 
@@ -32,7 +33,7 @@ def lens_rows(model, lens, windows: np.ndarray, eval_set: pd.DataFrame, pairs) -
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True)
-    run = inputs.checked_run(args.model, args.seed)
+    run = Setting("childes").run(args.model, args.seed)  # the lens reads transcripts: text runs only
     values = dict(section(params, "grounding_lens"))
     n_checkpoints = values.pop("n_checkpoints", 4)
     if not isinstance(n_checkpoints, int) or n_checkpoints < 1:

@@ -12,7 +12,7 @@ from emergence.core.report.provenance import provenance
 from emergence.studies.grounding import visual_inputs as inputs
 from emergence.studies.grounding.inputs import RUN_KEYS, per_run
 from emergence.studies.grounding.report_visual import mechanism_sections, visual_curve, visual_metrics, visual_page
-from emergence.studies.grounding.saliency import VisualHeadParams
+from emergence.studies.grounding.saliency import HeadParams
 
 KEYS = {"setting": "O", **RUN_KEYS}
 
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     _, params = start_stage(__doc__, argv)
     runs = inputs.runs_of(params)
     attention_runs = runs.names(inputs.attention_models(params).models)
-    head_params = from_dict(VisualHeadParams, section(params, "visual_heads"), "visual_heads")
+    head_params = from_dict(HeadParams, section(params, "visual_heads"), "visual_heads")
     rows, gain_files = per_run(params, "visual_gain", runs.names(), {"word": "O", "gain": "f"}, KEYS)
     saliency, sal_files = per_run(
         params, "visual_saliency", attention_runs, {"layer": "i", "head": "i", "metric": "O", "value": "f"}, KEYS

@@ -1,22 +1,31 @@
-"""Target nouns (both forms frequent enough) and the word-level vocabulary of study G."""
+"""Target nouns of a grounding corpus (v<ENV> and v<LAN> both frequent enough) and its word-level vocabulary.
+
+visdial: words of the caption and question frames ("a picture of", "on a grey
+background"), attribute words and words naming the picture itself are never
+targets: they do not name a thing in the image.
+"""
 
 from __future__ import annotations
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
-from emergence.core.io import read_parquet, write_json, write_parquet
+from emergence.core.io import write_json, write_parquet
 from emergence.studies.grounding.nouns import CDI_NOUNS
+from emergence.studies.grounding.scenes import object_nouns
+from emergence.studies.grounding.settings import Corpus
 from emergence.studies.grounding.tokens import VocabParams, target_vocabulary
 
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
-    _, params = start_stage(__doc__, argv)
-    p = from_dict(VocabParams, section(params, "grounding_vocab"), "grounding_vocab")
-    turns = read_parquet(path_of(params, "childes_turns"), {"file": "O", "tokens": "O"})
-    targets, vocab, stats = target_vocabulary(turns, CDI_NOUNS, p, "grounding_vocab")
-    write_parquet(stats, path_of(params, "grounding_targets"))
-    write_json({"targets": targets, "vocab": vocab}, path_of(params, "grounding_vocab"))
+    args, params = start_stage(__doc__, argv, per_corpus=True)
+    corpus = Corpus(args.corpus)
+    where = corpus.key("vocab")
+    p = from_dict(VocabParams, section(params, where), where)
+    nouns = CDI_NOUNS if corpus.name == "childes" else object_nouns(CDI_NOUNS)
+    targets, vocab, stats = target_vocabulary(corpus.table(params), nouns, p, where)
+    write_parquet(stats, path_of(params, corpus.key("targets")))
+    write_json({"targets": targets, "vocab": vocab}, path_of(params, where))
 
 
 if __name__ == "__main__":

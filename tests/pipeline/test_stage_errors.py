@@ -44,7 +44,7 @@ TURNS = "data/grounding/turns.parquet"
 
 
 def stage(root: Path, name: str, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", stage_command(name, ROOT), *args]
+    cmd = [sys.executable, "-m", *stage_command(name, ROOT), *args]
     return subprocess.run(cmd, cwd=root, env=ENV, capture_output=True, text=True, timeout=300)
 
 
@@ -424,7 +424,7 @@ def outcomes(workspace, tmp_path_factory) -> dict[str, Outcome]:
             text_file(rel, text)(root)
         case.breaks(root)
         before[name] = {rel: snapshot(root / rel) for rel in outputs}
-        jobs.append([str(root), str(base / f"{name}.log"), stage_command(case.argv[0], ROOT), *case.argv[1:]])
+        jobs.append([str(root), str(base / f"{name}.log"), *stage_command(case.argv[0], ROOT), *case.argv[1:]])
     subprocess.run([sys.executable, "-c", FORK_RUNNER, json.dumps(jobs)], env=ENV, check=True, timeout=600)
     # stderr as bytes: text mode would turn the progress bars' \r into line breaks
     return {

@@ -26,7 +26,7 @@ SCENES, FEATURES = "data/visual/scenes", "data/visual/features"
 
 def stage(root: Path, name: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", stage_command(name, ROOT), *args],
+        [sys.executable, "-m", *stage_command(name, ROOT), *args],
         cwd=root,
         env=ENV,
         capture_output=True,

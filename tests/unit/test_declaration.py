@@ -211,6 +211,32 @@ def test_declared_reads_come_from_the_stage_entry(tmp_path):
     assert reads_of_module("stages.s2", tmp_path) is None
 
 
+def test_one_script_serving_two_stages_is_held_to_the_stage_it_runs_as(tmp_path):
+    (tmp_path / "pipeline.yaml").write_text(
+        textwrap.dedent("""
+        stages:
+          text_train:
+            matrix: {model: [m1]}
+            cmd: python -m stages.t --setting text --model ${item.model}
+            params: [text_train]
+          visual_train:
+            matrix: {setting: "${runs.settings}", model: [m1]}
+            cmd: python -m stages.t --setting ${item.setting} --model ${item.model}
+            params: [visual_train]
+        """)
+    )
+    params = {"runs": {"settings": ["caption", "image"]}}
+
+    def stage_of(*argv: str) -> str | None:
+        reads = reads_of_module("stages.t", tmp_path, list(argv), params)
+        return reads and reads.stage + ":" + ",".join(sorted(reads.sections))
+
+    assert stage_of("--setting", "text", "--model", "m1") == "text_train:base,text_train"
+    assert stage_of("--setting", "image", "--model", "m1") == "visual_train:base,visual_train"
+    assert stage_of("--setting", "audio", "--model", "m1") is None
+    assert reads_of_module("stages.t", tmp_path).sections == {"base", "text_train", "visual_train"}
+
+
 # ---- the layout: studies stand apart --------------------------------------------------------------
 
 IMPORT = re.compile(r"^\s*(?:from|import)\s+(emergence\.[\w.]+)", re.M)

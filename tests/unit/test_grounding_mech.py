@@ -17,7 +17,7 @@ from emergence.interp.saliency import head_saliency
 from emergence.studies.grounding.ablation import ablation_rows, control_heads
 from emergence.studies.grounding.cooc import cooccurrence_stats, r2_table, r_squared
 from emergence.studies.grounding.gain import target_surprisal
-from emergence.studies.grounding.inputs import checked_run, spread_checkpoints
+from emergence.studies.grounding.inputs import spread_checkpoints
 from emergence.studies.grounding.report_mech import ablation_table, heads_table
 from emergence.studies.grounding.saliency import find_heads, head_summary, saliency_rows, saliency_shares
 from emergence.studies.grounding.tokens import model_entry
@@ -189,9 +189,6 @@ def test_model_entries_name_the_bad_key():
         model_entry(models, "t12")
     with pytest.raises(PipelineError, match="lower-case letters and digits"):
         model_entry({"t_4": {"arch": "lstm"}}, "t_4")
-    assert checked_run("t4", 1) == "t4_seed1"
-    with pytest.raises(PipelineError, match="--model: model names are lower-case"):
-        checked_run("t_4", 1)
 
 
 def test_report_tables_pool_seeds_and_count_missing_heads_as_zero():

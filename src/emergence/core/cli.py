@@ -22,6 +22,7 @@ def stage_parser(
     per_layers: bool = False,
     per_model: bool = False,
     per_setting: bool = False,
+    per_corpus: bool = False,
 ) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--params", default=PARAMS_FILE, help="params file (default: %(default)s)")
@@ -32,7 +33,9 @@ def stage_parser(
     if per_model:
         parser.add_argument("--model", required=True, help="model name (a params entry) of this stage instance")
     if per_setting:
-        parser.add_argument("--setting", required=True, help="grounding setting (e.g. caption, image) of this instance")
+        parser.add_argument("--setting", required=True, help="grounding setting: childes, caption, image")
+    if per_corpus:
+        parser.add_argument("--corpus", required=True, help="grounding corpus: childes, visdial")
     return parser
 
 
@@ -43,11 +46,12 @@ def start_stage(
     per_layers: bool = False,
     per_model: bool = False,
     per_setting: bool = False,
+    per_corpus: bool = False,
 ) -> tuple[argparse.Namespace, dict]:
     """Parse the CLI, read params.yaml and fix the thread count: the first lines of every stage."""
-    args = stage_parser(description, per_seed, per_layers, per_model, per_setting).parse_args(argv)
+    args = stage_parser(description, per_seed, per_layers, per_model, per_setting, per_corpus).parse_args(argv)
     params = read_params(args.params)
-    reads = reads_of_module(_caller_module(), project_root())
+    reads = reads_of_module(_caller_module(), project_root(), sys.argv[1:] if argv is None else argv, params)
     if reads is not None:  # a stage of this checkout: hold it to its pipeline.yaml entry
         params = DeclaredParams(params, reads)
     set_threads(load_base(params).threads)

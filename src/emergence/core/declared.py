@@ -47,8 +47,37 @@ def stage_reads(name: str, stage: dict[str, Any]) -> StageReads:
     )
 
 
-def reads_of_module(module: str, root: Path) -> StageReads | None:
-    """The union of what the stages running `python -m <module>` may read (None: no such stage)."""
+ITEM = re.compile(r"\$\{item\.(\w+)\}")
+TEMPLATE = re.compile(r"\$\{([\w.]+)\}")
+
+
+def runs_instance(stage: dict[str, Any], argv: list[str], params: dict[str, Any]) -> bool:
+    """Whether `argv` is one of this stage's instances: its fixed flags as written (`--setting childes`),
+    its matrix flags among the matrix's values under `params` (`--setting ${item.setting}`)."""
+    given = dict(zip(argv[::2], argv[1::2]))
+    tokens = stage.get("cmd", "").split()[3:]  # after `python -m <module>`
+    for flag, value in zip(tokens[::2], tokens[1::2]):
+        axis = ITEM.fullmatch(value)
+        if not axis:
+            if given.get(flag) != value:
+                return False
+            continue
+        values = (stage.get("matrix") or {}).get(axis.group(1))
+        if isinstance(values, str) and (ref := TEMPLATE.fullmatch(values)):
+            values = params
+            for part in ref.group(1).split("."):
+                values = values.get(part) if isinstance(values, dict) else None
+        if isinstance(values, list) and flag in given and given[flag] not in map(str, values):
+            return False
+    return True
+
+
+def reads_of_module(
+    module: str, root: Path, argv: list[str] | None = None, params: dict[str, Any] | None = None
+) -> StageReads | None:
+    """What the stage running `python -m <module> <argv>` may read (None: no such stage). Where one
+    script serves several stages (one per grounding setting), `argv` picks the stage(s) it is an
+    instance of; without it, the union of them all."""
     path = root / DECLARATION
     if not path.is_file():
         return None
@@ -57,6 +86,7 @@ def reads_of_module(module: str, root: Path) -> StageReads | None:
         stage_reads(name, st)
         for name, st in stages.items()
         if re.match(rf"python -m {re.escape(module)}(\s|$)", st.get("cmd", ""))
+        and (argv is None or runs_instance(st, argv, params or {}))
     ]
     if not found:
         return None

@@ -296,12 +296,19 @@ def rules_of(dvc: dict, params: dict) -> list[Rule]:
     return rules
 
 
-def stage_command(name: str, root: Path) -> str:
-    """The module a DVC stage runs (`binding_train` -> `stages.binding.train`)."""
+def stage_command(name: str, root: Path) -> list[str]:
+    """The module a DVC stage runs and its fixed arguments, without the matrix ones:
+    `grounding_train` -> [stages.grounding.train, --setting, childes]."""
     stages = read_declaration(root)["stages"]
     if name not in stages:
         raise PipelineError(f"{DECLARATION}: no stage named {name}")
-    return stage_module(stages[name]["cmd"], f"stages.{name}")
+    cmd = stages[name]["cmd"]
+    tokens = cmd.split()[3:]  # after `python -m <module>`
+    fixed = []
+    for flag, value in zip(tokens[::2], tokens[1::2]):
+        if "${" not in value:
+            fixed += [flag, value]
+    return [stage_module(cmd, f"stages.{name}"), *fixed]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,11 +19,9 @@ from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, read_parquet
 from emergence.core.train import list_checkpoints, load_checkpoint
 from emergence.studies.grounding.tokens import (
-    MODEL_NAME,
     GroundingRuns,
     model_entry,
     read_vocab,
-    run_name,
     training_windows,
 )
 
@@ -33,15 +31,6 @@ RUN_KEYS = {"model": "O", "seed": "i", "step": "i"}  # the key columns of every 
 
 def runs_of(params: dict) -> GroundingRuns:
     return from_dict(GroundingRuns, section(params, "grounding_runs"), "grounding_runs")
-
-
-def checked_run(model: str, seed: int) -> str:
-    """The run name of a stage instance. Which instances exist is the matrix's business (and
-    `python -m emergence check`'s): reading grounding_runs here would make every run depend on
-    the list of all the others, so adding a seed would retrain them all."""
-    if not MODEL_NAME.fullmatch(model):
-        raise PipelineError(f"--model: model names are lower-case letters and digits, got {model!r}")
-    return run_name(model, seed)
 
 
 def run_checkpoints(params: dict, run: str, study: str = "grounding") -> list[tuple[int, Path]]:

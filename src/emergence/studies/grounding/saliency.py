@@ -43,25 +43,19 @@ BASELINES = ("none", "init")  # what a head's share is measured against: 0, or i
 @dataclass
 class HeadParams:
     threshold: float = 0.3
+    # An image has pool_grid**2 prefix positions where a caption has one or two v<ENV>: an untrained model's
+    # heads already put about half their saliency there. "init": an image-setting head counts when its share
+    # rises above its step-0 share (find_heads); "none": the share itself, as in the text settings.
+    image_baseline: str = "init"
 
     def validate(self, where: str) -> None:
         if not 0.0 < self.threshold <= 1.0:
             raise PipelineError(f"{where}.threshold: a share in (0, 1], got {self.threshold}")
-
-
-@dataclass
-class VisualHeadParams(HeadParams):
-    # An image has pool_grid**2 prefix positions where a caption has one or two v<ENV>: an untrained model's
-    # heads already put about half their saliency there. "init": an image-setting head counts when its share
-    # rises above its step-0 share (find_heads); "none": the share itself, as in the caption setting.
-    image_baseline: str = "init"
-
-    def validate(self, where: str) -> None:
-        super().validate(where)
         if self.image_baseline not in BASELINES:
             raise PipelineError(f"{where}.image_baseline: one of {list(BASELINES)}, got {self.image_baseline!r}")
 
     def baseline(self, setting: str) -> str:
+        """What a head's share is measured against in `setting`: image_baseline in the image setting only."""
         return self.image_baseline if setting == "image" else "none"
 
 

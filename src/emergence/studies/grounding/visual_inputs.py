@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -13,9 +11,7 @@ from safetensors.torch import load_file
 
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, read_parquet
-from emergence.studies.grounding import inputs as grounding_inputs
 from emergence.studies.grounding.inputs import SaliencyParams, checked_attention_models
-from emergence.studies.grounding.tokens import MODEL_NAME, read_vocab
 from emergence.studies.grounding.visual_data import SETTINGS
 
 
@@ -46,35 +42,13 @@ def runs_of(params: dict) -> VisualRuns:
     return from_dict(VisualRuns, section(params, "visual_runs"), "visual_runs")
 
 
-def checked_run(setting: str, model: str, seed: int) -> str:
-    """The run name of a stage instance (which instances exist: see grounding inputs.checked_run)."""
-    if setting not in SETTINGS or not MODEL_NAME.fullmatch(model):
-        raise PipelineError(
-            f"--setting/--model: a setting of {SETTINGS} and a lower-case model name, got {setting!r} {model!r}"
-        )
-    return run_name(setting, model, seed)
-
-
 def attention_models(params: dict) -> SaliencyParams:
     """visual_saliency's models: visual_runs models with attention heads (saliency, heads, ablation)."""
     return checked_attention_models(params, "visual_saliency", runs_of(params).models, "visual_runs")
 
 
-def run_checkpoints(params: dict, run: str) -> list[tuple[int, Path]]:
-    return grounding_inputs.run_checkpoints(params, run, "visual")
-
-
-def checkpoint_models(params: dict, run: str, desc: str) -> Iterator[tuple[int, torch.nn.Module]]:
-    return grounding_inputs.checkpoint_models(params, run, desc, "visual")
-
-
 def dialogs(params: dict) -> pd.DataFrame:
     return read_parquet(path_of(params, "visual_dialogs"), {"file": "O", "image_id": "i", "env": "O", "tokens": "O"})
-
-
-def vocab_index(params: dict) -> tuple[list[str], dict[str, int]]:
-    targets, vocab = read_vocab(path_of(params, "visual_vocab"))
-    return targets, {t: i for i, t in enumerate(vocab)}
 
 
 def eval_set(params: dict) -> pd.DataFrame:
@@ -90,10 +64,6 @@ def eval_set(params: dict) -> pd.DataFrame:
             "other_images": "O",
         },
     )
-
-
-def seq_len(params: dict) -> int:
-    return int(section(params, "visual_train").get("seq_len", 96))
 
 
 def features(params: dict) -> tuple[torch.Tensor, dict[int, int], dict]:
@@ -114,7 +84,3 @@ def environment(params: dict, setting: str) -> tuple[torch.Tensor | None, dict[i
         return None, None
     feats, image_row, _ = features(params)
     return feats, image_row
-
-
-def run_file(params: dict, path_key: str, run: str) -> Path:
-    return path_of(params, path_key) / f"{run}.parquet"

@@ -109,28 +109,31 @@ def _data_section(counts: dict, targets: pd.DataFrame, eval_set: pd.DataFrame) -
     )
 
 
-def _gain_section(curve: pd.DataFrame) -> str:
-    cols = [
-        "model",
-        "step",
-        "n_seeds",
-        "n_words",
-        "s_matched",
-        "s_mismatched",
-        "G",
-        "G_seed_min",
-        "G_seed_max",
-        "p_value",
-        "grounded (G > 0, p < 0.01)",
-    ]
+FINAL_COLUMNS = [
+    "model",
+    "step",
+    "n_seeds",
+    "n_words",
+    "s_matched",
+    "s_mismatched",
+    "G",
+    "G_seed_min",
+    "G_seed_max",
+    "p_value",
+    "grounded (G > 0, p < 0.01)",
+]
+TEXT_GAIN = "G(v) = mean over contexts and mismatches of s(v<LAN> | u<ENV>) - s(v<LAN> | v<ENV>)"
+
+
+def gain_section(
+    curve: pd.DataFrame, columns: list[str] = FINAL_COLUMNS, rule: str = TEXT_GAIN, by: str = "architecture"
+) -> str:
+    """Gain curves per `by` (architecture; setting), the final checkpoint's `columns`, every checkpoint."""
     return "\n".join(
         [
-            H.para(
-                "G(v) = mean over contexts and mismatches of s(v<LAN> | u<ENV>) - s(v<LAN> | v<ENV>); "
-                "p: one-sided sign-flip test over words of G(v) > 0, G(v) averaged over seeds."
-            ),
-            H.figure(curves_figure(curve), "surprisal and grounding gain over training per architecture"),
-            H.table(final_table(curve)[cols], caption="Final checkpoint", float_format="{:.4f}"),
+            H.para(f"{rule}; p: one-sided sign-flip test over words of G(v) > 0, G(v) averaged over seeds."),
+            H.figure(curves_figure(curve), f"surprisal and grounding gain over training per {by}"),
+            H.table(final_table(curve)[columns], caption="Final checkpoint", float_format="{:.4f}"),
             "<details><summary>Every checkpoint</summary>"
             + H.table(curve.drop(columns=["n_seeds", "n_words"]), float_format="{:.4f}")
             + "</details>",
@@ -149,7 +152,7 @@ def grounding_page(
     """The page: data, gain curves, then the mechanistic sections (title, html) as given."""
     sections = [
         ("Data", _data_section(counts, targets, eval_set)),
-        ("Grounding gain over training", _gain_section(curve)),
+        ("Grounding gain over training", gain_section(curve)),
         *mechanisms,
         ("Provenance", H.provenance_block(provenance)),
     ]

@@ -6,23 +6,9 @@ import pandas as pd
 
 from emergence.core.report import html as H
 from emergence.studies.grounding import report_mech as mech
-from emergence.studies.grounding.report import curves_figure, final_table, gain_by_checkpoint
+from emergence.studies.grounding.report import final_table, gain_by_checkpoint, gain_section
 
-FINAL_COLUMNS = [
-    "model",
-    "step",
-    "n_seeds",
-    "n_words",
-    "s_matched",
-    "s_mismatched",
-    "G",
-    "G_seed_min",
-    "G_seed_max",
-    "p_value",
-    "grounded (G > 0, p < 0.01)",
-]
-
-
+VISUAL_GAIN = "G(v): mean over contexts and mismatches of s(v<LAN> | mismatched) - s(v<LAN> | matched)"
 ENV = "ENV"  # environment positions: the caption's v<ENV> (caption setting), the image's prefix (image setting)
 
 
@@ -113,22 +99,6 @@ def _data_section(counts: dict, targets: pd.DataFrame, eval_set: pd.DataFrame, e
     )
 
 
-def _gain_section(curve: pd.DataFrame) -> str:
-    return "\n".join(
-        [
-            H.para(
-                "G(v): mean over contexts and mismatches of s(v<LAN> | mismatched) - s(v<LAN> | matched); "
-                "p: one-sided sign-flip test over words of G(v) > 0, G(v) averaged over seeds."
-            ),
-            H.figure(curves_figure(curve), "surprisal and grounding gain over training per setting"),
-            H.table(final_table(curve)[FINAL_COLUMNS], caption="Final checkpoint", float_format="{:.4f}"),
-            "<details><summary>Every checkpoint</summary>"
-            + H.table(curve.drop(columns=["n_seeds", "n_words"]), float_format="{:.4f}")
-            + "</details>",
-        ]
-    )
-
-
 def visual_page(
     counts: dict,
     targets: pd.DataFrame,
@@ -141,7 +111,10 @@ def visual_page(
     """The page: data and encoder, gain curves, then the mechanistic sections (title, html) as given."""
     sections = [
         ("Data and encoder", _data_section(counts, targets, eval_set, encoder)),
-        ("Grounding gain over training", _gain_section(curve)),
+        (
+            "Grounding gain over training",
+            gain_section(curve, rule=VISUAL_GAIN, by="setting"),
+        ),
         *mechanisms,
         ("Provenance", H.provenance_block(provenance)),
     ]

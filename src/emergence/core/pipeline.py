@@ -276,9 +276,8 @@ def rules_of(dvc: dict, params: dict) -> list[Rule]:
         axes = list(stage["matrix"]) if "matrix" in stage else ["item"] if "foreach" in stage else []
         item = {axis: f"{{{axis}}}" for axis in axes} if "matrix" in stage else "{item}"
         context, where = {**params, "item": item}, f"{GENERATED}: stages.{name}"
-        inputs = []
-        for dep in interpolate(stage.get("deps", []), context, where):
-            inputs.extend([dep] if "{" in dep else producers_of(dep, produced))
+        # a wildcard dep names one instance's output and is its own producer pattern
+        inputs = [p for dep in interpolate(stage.get("deps", []), context, where) for p in producers_of(dep, produced)]
         rules.append(
             Rule(
                 name,

@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from emergence.core.config import PARAMS_FILE, read_params
 from emergence.core.io import PipelineError
-from emergence.params import SECTIONS
+from emergence.params import Checker, load_schemas
 from emergence.studies.grounding.tokens import model_entry
 
 
@@ -73,10 +74,12 @@ CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
 ]
 
 
-def problems_of(params: dict[str, Any]) -> list[str]:
-    """Every problem of a parsed params file, one line each; [] when it is valid."""
-    problems = [f"{name}: unknown section (known: {', '.join(SECTIONS)})" for name in params if name not in SECTIONS]
-    for name, check in SECTIONS.items():
+def problems_of(params: dict[str, Any], schemas: dict[str, Checker] | None = None) -> list[str]:
+    """Every problem of a parsed params file, one line each; [] when it is valid. `schemas`: each
+    section's checker (default: pipeline.yaml's `schemas:` of the checkout in the working directory)."""
+    schemas = load_schemas(Path(".")) if schemas is None else schemas
+    problems = [f"{name}: unknown section (known: {', '.join(schemas)})" for name in params if name not in schemas]
+    for name, check in schemas.items():
         if name not in params:
             problems.append(f"{name}: section missing")
             continue
@@ -95,9 +98,14 @@ def problems_of(params: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emergence check", description=__doc__.splitlines()[0])
     parser.add_argument("params", nargs="?", default=PARAMS_FILE, help="params file (default: %(default)s)")
+    parser.add_argument("--root", type=Path, default=Path("."), help="the checkout (default: %(default)s)")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(args.root.resolve()))  # a schema may sit in a stage script (stages.<study>.<x>)
+    n_sections = 0
     try:
-        problems = problems_of(read_params(args.params))
+        schemas = load_schemas(args.root)
+        n_sections = len(schemas)
+        problems = problems_of(read_params(args.params), schemas)
     except PipelineError as e:
         problems = [str(e)]
     for line in problems:
@@ -105,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print(f"{args.params}: {len(problems)} problem(s); nothing was run", file=sys.stderr)
         return 1
-    print(f"{args.params}: ok ({len(SECTIONS)} sections)")
+    print(f"{args.params}: ok ({n_sections} sections)")
     return 0
 
 

@@ -1,103 +1,101 @@
-"""Every params.yaml section and the typed schema that checks it, in one place.
+"""Every params.yaml section's schema, as pipeline.yaml's `schemas:` names it.
 
-`python -m emergence check` runs each checker below on the whole params.yaml
-before anything trains. The schemas are the dataclasses the stages themselves
-load (`from_dict(Schema, section(params, name), name)`), so the check and the
-stage cannot disagree; they live beside the code that uses them, and stages
-import them from there, not from this module: importing this registry would
-put every study's modules in every stage's dependencies.
+`python -m emergence check` runs each section's schema on the whole params.yaml
+before anything trains. A schema is either a dataclass, checked with
+`from_dict(Schema, section(params, name), name)` exactly as the stage itself
+loads it (so the check and the stage cannot disagree), or a function
+`(params, name)` for a section that is more than one dataclass (the checkers
+below). Schemas live beside the code that uses them and stages import them
+from there, never from this module: importing every schema would put every
+study's modules in every stage's dependencies.
+
+The registry itself is one `section: module:Name` line in pipeline.yaml, next
+to the stage entries, so adding a stage with params of its own touches its
+script, its pipeline.yaml entry and its params.yaml section, nothing else.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from emergence.core.config import BaseParams, from_dict, section
+from emergence.core.config import from_dict, section
+from emergence.core.declared import DECLARATION
 from emergence.core.io import PipelineError
 from emergence.core.models import make_config
+from emergence.core.pipeline import read_declaration
 from emergence.core.train import TrainConfig
 from emergence.interp.tuned_lens import LensParams
-from emergence.studies.assoc.compare import (
-    AssocRuns,
-    AssocTrainParams,
-    CausalParams,
-    CompareParams,
-    OrderParams,
-    WordsParams,
-)
 from emergence.studies.assoc.corpus import CorpusConfig, CorpusParams
-from emergence.studies.assoc.stories import StoryConfig
-from emergence.studies.binding.ablation import BindingAblationParams
-from emergence.studies.binding.patching import PatchingParams
 from emergence.studies.binding.programs import load_data_params
-from emergence.studies.binding.report import ReportParams
 from emergence.studies.binding.train_config import model_params, train_params
-from emergence.studies.binding.trajectory import PhaseParams
-from emergence.studies.grounding.ablation import HeadAblationParams
-from emergence.studies.grounding.childes import ExtractParams
-from emergence.studies.grounding.childes_synth import SynthConfig
-from emergence.studies.grounding.cooc import CoocParams
-from emergence.studies.grounding.dino_features import EncoderParams
-from emergence.studies.grounding.inputs import SaliencyParams
-from emergence.studies.grounding.saliency import HeadParams
-from emergence.studies.grounding.scenes import SceneParams
-from emergence.studies.grounding.tokens import EvalParams, GroundingRuns, VocabParams, model_entry
-from emergence.studies.grounding.visual_inputs import VisualRuns
+from emergence.studies.grounding.tokens import model_entry
 
-Checker = Callable[[dict[str, Any]], Any]
+Checker = Callable[[dict[str, Any]], Any]  # params -> anything; raises PipelineError, one line per problem
 
 
-def schema(cls: type, name: str) -> Checker:
-    return lambda params: from_dict(cls, section(params, name), name)
+# ---- the sections that are more than one dataclass ----------------------------------------------
 
 
-def check_paths(params: dict) -> None:
+def check_paths(params: dict, name: str) -> None:
     bad = [
-        f"paths.{key}: must be a string, got {value!r}"
-        for key, value in section(params, "paths").items()
+        f"{name}.{key}: must be a string, got {value!r}"
+        for key, value in section(params, name).items()
         if not isinstance(value, str) or not value
     ]
     if bad:
         raise PipelineError("\n".join(bad))
 
 
-def check_assoc_corpus(params: dict) -> None:
-    p = from_dict(CorpusParams, section(params, "assoc_corpus"), "assoc_corpus")
-    from_dict(CorpusConfig, {k: v for k, v in vars(p).items() if k != "format"}, "assoc_corpus")
+def check_binding_data(params: dict, name: str) -> None:
+    load_data_params(params)
 
 
-def train_section(name: str) -> Checker:
-    """A study's training section: TrainConfig (seed and device come from elsewhere) plus seq_len."""
-
-    def check(params: dict) -> None:
-        values = dict(section(params, name))
-        seq_len = values.pop("seq_len", 2)
-        problems = []
-        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 2:
-            problems.append(f"{name}.seq_len: an integer >= 2, got {seq_len!r}")
-        for key in ("seed", "device"):
-            if key in values:
-                problems.append(
-                    f"{name}.{key}: set by base.{key}s" if key == "seed" else f"{name}.device: set by base.device"
-                )
-        try:
-            from_dict(TrainConfig, {**values, "seed": 0, "device": "cpu"}, name)
-        except PipelineError as e:
-            problems.append(str(e))
-        if problems:
-            raise PipelineError("\n".join(problems))
-
-    return check
+def check_binding_model(params: dict, name: str) -> None:
+    arch, values = model_params(params, n_tokens=0, d_vocab=2)
+    try:
+        make_config(arch, values, name)
+    except TypeError as e:
+        raise PipelineError(f"{name}: {e}") from e
 
 
-def check_grounding_models(params: dict) -> None:
+def check_binding_train(params: dict, name: str) -> None:
+    train_params(params, seed=0, device="cpu")
+
+
+def check_assoc_corpus(params: dict, name: str) -> None:
+    p = from_dict(CorpusParams, section(params, name), name)
+    from_dict(CorpusConfig, {k: v for k, v in vars(p).items() if k != "format"}, name)
+
+
+def check_train_section(params: dict, name: str) -> None:
+    """A grounding setting's training section: TrainConfig (seed and device come from base) plus seq_len."""
+    values = dict(section(params, name))
+    seq_len = values.pop("seq_len", 2)
+    problems = []
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 2:
+        problems.append(f"{name}.seq_len: an integer >= 2, got {seq_len!r}")
+    for key, source in (("seed", "base.seeds"), ("device", "base.device")):
+        if key in values:
+            problems.append(f"{name}.{key}: set by {source}")
+    try:
+        from_dict(TrainConfig, {**values, "seed": 0, "device": "cpu"}, name)
+    except PipelineError as e:
+        problems.append(str(e))
+    if problems:
+        raise PipelineError("\n".join(problems))
+
+
+def check_grounding_models(params: dict, name: str) -> None:
     """Each entry: a known architecture and its config, d_vocab and n_ctx left to the pipeline."""
     problems = []
-    for name in section(params, "grounding_models"):
-        where = f"grounding_models.{name}"
+    for model in section(params, name):
+        where = f"{name}.{model}"
         try:
-            arch, values = model_entry(section(params, "grounding_models"), name)
+            arch, values = model_entry(section(params, name), model)
             for key in ("d_vocab", "n_ctx"):
                 if key in values:
                     raise PipelineError(f"{where}.{key}: set from the vocabulary and seq_len, remove it")
@@ -108,68 +106,43 @@ def check_grounding_models(params: dict) -> None:
         raise PipelineError("\n".join(problems))
 
 
-def check_binding_model(params: dict) -> None:
-    arch, values = model_params(params, n_tokens=0, d_vocab=2)
-    try:
-        make_config(arch, values, "binding_model")
-    except TypeError as e:
-        raise PipelineError(f"binding_model: {e}") from e
-
-
-def check_grounding_lens(params: dict) -> None:
-    values = dict(section(params, "grounding_lens"))
+def check_grounding_lens(params: dict, name: str) -> None:
+    values = dict(section(params, name))
     n_checkpoints = values.pop("n_checkpoints", 4)
     problems = []
     if isinstance(n_checkpoints, bool) or not isinstance(n_checkpoints, int) or n_checkpoints < 1:
-        problems.append(f"grounding_lens.n_checkpoints: an integer >= 1, got {n_checkpoints!r}")
+        problems.append(f"{name}.n_checkpoints: an integer >= 1, got {n_checkpoints!r}")
     try:
-        from_dict(LensParams, values, "grounding_lens")
+        from_dict(LensParams, values, name)
     except PipelineError as e:
         problems.append(str(e))
     if problems:
         raise PipelineError("\n".join(problems))
 
 
-SECTIONS: dict[str, Checker] = {
-    "base": schema(BaseParams, "base"),
-    "paths": check_paths,
-    # study B: variable binding
-    "binding_data": load_data_params,
-    "binding_model": check_binding_model,
-    "binding_train": lambda params: train_params(params, seed=0, device="cpu"),
-    "binding_trajectory": schema(PhaseParams, "binding_trajectory"),
-    "binding_patching": schema(PatchingParams, "binding_patching"),
-    "binding_ablation": schema(BindingAblationParams, "binding_ablation"),
-    "report": schema(ReportParams, "report"),
-    # study A: token associations
-    "assoc_stories": schema(StoryConfig, "assoc_stories"),
-    "assoc_corpus": check_assoc_corpus,
-    "assoc_runs": schema(AssocRuns, "assoc_runs"),
-    "assoc_train": schema(AssocTrainParams, "assoc_train"),
-    "assoc_compare": schema(CompareParams, "assoc_compare"),
-    "assoc_order": schema(OrderParams, "assoc_order"),
-    "assoc_causal": schema(CausalParams, "assoc_causal"),
-    "assoc_words": schema(WordsParams, "assoc_words"),
-    # study G: symbol grounding (CHILDES, then the visual-dialogue settings)
-    "childes_synth": schema(SynthConfig, "childes_synth"),
-    "childes_extract": schema(ExtractParams, "childes_extract"),
-    "grounding_vocab": schema(VocabParams, "grounding_vocab"),
-    "grounding_eval": schema(EvalParams, "grounding_eval"),
-    "grounding_runs": schema(GroundingRuns, "grounding_runs"),
-    "grounding_models": check_grounding_models,
-    "grounding_train": train_section("grounding_train"),
-    "grounding_cooc": schema(CoocParams, "grounding_cooc"),
-    "grounding_lens": check_grounding_lens,
-    "grounding_saliency": schema(SaliencyParams, "grounding_saliency"),
-    "grounding_heads": schema(HeadParams, "grounding_heads"),
-    "grounding_ablation": schema(HeadAblationParams, "grounding_ablation"),
-    "visual_scenes": schema(SceneParams, "visual_scenes"),
-    "dino_features": schema(EncoderParams, "dino_features"),
-    "visual_vocab": schema(VocabParams, "visual_vocab"),
-    "visual_eval": schema(EvalParams, "visual_eval"),
-    "visual_runs": schema(VisualRuns, "visual_runs"),
-    "visual_train": train_section("visual_train"),
-    "visual_saliency": schema(SaliencyParams, "visual_saliency"),
-    "visual_heads": schema(HeadParams, "visual_heads"),
-    "visual_ablation": schema(HeadAblationParams, "visual_ablation"),
-}
+# ---- the registry: pipeline.yaml's `schemas:` ---------------------------------------------------
+
+
+def resolve_schema(name: str, ref: Any) -> Checker:
+    """`module:Name` -> a checker of section `name` (a dataclass, or a function (params, name))."""
+    where = f"{DECLARATION}: schemas.{name}"
+    module, _, attr = ref.partition(":") if isinstance(ref, str) else ("", "", "")
+    if not module or not attr:
+        raise PipelineError(f"{where}: must be 'module:Name', got {ref!r}")
+    try:
+        target = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise PipelineError(f"{where}: cannot load {ref} ({e})") from e
+    if dataclasses.is_dataclass(target) and isinstance(target, type):
+        return lambda params: from_dict(target, section(params, name), name)
+    if callable(target):
+        return lambda params: target(params, name)
+    raise PipelineError(f"{where}: {ref} is neither a dataclass nor a function")
+
+
+def load_schemas(root: Path) -> dict[str, Checker]:
+    """Every params section and its checker, in pipeline.yaml's order."""
+    schemas = read_declaration(root).get("schemas")
+    if not isinstance(schemas, dict) or not schemas:
+        raise PipelineError(f"{root / DECLARATION}: must hold a 'schemas:' mapping (params section: module:Name)")
+    return {name: resolve_schema(name, ref) for name, ref in schemas.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,11 @@ from conftest import ROOT
 
 from emergence.check import problems_of
 from emergence.core.config import read_params
-from emergence.params import SECTIONS
+from emergence.core.io import PipelineError
+from emergence.params import load_schemas, resolve_schema
 
 SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
+SECTIONS = load_schemas(ROOT)
 
 
 def with_profile(name: str) -> dict:
@@ -49,6 +52,31 @@ def test_shipped_params_and_profiles_pass(params):
 
 def test_every_section_has_exactly_one_schema():
     assert set(SECTIONS) == set(SHIPPED)
+
+
+@pytest.mark.parametrize(
+    "ref, message",
+    [
+        ("emergence.core.config.BaseParams", "must be 'module:Name', got 'emergence.core.config.BaseParams'"),
+        (["a", "b"], "must be 'module:Name', got ['a', 'b']"),
+        ("emergence.core.nowhere:X", "cannot load emergence.core.nowhere:X (No module named 'emergence.core.nowhere')"),
+        ("emergence.core.config:Missing", "cannot load emergence.core.config:Missing"),
+        ("emergence.core.declared:DECLARATION", "emergence.core.declared:DECLARATION is neither a dataclass nor a"),
+    ],
+)
+def test_a_bad_schema_reference_names_the_section(ref, message):
+    with pytest.raises(PipelineError, match=r"^pipeline\.yaml: schemas\.base: " + re.escape(message)):
+        resolve_schema("base", ref)
+
+
+def test_a_schema_may_be_a_dataclass_or_a_function_of_params_and_section():
+    by_class = resolve_schema("base", "emergence.core.config:BaseParams")
+    assert by_class({"base": {"seeds": [3], "threads": 1}}).seeds == [3]
+    with pytest.raises(PipelineError, match=r"^base\.threads: must be >= 1, got 0$"):
+        by_class({"base": {"seeds": [0], "threads": 0}})
+    by_function = resolve_schema("mine", "emergence.params:check_paths")  # the section name is passed on
+    with pytest.raises(PipelineError, match=r"^mine\.x: must be a string, got 3$"):
+        by_function({"mine": {"x": 3}})
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))
@@ -147,7 +175,12 @@ def test_non_utf8_is_one_line(tmp_path):
 def run_check(path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     return subprocess.run(
-        [sys.executable, "-m", "emergence", "check", str(path)], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "emergence", "check", "--root", str(ROOT), str(path)],
+        cwd=path.parent,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
 
 

@@ -29,7 +29,8 @@ import torch
 from emergence.core.models import build_model
 from emergence.core.train import TrainConfig, train
 from emergence.studies.binding.batches import encode_programs, predict_answers, sampler
-from emergence.studies.binding.programs import ProgramConfig, sample_program
+from emergence.studies.binding.programs import ProgramConfig
+from emergence.studies.binding.sets import sample_program
 from emergence.studies.binding.tokenizer import CharTokenizer
 
 LINE_KINDS = ("const", "copy1", "copyN")

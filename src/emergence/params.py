@@ -30,7 +30,7 @@ from emergence.core.pipeline import read_declaration
 from emergence.core.train import TrainConfig
 from emergence.interp.tuned_lens import LensParams
 from emergence.studies.assoc.corpus import CorpusConfig, CorpusParams
-from emergence.studies.binding.programs import load_data_params
+from emergence.studies.binding.sets import load_data_params
 from emergence.studies.binding.train_config import model_params, train_params
 from emergence.studies.grounding.tokens import model_entry
 

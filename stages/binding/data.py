@@ -1,4 +1,4 @@
-"""Generate the binding study's programs: train/val/test splits plus generalisation sets."""
+"""Generate the binding study's programs: train/val/test splits, the generalisation grid, the stress suite."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ import pandas as pd
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import path_of
 from emergence.core.io import write_json, write_parquet
-from emergence.studies.binding.programs import (
+from emergence.studies.binding.programs import ProgramConfig
+from emergence.studies.binding.sets import (
     DataParams,
-    ProgramConfig,
     generalisation_table,
     generate_table,
     heuristic_table,
     load_data_params,
     split_sizes,
 )
+from emergence.studies.binding.stress import stress_table
 
 SPLITS = ("train", "val", "test")
 
@@ -27,7 +28,9 @@ def build_programs(data: DataParams, cfg: ProgramConfig) -> pd.DataFrame:
     main_set["split"] = np.repeat(SPLITS, split_sizes(data.n_programs, data.split))
     gen = generalisation_table(rng, cfg, data.gen_per_cell, data.gen_lines, data.gen_hops, progress=True)
     gen["split"] = "test"
-    return pd.concat([main_set, gen], ignore_index=True)
+    stress = stress_table(rng, cfg, data.stress_per_hop, progress=True)
+    stress["split"] = "test"
+    return pd.concat([main_set, gen, stress], ignore_index=True)
 
 
 @stage_main

@@ -12,10 +12,17 @@ from emergence.core.io import atomic_path, read_parquet, write_json, write_text
 from emergence.core.report.provenance import provenance
 from emergence.studies.binding.ablation import rank_routing_heads
 from emergence.studies.binding.program_io import load_programs, subset
-from emergence.studies.binding.programs import heuristic_table
 from emergence.studies.binding.report import ReportParams, binding_metrics, binding_page, binding_plot_table
+from emergence.studies.binding.sets import heuristic_table
 
-PER_SEED = ("binding_trajectory", "binding_phases", "binding_predictions", "binding_patching", "binding_ablation")
+PER_SEED = (
+    "binding_trajectory",
+    "binding_phases",
+    "binding_predictions",
+    "binding_patching",
+    "binding_ablation",
+    "binding_stress",
+)
 
 
 def per_seed_files(params: dict, seeds: list[int]) -> dict[str, list[Path]]:
@@ -46,11 +53,16 @@ def main(argv: list[str] | None = None) -> None:
         tables["binding_patching"],
         tables["binding_ablation"],
         routing,
+        tables["binding_stress"],
         record,
         n_examples=n_examples,
     )
     metrics = binding_metrics(
-        tables["binding_trajectory"], tables["binding_predictions"], heuristics, tables["binding_phases"]
+        tables["binding_trajectory"],
+        tables["binding_predictions"],
+        heuristics,
+        tables["binding_phases"],
+        tables["binding_stress"],
     )
     with atomic_path(path_of(params, "binding_plots")) as tmp:
         binding_plot_table(tables["binding_trajectory"]).to_csv(tmp, index=False)

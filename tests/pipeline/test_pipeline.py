@@ -18,6 +18,7 @@ import yaml
 from conftest import project_copy, run
 
 from emergence.core.pipeline import import_closure, resolve_jobs, stage_module
+from emergence.studies.binding.stress import STRESS
 
 ARTIFACTS = [
     "data/binding/programs.parquet",
@@ -27,6 +28,8 @@ ARTIFACTS = [
     "data/binding/predictions/seed0.parquet",
     "data/binding/patching/seed0.parquet",
     "data/binding/ablation/seed1.parquet",
+    "data/binding/stress/seed0.parquet",
+    "data/binding/stress/seed1.parquet",
     "reports/metrics/binding.json",
     "reports/metrics/binding_heuristics.json",
     "reports/plots/binding_trajectory.csv",
@@ -122,6 +125,9 @@ def test_dvc_repro_builds_every_artifact(dvc_run):
     assert set(yaml.safe_load((dvc_run / "params.yaml").read_text())["base"]["seeds"]) == {0, 1}
     metrics = json.loads((dvc_run / "reports/metrics/binding.json").read_text())
     assert metrics, "metrics file is empty"
+    stress = pd.read_parquet(dvc_run / "data/binding/stress/seed1.parquet")
+    assert stress[stress["set"] != "gen"].groupby("set")["n"].sum().eq(3 * 4).all()  # 3 hop classes x 4
+    assert stress["set"].nunique() == len(STRESS) + 1 and set(metrics["stress"]) >= {"few_vars", "weakest"}
     index = (dvc_run / "reports/index.html").read_text()
     assert all(f'href="{page}.html"' in index for page in ("binding", "associations", "grounding", "grounding_visual"))
     assert "encoder not pretrained" in (dvc_run / "reports/grounding_visual.html").read_text().lower()
@@ -272,6 +278,7 @@ def test_adding_a_seed_trains_only_that_seed(dvc_run):
         "binding_ablation@2",
         "binding_patching@2",
         "binding_report",
+        "binding_stress@2",
         "binding_train@2",
         "binding_trajectory@2",
         "index_report",

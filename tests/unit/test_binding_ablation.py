@@ -12,7 +12,8 @@ from emergence.interp.ablation import ablate_heads, mean_head_activations
 from emergence.studies.binding.ablation import ablation_table, rank_routing_heads
 from emergence.studies.binding.batches import encode_programs
 from emergence.studies.binding.patching import answer_digits
-from emergence.studies.binding.programs import ProgramConfig, generate_table
+from emergence.studies.binding.programs import ProgramConfig
+from emergence.studies.binding.sets import generate_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -15,7 +15,8 @@ from emergence.studies.binding.batches import (
     predict_answers,
     sampler,
 )
-from emergence.studies.binding.programs import ProgramConfig, generate_table
+from emergence.studies.binding.programs import ProgramConfig
+from emergence.studies.binding.sets import generate_table
 from emergence.studies.binding.tokenizer import CharTokenizer
 
 TOK = CharTokenizer()

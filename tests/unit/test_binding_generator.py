@@ -5,17 +5,9 @@ import pandas as pd
 import pytest
 
 from emergence.core.io import PipelineError
-from emergence.studies.binding.programs import (
-    HEURISTICS,
-    Program,
-    ProgramConfig,
-    evaluate,
-    generalisation_table,
-    generate_table,
-    heuristic_table,
-    sample_program,
-    trace,
-)
+from emergence.studies.binding.heuristics import HEURISTICS, evaluate
+from emergence.studies.binding.programs import Program, ProgramConfig, trace
+from emergence.studies.binding.sets import generalisation_table, generate_table, heuristic_table, sample_program
 
 
 def parse(text: str) -> tuple[tuple[tuple[str, str], ...], str]:

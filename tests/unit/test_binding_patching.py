@@ -15,7 +15,8 @@ from emergence.studies.binding.patching import (
     patching_table,
     position_classes,
 )
-from emergence.studies.binding.programs import ProgramConfig, generate_table, trace
+from emergence.studies.binding.programs import ProgramConfig, trace
+from emergence.studies.binding.sets import generate_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 COLUMNS = ["seed", "step", "layer", "head", "position", "position_class", "metric", "value", "n"]

@@ -136,6 +136,20 @@ def _routing() -> pd.DataFrame:
     )
 
 
+def _stress() -> pd.DataFrame:
+    cells = [  # (seed, set, hops, n, correct)
+        (0, "stress_few_vars", 0, 4, 4),
+        (0, "stress_few_vars", 1, 6, 1),
+        (1, "stress_few_vars", 0, 4, 2),
+        (1, "stress_few_vars", 1, 4, 3),
+        (0, "stress_many_vars", 0, 2, 2),
+        (1, "stress_many_vars", 0, 2, 0),
+        (0, "gen", 1, 5, 0),  # the generalisation grid: not a stress set
+    ]
+    df = pd.DataFrame(cells, columns=["seed", "set", "hops", "n", "correct"])
+    return df.assign(step=1000, n_lines=16, accuracy=df["correct"] / df["n"])
+
+
 def _heuristics() -> pd.DataFrame:
     return pd.DataFrame({"heuristic": list(HEURS), "match_rate": [0.12, 0.09], "n": [100, 100]})
 
@@ -158,6 +172,7 @@ def _page(phases: pd.DataFrame | None = None) -> str:
         _patching(),
         _ablation(),
         _routing(),
+        _stress(),
         PROVENANCE,
         n_examples=4,
     )
@@ -175,6 +190,7 @@ def test_page_has_sections_embedded_images_and_no_links_out(page):
         "Training trajectory and phases",
         "Accuracy by hop count",
         "Generalisation",
+        "Stress suite",
         "Shortcut heuristics",
         "Activation patching",
         "Head ablation and routing heads",
@@ -182,7 +198,8 @@ def test_page_has_sections_embedded_images_and_no_links_out(page):
         "Provenance",
     ]:
         assert f"<h2>{heading}</h2>" in page
-    assert page.count('src="data:image/png;base64,') == 6  # trajectory, hops x2, gen, patching, ablation
+    # trajectory, hops x2, gen, stress, patching, ablation
+    assert page.count('src="data:image/png;base64,') == 7
     assert "http://" not in page and "https://" not in page
     assert not re.search(r"<(link|script)\b", page)
 
@@ -211,7 +228,7 @@ def test_page_is_deterministic(page):
 
 
 def test_metrics_values_by_hand():
-    m = binding_metrics(_trajectory(), _predictions(), _heuristics(), _phases())
+    m = binding_metrics(_trajectory(), _predictions(), _heuristics(), _phases(), _stress())
     sd = math.sqrt(2 * 0.25**2)  # sample sd of (0.75, 0.25)
     assert m["accuracy"] == {"mean": 0.5, "sd": round(sd, 6), "per_seed": {"0": 0.75, "1": 0.25}}
     assert m["accuracy_by_hops"]["0"]["per_seed"] == {"0": 1.0, "1": 0.5}
@@ -226,10 +243,16 @@ def test_metrics_values_by_hand():
     assert m["phases"]["0"]["traversal"] == {"reached": True, "start_step": 100, "end_step": 1000}
     assert m["phases"]["1"]["heuristic"] == {"reached": True, "start_step": 100, "end_step": 1000}
     assert m["phases"]["1"]["traversal"] == {"reached": False, "start_step": None, "end_step": None}
+    # stress: pooled correct / n per seed (not a mean of the hop cells), by hop, and the weakest set
+    assert m["stress"]["few_vars"]["per_seed"] == {"0": 0.5, "1": 0.625}  # 5/10 (cell mean would be 0.583)
+    assert m["stress"]["few_vars"]["by_hops"] == {"0": {"0": 1.0, "1": 0.5}, "1": {"0": 0.166667, "1": 0.75}}
+    assert m["stress"]["many_vars"]["per_seed"] == {"0": 1.0, "1": 0.0}
+    assert m["stress"]["weakest"] == {"set": "many_vars", "min_seed_accuracy": 0.0}
+    assert set(m["stress"]) == {"few_vars", "many_vars", "weakest"}
 
 
 def test_metrics_json_ready_with_sorted_keys():
-    m = binding_metrics(_trajectory(), _predictions(), _heuristics(), _phases())
+    m = binding_metrics(_trajectory(), _predictions(), _heuristics(), _phases(), _stress())
     assert json.loads(json.dumps(m, allow_nan=False)) == m
 
     def check(d):

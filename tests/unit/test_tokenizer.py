@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from emergence.core.io import PipelineError
-from emergence.studies.binding.programs import ProgramConfig, generate_table
+from emergence.studies.binding.programs import ProgramConfig
+from emergence.studies.binding.sets import generate_table
 from emergence.studies.binding.tokenizer import CharTokenizer
 
 

@@ -1,9 +1,10 @@
 """Cheap shortcut heuristics for variable-binding programs.
 
 Each heuristic guesses the answer digit from surface features, returning -1
-when it has nothing to say. The generator (binding.py) keeps every one of them
-at chance level (~10%), so a model that learned a heuristic instead of binding
-would score near chance. `evaluate` (the programs' Python semantics) lives
+when it has nothing to say. The balanced generator keeps every one of them at
+chance level (~10%); the paper generator leaves them at their natural rates,
+which the data stage reports. `first_constant` is the line-1 heuristic (line 1
+can only hold a constant). `evaluate` (the programs' Python semantics) lives
 here because the final-value heuristic needs it.
 
 Programs are duck-typed: anything with `.lines` ((lhs, rhs) pairs) and `.query`.
@@ -76,6 +77,16 @@ HEURISTICS: dict[str, Callable[[_ProgramLike], int]] = {
     "query_first_assignment": query_first_assignment,
     "most_common_final_value": most_common_final_value,
 }
+
+
+def one_value(p: _ProgramLike) -> int:
+    """The digit every constant of the program holds, -1 if they differ: no binding needed."""
+    digits = {rhs for _, rhs in p.lines if rhs.isdigit()}
+    return int(digits.pop()) if len(digits) == 1 else -1
+
+
+# What the paper generator may reject (binding_data.reject): the heuristics and `one_value`.
+SHORTCUTS: dict[str, Callable[[_ProgramLike], int]] = {"one_value": one_value, **HEURISTICS}
 
 
 def match_pattern(p: _ProgramLike, answer: int) -> int:

@@ -16,6 +16,7 @@ import pandas as pd
 from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report import plots
+from emergence.studies.binding.report_stress import stress_metrics, stress_section
 
 PHASES = ("random", "heuristic", "traversal")
 CHANCE = 0.10
@@ -101,7 +102,11 @@ def _clean(obj):
 
 
 def binding_metrics(
-    trajectory: pd.DataFrame, predictions: pd.DataFrame, heuristics: pd.DataFrame, phases: pd.DataFrame
+    trajectory: pd.DataFrame,
+    predictions: pd.DataFrame,
+    heuristics: pd.DataFrame,
+    phases: pd.DataFrame,
+    stress: pd.DataFrame,
 ) -> dict:
     """Headline numbers for reports/metrics/binding.json (see module docstring for the sources)."""
     test = _main_test(predictions)
@@ -115,6 +120,7 @@ def binding_metrics(
             "accuracy_by_hops": {k: _stats(_seed_accuracy(g)) for k, g in test.groupby("hops")},
             "accuracy_deepest": {"hops": deepest, **_stats(_seed_accuracy(test[test["hops"] == deepest]))},
             "generalisation_accuracy": _stats(_seed_accuracy(predictions[predictions["set"] == "gen"])),
+            "stress": stress_metrics(stress),
             "heuristic_agreement": {h: _stats(g.set_index("seed")["value"]) for h, g in agree.groupby("heuristic")},
             "best_heuristic": {"name": best["heuristic"], "match_rate": float(best["match_rate"])},
             "final_step": {s: int(v) for s, v in _last_steps(trajectory).items()},
@@ -380,11 +386,12 @@ def binding_page(
     patching: pd.DataFrame,
     ablation: pd.DataFrame,
     routing: pd.DataFrame,
+    stress: pd.DataFrame,
     provenance: dict,
     n_examples: int = 8,
 ) -> str:
     """The full self-contained HTML page of the binding study."""
-    m = binding_metrics(trajectory, predictions, heuristics, phases)
+    m = binding_metrics(trajectory, predictions, heuristics, phases, stress)
     return H.page(
         "Variable binding",
         [
@@ -393,6 +400,7 @@ def binding_page(
             ("Training trajectory and phases", _trajectory_section(trajectory, phases)),
             ("Accuracy by hop count", _hops_section(trajectory, predictions)),
             ("Generalisation", _generalisation_section(predictions)),
+            ("Stress suite", stress_section(stress)),
             ("Shortcut heuristics", _heuristic_section(programs, heuristics, trajectory)),
             ("Activation patching", _patching_section(patching)),
             ("Head ablation and routing heads", _ablation_section(ablation, routing)),

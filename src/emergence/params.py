@@ -30,7 +30,6 @@ from emergence.core.pipeline import read_declaration
 from emergence.core.train import TrainConfig
 from emergence.interp.tuned_lens import LensParams
 from emergence.studies.assoc.corpus import CorpusConfig, CorpusParams
-from emergence.studies.binding.sets import load_data_params
 from emergence.studies.binding.train_config import model_params, train_params
 from emergence.studies.grounding.tokens import model_entry
 
@@ -48,10 +47,6 @@ def check_paths(params: dict, name: str) -> None:
     ]
     if bad:
         raise PipelineError("\n".join(bad))
-
-
-def check_binding_data(params: dict, name: str) -> None:
-    load_data_params(params)
 
 
 def check_binding_model(params: dict, name: str) -> None:

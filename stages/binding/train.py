@@ -1,4 +1,5 @@
-"""Train one seed of the variable-binding study's model on the training split."""
+"""Train one seed of the variable-binding study's model: on the training split, or on fresh programs
+drawn every step (binding_train.stream), never on an evaluation program."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from emergence.core.config import load_base, path_of
 from emergence.core.io import file_sha256
 from emergence.core.models import build_model
 from emergence.core.train import train
-from emergence.studies.binding.batches import encode_programs, predict_answers, sampler
+from emergence.studies.binding.batches import encode_programs, predict_answers, sampler, stream_sampler
 from emergence.studies.binding.program_io import load_programs, subset
+from emergence.studies.binding.sets import load_program_config
 from emergence.studies.binding.tokenizer import CharTokenizer
 from emergence.studies.binding.train_config import model_params, train_params
 
@@ -22,11 +24,20 @@ def main(argv: list[str] | None = None) -> None:
     programs_path = path_of(params, "binding_programs")
     programs = load_programs(programs_path)
     tok = CharTokenizer()
-    fmt, n_eval, cfg = train_params(params, args.seed, base.device)
+    fmt, n_eval, stream, cfg = train_params(params, args.seed, base.device)
     arch, model_cfg = model_params(params, int(programs["program"].str.len().max()), len(tok))
 
-    train_rows = subset(programs, "train")
-    data = encode_programs(train_rows["program"], train_rows["answer"], tok, fmt)
+    if stream:
+        program_cfg = load_program_config(params)
+        held_out = frozenset(programs.loc[programs["split"] != "train", "program"])
+        batch_fn = stream_sampler(program_cfg, fmt, tok, cfg.batch_size, args.seed, held_out)
+        fingerprint = f"{fmt}:stream:{program_cfg}:{file_sha256(programs_path)}"
+    else:
+        train_rows = subset(programs, "train")
+        batch_fn = sampler(
+            encode_programs(train_rows["program"], train_rows["answer"], tok, fmt), cfg.batch_size, args.seed
+        )
+        fingerprint = f"{fmt}:{file_sha256(programs_path)}"
     val_rows = subset(programs, "val", n=n_eval)
     val = encode_programs(val_rows["program"], val_rows["answer"], tok)
 
@@ -38,12 +49,12 @@ def main(argv: list[str] | None = None) -> None:
     run = f"seed{args.seed}"
     train(
         model,
-        sampler(data, cfg.batch_size, args.seed),
+        batch_fn,
         cfg,
         out_dir=path_of(params, "binding_runs") / run,
         scratch_dir=path_of(params, "binding_scratch") / run,
         eval_fn=eval_fn,
-        data_fingerprint=f"{fmt}:{file_sha256(programs_path)}",
+        data_fingerprint=fingerprint,
     )
 
 

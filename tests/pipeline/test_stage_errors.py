@@ -209,7 +209,7 @@ CASES = {
         set_param("binding_train.lr", "fast"), ["binding_train", "--seed", "0"], ["binding_train.lr"]
     ),
     "params_hops_exceed_lines": Case(
-        set_param("binding_data.max_hops", 6), ["binding_data"], ["binding_data.max_hops"]
+        set_param("binding_programs.max_hops", 6), ["binding_data"], ["binding_programs.max_hops"]
     ),
     "params_context_too_small": Case(
         set_param("binding_model.n_ctx", 8), ["binding_train", "--seed", "0"], ["binding_model.n_ctx"]

@@ -14,6 +14,7 @@ from emergence.studies.binding.batches import (
     parse_program,
     predict_answers,
     sampler,
+    stream_sampler,
 )
 from emergence.studies.binding.programs import ProgramConfig
 from emergence.studies.binding.sets import generate_table
@@ -65,6 +66,25 @@ def test_sampler_is_a_pure_function_of_seed_and_step():
     assert torch.equal(a(5)[0], b(5)[0]) and torch.equal(a(5)[1], b(5)[1])
     assert not torch.equal(a(5)[0], a(6)[0])
     assert not torch.equal(a(5)[0], sampler(data, 8, seed=4)(5)[0])
+
+
+def _decode(idx: torch.Tensor) -> list[str]:
+    return ["".join(TOK.vocab[t] for t in row if t != TOK.pad_id) for row in idx.tolist()]
+
+
+def test_stream_draws_fresh_programs_per_step_and_never_a_held_out_one():
+    cfg = ProgramConfig(distribution="paper", n_lines=4, max_hops=2)
+    a, b = (
+        stream_sampler(cfg, "line_values", TOK, 8, 3, frozenset()),
+        stream_sampler(cfg, "line_values", TOK, 8, 3, frozenset()),
+    )
+    assert torch.equal(a(5)[0], b(5)[0]) and torch.equal(a(5)[1], b(5)[1])  # resumable: (seed, step) -> batch
+    assert _decode(a(5)[0]) != _decode(a(6)[0])
+    texts = _decode(a(5)[0])
+    assert all(text.count("\n") == 4 and text.endswith(":") for text in texts)
+    assert (a(5)[1] != IGNORE).sum(1).tolist() == [5] * 8  # line_values: 4 lines + the answer
+    held = stream_sampler(cfg, "line_values", TOK, 8, 3, frozenset(texts[:4]))
+    assert not set(_decode(held(5)[0])) & set(texts[:4])  # redrawn, not kept
 
 
 class _Oracle(torch.nn.Module):

@@ -147,12 +147,12 @@ def test_table_schema():
 @pytest.mark.parametrize(
     "kwargs, key",
     [
-        (dict(max_hops=16), "binding_data.max_hops"),
-        (dict(min_hops=3, max_hops=2), "binding_data.min_hops"),
-        (dict(n_lines=0, max_hops=0), "binding_data.n_lines"),
-        (dict(n_lines=40, max_hops=26), "binding_data.max_hops"),
-        (dict(heuristic_target=0.0), "binding_data.heuristic_target"),
-        (dict(p_const=1.5), "binding_data.p_const"),
+        (dict(max_hops=16), "binding_programs.max_hops"),
+        (dict(min_hops=3, max_hops=2), "binding_programs.min_hops"),
+        (dict(n_lines=0, max_hops=0), "binding_programs.n_lines"),
+        (dict(n_lines=40, max_hops=26), "binding_programs.max_hops"),
+        (dict(heuristic_target=0.0), "binding_programs.heuristic_target"),
+        (dict(p_const=1.5), "binding_programs.p_const"),
     ],
 )
 def test_config_validation_names_key(kwargs, key):

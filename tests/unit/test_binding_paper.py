@@ -176,7 +176,7 @@ def test_cramped_programs_keep_their_only_constant():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(reject=("one_value", "psychic")), r"binding_data.reject: unknown shortcut\(s\) \['psychic'\]"),
+        (dict(reject=("one_value", "psychic")), r"binding_programs.reject: unknown shortcut\(s\) \['psychic'\]"),
     ],
 )
 def test_config_errors_name_the_key(kwargs, message):

@@ -115,8 +115,8 @@ def test_profile_with_unknown_key_is_refused():
 @pytest.mark.parametrize(
     "section, key, value, message",
     [
-        ("binding_data", "max_hops", 20, "binding_data.max_hops"),
-        ("binding_data", "n_lines", "16", "binding_data.n_lines: must be an integer"),
+        ("binding_programs", "max_hops", 20, "binding_programs.max_hops"),
+        ("binding_programs", "n_lines", "16", "binding_programs.n_lines: must be an integer"),
         ("binding_data", "colour", 1, "binding_data.colour: unknown key"),
         ("binding_data", "split", [0.5, 0.5, 0.5], "binding_data.split"),
     ],

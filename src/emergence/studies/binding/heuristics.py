@@ -85,7 +85,7 @@ def one_value(p: _ProgramLike) -> int:
     return int(digits.pop()) if len(digits) == 1 else -1
 
 
-# What the paper generator may reject (binding_data.reject): the heuristics and `one_value`.
+# What the paper generator may reject (binding_programs.reject): the heuristics and `one_value`.
 SHORTCUTS: dict[str, Callable[[_ProgramLike], int]] = {"one_value": one_value, **HEURISTICS}
 
 

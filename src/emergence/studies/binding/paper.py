@@ -19,7 +19,7 @@ solutions." They say no more about how the lines are laid out. Ours:
   [0.2, 0.8]) or a copy of any variable defined above it but itself:
   distractor chains of any length, branches off the query's own chain
   (values shared between chains), digits shared with the answer;
-- rejection: a program that a shortcut named in `binding_data.reject`
+- rejection: a program that a shortcut named in `binding_programs.reject`
   answers is redrawn; by default only `one_value` (every constant holds the
   answer's digit, so copying any digit answers it).
 

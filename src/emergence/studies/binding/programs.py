@@ -4,7 +4,7 @@ A program is N assignment lines `x=5` / `x=y` with Python semantics, then a
 query `#x:`; the target is x's final value. The value reaches the query
 through a chain of copies (`hops` of them) from one constant line; the other
 lines are distractors. Two generators build them, chosen by
-`binding_data.distribution`: `paper.py` (the paper's distribution, our
+`binding_programs.distribution`: `paper.py` (the paper's distribution, our
 reading) and `balanced.py` (every listed heuristic forced to chance); `sets.py`
 turns them into the tables the stages read.
 """
@@ -27,7 +27,7 @@ LETTERS = string.ascii_lowercase
 
 @dataclass(frozen=True)
 class ProgramConfig:
-    """binding_data keys of the generators. `distribution`: `paper` (paper.py) or `balanced`
+    """The binding_programs section: what a program is. `distribution`: `paper` (paper.py) or `balanced`
     (balanced.py); the p_* knobs, heuristic_target and max_tries steer the balanced one only."""
 
     distribution: Literal["paper", "balanced"] = "balanced"
@@ -44,7 +44,7 @@ class ProgramConfig:
     max_tries: int = 32  # proposals per program before keeping an off-pattern one
     reject: tuple[str, ...] = ("one_value",)  # paper only: shortcuts whose programs are redrawn
 
-    def validate(self, where: str = "binding_data") -> None:
+    def validate(self, where: str = "binding_programs") -> None:
         if self.n_lines < 1:
             raise PipelineError(f"{where}.n_lines: must be >= 1, got {self.n_lines}")
         if self.min_hops < 0:

@@ -94,7 +94,7 @@ def generalisation_table(
 
     Errors name the ranges as `{where}.gen_lines` / `{where}.gen_hops`.
     """
-    cfg.validate(where)
+    cfg.validate()
     if hops_range[0] < 0 or hops_range[1] + 1 > len(LETTERS):
         raise PipelineError(
             f"{where}.gen_hops: hops must lie in [0, {len(LETTERS) - 1}] (one variable"
@@ -133,7 +133,7 @@ def heuristic_table(df: pd.DataFrame) -> pd.DataFrame:
 
 @dataclasses.dataclass
 class DataParams:
-    """binding_data keys that are not the generator's own (those go to ProgramConfig)."""
+    """The binding_data section: the fixed sets drawn from the generator (binding_programs)."""
 
     n_programs: int
     split: tuple[float, float, float] = (0.9, 0.002, 0.098)
@@ -167,8 +167,9 @@ def split_sizes(n: int, fractions: tuple[float, ...]) -> list[int]:
 
 
 def load_data_params(params: dict) -> tuple[DataParams, ProgramConfig]:
-    values = section(params, "binding_data")
-    own = {f.name for f in dataclasses.fields(DataParams)}
-    data = from_dict(DataParams, {k: v for k, v in values.items() if k in own}, "binding_data")
-    program = from_dict(ProgramConfig, {k: v for k, v in values.items() if k not in own}, "binding_data")
-    return data, program
+    data = from_dict(DataParams, section(params, "binding_data"), "binding_data")
+    return data, load_program_config(params)
+
+
+def load_program_config(params: dict) -> ProgramConfig:
+    return from_dict(ProgramConfig, section(params, "binding_programs"), "binding_programs")

@@ -61,7 +61,7 @@ def stress_table(rng: np.random.Generator, cfg: ProgramConfig, n_per_hop: int, p
             try:
                 programs += [sample_shaped(r, cfg.n_lines, h, shape, cfg.reject) for _ in range(n_per_hop)]
             except PipelineError as e:
-                raise PipelineError(f"binding_data: stress set {name}: {e}") from e
+                raise PipelineError(f"binding_programs: stress set {name}: {e}") from e
             bar.update(n_per_hop)
         tables.append(program_table(programs, f"stress_{name}"))
     bar.close()

@@ -89,10 +89,14 @@ def test_heuristics_hand_built():
         "most_frequent_digit": 3,
         "query_first_assignment": -1,
         "most_common_final_value": 5,
+        "query_first_value": 5,  # d's first write d=c, c=5 then
     }
     p = Program(*parse("d=4\nc=2\nd=2\n#d:"), answer=2, hops=0, chain_lines=(2,))
     assert HEURISTICS["query_first_assignment"](p) == 4
+    assert HEURISTICS["query_first_value"](p) == 4
     assert HEURISTICS["most_frequent_digit"](p) == 2
+    p = Program(*parse("a=6\nq=a\na=1\nq=a\n#q:"), answer=1, hops=1, chain_lines=(3, 2))
+    assert HEURISTICS["query_first_value"](p) == 6 and HEURISTICS["query_first_assignment"](p) == -1
 
 
 def test_generated_programs_are_valid():

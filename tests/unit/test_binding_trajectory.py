@@ -17,7 +17,7 @@ HEUR = list(HEURISTICS)
 def programs_frame() -> pd.DataFrame:
     df = pd.DataFrame({"answer": [1, 2, 3, 4], "hops": [0, 0, 2, 2]})
     for i, name in enumerate(HEUR):
-        df[f"heur_{name}"] = [9, 9, 9, 9] if i else [1, 5, 5, 4]
+        df[f"heur_{name}"] = [[1, 5, 5, 4], [-1, -1, 9, 4]][i] if i < 2 else [9, 9, 9, 9]
     return df
 
 
@@ -27,25 +27,33 @@ def test_checkpoint_rows_count_accuracy_by_hops_and_agreement():
     assert value[("accuracy", -1)] == 0.75
     assert value[("accuracy", 0)] == 0.5 and value[("accuracy", 2)] == 1.0
     assert value[(f"agree_{HEUR[0]}", -1)] == 0.5
-    assert value[(f"agree_{HEUR[1]}", -1)] == 0.0
+    assert value[(f"agree_{HEUR[1]}", -1)] == 0.25  # its 4 at the last program
+    # following: agreement where the heuristic's digit is wrong (rows 1, 2 for HEUR[0]; row 2 for HEUR[1])
+    assert value[(f"follow_{HEUR[0]}", -1)] == 0.0 and value[(f"follow_{HEUR[1]}", -1)] == 0.0
+    rows = pd.DataFrame(checkpoint_rows(np.array([1, 5, 5, 4]), programs_frame(), seed=2, step=10))
+    value, n = rows.set_index(["metric", "hops"])["value"], rows.set_index("metric")["n"]
+    assert value[(f"agree_{HEUR[0]}", -1)] == 1.0 and value[(f"follow_{HEUR[0]}", -1)] == 1.0
+    assert n[f"follow_{HEUR[0]}"] == 2 and n[f"follow_{HEUR[1]}"] == 1 and n[f"follow_{HEUR[2]}"] == 4
     assert set(rows["seed"]) == {2} and set(rows["layer"]) == {-1} and set(rows["head"]) == {-1}
 
 
-def synthetic(steps, deep_acc, agree) -> pd.DataFrame:
+def synthetic(steps, deep_acc, follow) -> pd.DataFrame:
+    """HEUR[2] is followed at `follow`; HEUR[0] agrees with 0.9 of answers at every step only
+    because it is right that often (followed at chance): agreement alone must not make a phase."""
     rows = []
-    for s, acc, ag in zip(steps, deep_acc, agree):
+    for s, acc, fo in zip(steps, deep_acc, follow):
         rows += [dict(seed=0, step=s, layer=-1, head=-1, metric="accuracy", hops=h, value=acc, n=10) for h in (-1, 4)]
-        rows += [
-            dict(
-                seed=0, step=s, layer=-1, head=-1, metric=f"agree_{n}", hops=-1, value=ag if n == HEUR[2] else 0.1, n=10
-            )
-            for n in HEUR
-        ]
+        for name in HEUR:
+            values = {"follow": fo if name == HEUR[2] else 0.1, "agree": 0.9 if name == HEUR[0] else 0.1}
+            rows += [
+                dict(seed=0, step=s, layer=-1, head=-1, metric=f"{kind}_{name}", hops=-1, value=v, n=10)
+                for kind, v in values.items()
+            ]
     return pd.DataFrame(rows)
 
 
 def test_three_phases_in_order():
-    traj = synthetic([0, 10, 20, 40, 80], deep_acc=[0.1, 0.1, 0.15, 0.85, 0.99], agree=[0.1, 0.4, 0.5, 0.2, 0.1])
+    traj = synthetic([0, 10, 20, 40, 80], deep_acc=[0.1, 0.1, 0.15, 0.85, 0.99], follow=[0.1, 0.4, 0.5, 0.2, 0.1])
     phases = detect_phases(traj, PhaseParams()).set_index("name")
     assert phases.loc["random", ["start_step", "end_step"]].tolist() == [0, 10]
     assert phases.loc["heuristic", ["start_step", "end_step"]].tolist() == [10, 40]
@@ -54,7 +62,7 @@ def test_three_phases_in_order():
 
 
 def test_phase_not_reached_is_marked():
-    traj = synthetic([0, 10, 20], deep_acc=[0.1, 0.12, 0.1], agree=[0.1, 0.1, 0.12])
+    traj = synthetic([0, 10, 20], deep_acc=[0.1, 0.12, 0.1], follow=[0.1, 0.1, 0.12])
     phases = detect_phases(traj, PhaseParams()).set_index("name")
     assert phases.loc["random", ["start_step", "end_step"]].tolist() == [0, -1]
     assert phases.loc["heuristic", "start_step"] == -1 and phases.loc["traversal", "start_step"] == -1

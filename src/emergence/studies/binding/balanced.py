@@ -1,6 +1,6 @@
 """The balanced generator: every listed heuristic matches the answer at chance.
 
-Shortcut control. Five cheap heuristics (heuristics.HEURISTICS) must
+Shortcut control. Five cheap heuristics (heuristics.CONTROLLED) must
 match the answer only at chance. Rather than filtering a natural proposal
 (whose heuristics are strongly correlated, so ratio rejection would keep ~3%),
 each program first draws its target match pattern -- one independent
@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from emergence.studies.binding.heuristics import HEURISTICS, match_pattern
+from emergence.studies.binding.heuristics import CONTROLLED, match_pattern
 from emergence.studies.binding.programs import LETTERS, Program, ProgramConfig
 
 
@@ -126,7 +126,7 @@ def _copy_source(r: random.Random, cfg: ProgramConfig, lhs: str, defined: dict, 
 def _assign_digits(r: random.Random, lines, src: dict[str, int], qpre: int, answer: int, target: int) -> None:
     """Fill the distractor constants: uniform digits, then the fewest changes that steer the
     heuristics towards the `target` bits (the caller checks with the real heuristics)."""
-    bit = [bool(target >> i & 1) for i in range(len(HEURISTICS))]
+    bit = [bool(target >> i & 1) for i in range(len(CONTROLLED))]
     free = {i for i, (_, rhs) in enumerate(lines) if rhs is None}
     digit = {
         i: int(r.random() * 10) if rhs is None else int(rhs)
@@ -171,7 +171,7 @@ def _propose(r: random.Random, cfg: ProgramConfig, n: int, hops: int, answer: in
 
 def sample_balanced(r: random.Random, cfg: ProgramConfig, n: int, hops: int) -> Program:
     answer = int(r.random() * 10)
-    target = sum(1 << i for i in range(len(HEURISTICS)) if r.random() < cfg.heuristic_target)
+    target = sum(1 << i for i in range(len(CONTROLLED)) if r.random() < cfg.heuristic_target)
     for _ in range(cfg.max_tries):
         prog = _propose(r, cfg, n, hops, answer, target)
         if match_pattern(prog, answer) == target:

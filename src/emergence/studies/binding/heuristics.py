@@ -70,13 +70,29 @@ def most_common_final_value(p: _ProgramLike) -> int:
     return _mode(evaluate(p.lines).values())
 
 
+def query_first_value(p: _ProgramLike) -> int:
+    """The value the query variable holds right after its first assignment: an early-assignment
+    heuristic (the query's later writes, its real chain, are ignored)."""
+    first = next(i for i, (lhs, _) in enumerate(p.lines) if lhs == p.query)
+    return evaluate(p.lines[: first + 1])[p.query]
+
+
 HEURISTICS: dict[str, Callable[[_ProgramLike], int]] = {
     "last_constant": last_constant,
     "first_constant": first_constant,
     "most_frequent_digit": most_frequent_digit,
     "query_first_assignment": query_first_assignment,
     "most_common_final_value": most_common_final_value,
+    "query_first_value": query_first_value,
 }
+# The five the balanced generator holds at chance, in the order of its match-pattern bits.
+CONTROLLED = (
+    "last_constant",
+    "first_constant",
+    "most_frequent_digit",
+    "query_first_assignment",
+    "most_common_final_value",
+)
 
 
 def one_value(p: _ProgramLike) -> int:
@@ -90,5 +106,5 @@ SHORTCUTS: dict[str, Callable[[_ProgramLike], int]] = {"one_value": one_value, *
 
 
 def match_pattern(p: _ProgramLike, answer: int) -> int:
-    """Bit i set iff heuristic i (in HEURISTICS order) guesses `answer`."""
-    return sum(1 << i for i, h in enumerate(HEURISTICS.values()) if h(p) == answer)
+    """Bit i set iff heuristic CONTROLLED[i] guesses `answer`."""
+    return sum(1 << i for i, name in enumerate(CONTROLLED) if HEURISTICS[name](p) == answer)

@@ -13,6 +13,7 @@ from emergence.core.report.provenance import provenance
 from emergence.studies.binding.ablation import rank_routing_heads
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.report import ReportParams, binding_metrics, binding_page, binding_plot_table
+from emergence.studies.binding.report_mechanisms import mechanism_metrics
 from emergence.studies.binding.sets import heuristic_table
 
 PER_SEED = (
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
         heuristics,
         tables["binding_phases"],
         tables["binding_stress"],
-    )
+    ) | {"mechanisms": mechanism_metrics(tables["binding_patching"], tables["binding_ablation"])}
     with atomic_path(path_of(params, "binding_plots")) as tmp:
         binding_plot_table(tables["binding_trajectory"]).to_csv(tmp, index=False)
     write_json(metrics, path_of(params, "binding_metrics"))

@@ -9,7 +9,7 @@ import torch
 from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
 from emergence.interp.ablation import ablate_heads, mean_head_activations
-from emergence.studies.binding.ablation import ablation_table, rank_routing_heads
+from emergence.studies.binding.ablation import ablation_table, heads_by_hop, rank_routing_heads
 from emergence.studies.binding.batches import encode_programs
 from emergence.studies.binding.patching import answer_digits
 from emergence.studies.binding.programs import ProgramConfig
@@ -150,3 +150,36 @@ def test_rank_routing_heads_orders_by_the_deepest_hop_drop():
     assert (by_one.iloc[0]["layer"], by_one.iloc[0]["head"]) == (0, 1)
     with pytest.raises(ValueError, match="hops=7"):
         rank_routing_heads(pd.DataFrame(rows), deepest_hops=7)
+
+
+def test_heads_by_hop_ranks_each_hop_on_its_own_drops():
+    rows = []
+    # (seed, layer, head, mode, hops, drop): head (0, 1) matters for 1 hop, (1, 0) for 2 hops
+    for seed in (0, 1):
+        for mode in ("zero", "mean"):
+            for layer, head, d1, d2 in ((0, 0, 0.0, 0.1), (0, 1, 0.5, 0.2), (1, 0, 0.1, 0.6), (1, 1, 0.05, 0.0)):
+                bump = 0.2 if (seed, mode) == (1, "zero") else 0.0  # averaged away: seed 1's mean is +0.1
+                for hops, drop in ((-1, 0.9), (1, d1 + bump), (2, d2)):
+                    rows.append(
+                        dict(
+                            seed=seed,
+                            step=9,
+                            layer=layer,
+                            head=head,
+                            mode=mode,
+                            hops=hops,
+                            n=4,
+                            metric="accuracy_drop",
+                            value=drop,
+                        )
+                    )
+    rows.append(dict(seed=0, step=9, layer=-1, head=-1, mode="none", hops=1, n=4, metric="accuracy", value=0.9))
+    got = heads_by_hop(pd.DataFrame(rows), top=2)
+    assert got[["hops", "rank", "layer", "head"]].values.tolist() == [
+        [1, 1, 0, 1],
+        [1, 2, 1, 0],
+        [2, 1, 1, 0],
+        [2, 2, 0, 1],
+    ]  # the all-programs row (hops -1) never ranks
+    # hop 1, head (0, 1): seed 0 drops 0.5, seed 1 drops (0.7 + 0.5) / 2 = 0.6 -> mean 0.55
+    assert got.loc[0, "drop"] == pytest.approx(0.55) and got.loc[0, "n_seeds"] == 2

@@ -10,6 +10,7 @@ from emergence.core.io import PipelineError
 from emergence.studies.binding.batches import encode_programs, parse_program
 from emergence.studies.binding.patching import (
     answer_digits,
+    chain_depths,
     make_counterfactual_pairs,
     patch_residual,
     patching_table,
@@ -19,7 +20,7 @@ from emergence.studies.binding.programs import ProgramConfig, trace
 from emergence.studies.binding.sets import generate_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-COLUMNS = ["seed", "step", "layer", "head", "position", "position_class", "metric", "value", "n"]
+COLUMNS = ["seed", "step", "layer", "head", "position", "position_class", "chain_depth", "metric", "value", "n"]
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +106,11 @@ def test_patching_every_position_gives_the_counterfactual_run(pairs, layer):
     assert no_hooks(model)
 
 
+def test_chain_depth_counts_copies_from_the_root_by_hand():
+    text = "a=1\nd=5\nb=a\nc=b\n#c:"  # chain c <- b <- a: lines 3, 2, 0 (query line first)
+    assert [(i, d) for i, d in enumerate(chain_depths(text, (3, 2, 0))) if d >= 0] == [(2, 0), (10, 1), (14, 2)]
+
+
 def test_layer_out_of_range_is_rejected(pairs):
     idx = encode(pairs["base"][:2])
     with pytest.raises(ValueError, match="layer 3"):
@@ -152,6 +158,12 @@ def test_patching_table_matches_one_patch_at_a_time(pairs):
             to_cf, to_base = brute_force(model, kept, layer, pos)
             assert totals["patch_success", layer, pos] == to_cf.sum()
             assert totals["base_kept", layer, pos] == to_base.sum()
+
+    # Chain depth: 0 exactly at the root constant, 1.. on the other chain right-hand sides, -1 elsewhere.
+    depth_of = cells.groupby("position_class")["chain_depth"].agg(["min", "max"])
+    assert depth_of.loc["chain_root"].tolist() == [0, 0]
+    assert depth_of.loc["chain_rhs", "min"] == 1 and depth_of.loc["chain_rhs", "max"] <= kept["hops"].max()
+    assert (depth_of.drop(["chain_root", "chain_rhs"]) == -1).all().all()
 
     # Sanity of the intervention itself: at the embeddings only the root constant differs,
     # and after the last block only the answer position feeds the answer.

@@ -13,6 +13,7 @@ from emergence.core.report import html as H
 from emergence.core.report.index import index_page
 from emergence.studies.binding import report as binding
 from emergence.studies.binding.report import binding_metrics, binding_page, binding_plot_table, phase_bands
+from emergence.studies.binding.report_mechanisms import depth_patching
 
 SEEDS, STEPS = (0, 1), (0, 1, 10, 100, 1000)  # > 2 decades: symlog step axis
 HEURS = ("last_constant", "first_constant")
@@ -112,7 +113,8 @@ def _patching() -> pd.DataFrame:
     ]
     rows += [(s, -1, -1, "other", "pairs_correct", 0.9) for s in SEEDS]
     df = pd.DataFrame(rows, columns=["seed", "layer", "position", "position_class", "metric", "value"])
-    return df.assign(step=1000, head=-1, n=20)
+    depth = df["position_class"].map({"chain_root": 0, "chain_rhs": 1}).fillna(-1).astype(int)
+    return df.assign(step=1000, head=-1, n=20, chain_depth=depth)
 
 
 def _ablation() -> pd.DataFrame:
@@ -194,12 +196,14 @@ def test_page_has_sections_embedded_images_and_no_links_out(page):
         "Shortcut heuristics",
         "Activation patching",
         "Head ablation and routing heads",
+        "Heads per hop",
+        "Patching by chain depth",
         "Example programs",
         "Provenance",
     ]:
         assert f"<h2>{heading}</h2>" in page
-    # trajectory, hops x2, gen, stress, patching, ablation
-    assert page.count('src="data:image/png;base64,') == 7
+    # trajectory, hops x2, gen, stress, patching, patching by depth, ablation, heads per hop
+    assert page.count('src="data:image/png;base64,') == 9
     assert "http://" not in page and "https://" not in page
     assert not re.search(r"<(link|script)\b", page)
 
@@ -249,6 +253,22 @@ def test_metrics_values_by_hand():
     assert m["stress"]["many_vars"]["per_seed"] == {"0": 1.0, "1": 0.0}
     assert m["stress"]["weakest"] == {"set": "many_vars", "min_seed_accuracy": 0.0}
     assert set(m["stress"]) == {"few_vars", "many_vars", "weakest"}
+
+
+def test_patching_by_depth_pools_hits_over_positions_and_seeds():
+    table = pd.DataFrame(
+        [  # (seed, layer, position, chain_depth, value, n)
+            (0, 2, 6, 1, 1.0, 10),
+            (0, 2, 10, 1, 0.0, 30),  # the same depth at another position: pooled, 10 / 40
+            (1, 2, 6, 1, 0.5, 20),  # seed 1 adds 10 / 20 -> 20 / 60
+            (0, 2, 2, 0, 0.25, 8),
+            (0, 2, 3, -1, 1.0, 99),  # off the chain: not a depth
+        ],
+        columns=["seed", "layer", "position", "chain_depth", "value", "n"],
+    ).assign(metric="patch_success")
+    mat = depth_patching(table)
+    assert list(mat.columns) == [0, 1]
+    assert mat.loc[2, 1] == pytest.approx(20 / 60) and mat.loc[2, 0] == 0.25
 
 
 def test_metrics_json_ready_with_sorted_keys():

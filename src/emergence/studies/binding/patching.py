@@ -4,7 +4,12 @@ A counterfactual pair is one program twice, differing only in the constant on
 the query chain's root line, so the answers differ and every token position
 stays aligned. Patching the counterfactual run's residual stream into the base
 run at one (layer, position) and reading the answer shows where, layer by
-layer, the information that decides the answer lives (Wu et al., 2505.20896).
+layer, the information that decides the answer lives (Wu et al., 2505.20896;
+the paper, as our summary gives it: "Causal interventions on residual stream
+positions at RHS tokens along query chains cause predictable output changes
+with >80% success rates"). Every row carries the chain depth of the patched
+token: on a chain line's right-hand side, the number of copies between the
+root constant and that line (0 = the constant itself); -1 elsewhere.
 """
 
 from __future__ import annotations
@@ -87,6 +92,15 @@ def position_classes(program_text: str, chain_lines: Sequence[int]) -> list[str]
     return classes
 
 
+def chain_depths(program_text: str, chain_lines: Sequence[int]) -> list[int]:
+    """Chain depth of every token position: k on the rhs of the chain line k copies below the
+    root (`chain_lines` runs from the query's line down to the root, so the root is depth 0)."""
+    depths = [-1] * len(program_text)
+    for k, line in enumerate(reversed(chain_lines)):
+        depths[LINE * line + 2] = k
+    return depths
+
+
 def resid_hook_name(n_layers: int, layer: int) -> str:
     """Residual stream entering `layer`; layer == n_layers is the final block's output."""
     if not 0 <= layer <= n_layers:
@@ -138,17 +152,21 @@ def answer_digits(logits: torch.Tensor, answer_pos: torch.Tensor, tok: CharToken
 
 
 class _Tally:
-    """Per (layer, position, class) counts of correct pairs, cf and base predictions."""
+    """Per (layer, position, class, chain depth) counts of correct pairs, cf and base predictions.
+    Depth index d + 1 holds chain depth d (index 0: not on the chain's right-hand sides)."""
 
-    def __init__(self, n_resid: int, T: int) -> None:
-        shape = (n_resid, T, len(POSITION_CLASSES))
+    def __init__(self, n_resid: int, T: int, max_depth: int) -> None:
+        shape = (n_resid, T, len(POSITION_CLASSES), max_depth + 2)
         self.n, self.cf, self.base = (np.zeros(shape, dtype=np.int64) for _ in range(3))
 
-    def add(self, layer: int, pos: int, cls: np.ndarray, hit_cf: np.ndarray, hit_base: np.ndarray) -> None:
-        # cls: (B,) class codes at `pos`; np.add.at accumulates repeated codes.
-        np.add.at(self.n[layer, pos], cls, 1)
-        np.add.at(self.cf[layer, pos], cls, hit_cf)
-        np.add.at(self.base[layer, pos], cls, hit_base)
+    def add(
+        self, layer: int, pos: int, cls: np.ndarray, depth: np.ndarray, hit_cf: np.ndarray, hit_base: np.ndarray
+    ) -> None:
+        # cls, depth: (B,) codes at `pos`; np.add.at accumulates repeated cells.
+        cell = (cls, depth + 1)
+        np.add.at(self.n[layer, pos], cell, 1)
+        np.add.at(self.cf[layer, pos], cell, hit_cf)
+        np.add.at(self.base[layer, pos], cell, hit_base)
 
 
 def _patch_batch(model: HookedModel, batch: pd.DataFrame, tok: CharTokenizer, tally: _Tally) -> int:
@@ -174,6 +192,7 @@ def _patch_batch(model: HookedModel, batch: pd.DataFrame, tok: CharTokenizer, ta
             for text, chain in zip(kept["base"], kept["chain_lines"])
         ]
     )  # (B, T)
+    depth = np.array([chain_depths(text, chain) for text, chain in zip(kept["base"], kept["chain_lines"])])  # (B, T)
     for layer, name in enumerate(names):
         src, own = cache_c[name][ok], cache_b[name][ok]  # (B, T, d_model)
         for pos in range(idx.shape[1]):
@@ -188,7 +207,7 @@ def _patch_batch(model: HookedModel, batch: pd.DataFrame, tok: CharTokenizer, ta
             if moved.any():
                 logits = _patched_logits(model, idx[moved], name, [pos], src[moved])
                 pred[moved.numpy()] = answer_digits(logits, answer_pos[moved], tok)
-            tally.add(layer, pos, cls[:, pos], pred == cf_ans, pred == base_ans)
+            tally.add(layer, pos, cls[:, pos], depth[:, pos], pred == cf_ans, pred == base_ans)
     return int(ok.sum())
 
 
@@ -196,7 +215,7 @@ def _patch_batch(model: HookedModel, batch: pd.DataFrame, tok: CharTokenizer, ta
 def patching_table(
     model: HookedModel, pairs: pd.DataFrame, tok: CharTokenizer, *, seed: int, step: int, batch_size: int = 64
 ) -> pd.DataFrame:
-    """Tidy rows (seed, step, layer, head=-1, position, position_class, metric, value, n).
+    """Tidy rows (seed, step, layer, head=-1, position, position_class, chain_depth, metric, value, n).
 
     Over pairs the model answers correctly in both base and cf runs (n of them
     per row), the fraction whose patched answer is the cf answer
@@ -208,11 +227,11 @@ def patching_table(
     lengths = pairs["base"].str.len()
     if lengths.nunique() != 1:
         raise PipelineError("counterfactual pairs: need at least one pair, all of one program length")
-    tally = _Tally(model.config.n_layers + 1, int(lengths.iloc[0]))
+    tally = _Tally(model.config.n_layers + 1, int(lengths.iloc[0]), int(pairs["hops"].max()))
     starts = tqdm(range(0, len(pairs), batch_size), desc="patching batches", disable=None)
     n_ok = sum(_patch_batch(model, pairs.iloc[s : s + batch_size].reset_index(drop=True), tok, tally) for s in starts)
-    layer, pos, cls = np.nonzero(tally.n)
-    n = tally.n[layer, pos, cls]
+    layer, pos, cls, depth = np.nonzero(tally.n)
+    n = tally.n[layer, pos, cls, depth]
     cells = dict(
         seed=seed,
         step=step,
@@ -220,9 +239,10 @@ def patching_table(
         head=-1,
         position=pos,
         position_class=np.array(POSITION_CLASSES, dtype=object)[cls],
+        chain_depth=depth - 1,
     )
     rows = [
-        pd.DataFrame({**cells, "metric": metric, "value": hits[layer, pos, cls] / n, "n": n})
+        pd.DataFrame({**cells, "metric": metric, "value": hits[layer, pos, cls, depth] / n, "n": n})
         for metric, hits in (("patch_success", tally.cf), ("base_kept", tally.base))
     ]
     summary = pd.DataFrame(
@@ -233,6 +253,7 @@ def patching_table(
             head=-1,
             position=-1,
             position_class="all",
+            chain_depth=-1,
             metric="pairs_correct",
             value=n_ok / max(len(pairs), 1),
             n=len(pairs),
@@ -246,6 +267,7 @@ def patching_table(
             "layer": "int64",
             "head": "int64",
             "position": "int64",
+            "chain_depth": "int64",
             "value": "float64",
             "n": "int64",
         }

@@ -16,6 +16,7 @@ import pandas as pd
 from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report import plots
+from emergence.studies.binding.report_mechanisms import depth_section, hop_heads_section
 from emergence.studies.binding.report_stress import stress_metrics, stress_section
 
 PHASES = ("random", "heuristic", "traversal")
@@ -417,7 +418,9 @@ def binding_page(
             ("Stress suite", stress_section(stress)),
             ("Shortcut heuristics", _heuristic_section(programs, heuristics, trajectory)),
             ("Activation patching", _patching_section(patching)),
+            ("Patching by chain depth", depth_section(patching)),
             ("Head ablation and routing heads", _ablation_section(ablation, routing)),
+            ("Heads per hop", hop_heads_section(ablation)),
             ("Example programs", _examples_section(predictions, n_examples)),
             ("Provenance", H.provenance_block(provenance)),
         ],

@@ -186,6 +186,34 @@ def test_config_errors_name_the_key(kwargs, message):
 
 def test_impossible_shapes_are_refused():
     with pytest.raises(PipelineError, match="does not fit 6 lines"):
-        sample_shaped(random.Random(0), 6, 3, Shape(twin_chain=True))
+        sample_shaped(random.Random(0), 6, 3, Shape(distractor="twin"))
     with pytest.raises(PipelineError, match="no program of 6 lines, 2 hops"):
         sample_shaped(random.Random(0), 6, 2, Shape(query_writes=(9, 9)))
+
+
+def _deepest_other_value(lines: list[tuple[str, str]], answer: int) -> int:
+    """Copies behind the deepest value in the program that is not the answer (-1: none)."""
+    value, depth, best = {}, {}, -1
+    for lhs, rhs in lines:
+        value[lhs], depth[lhs] = (int(rhs), 0) if rhs.isdigit() else (value[rhs], depth[rhs] + 1)
+        if value[lhs] != answer:
+            best = max(best, depth[lhs])
+    return best
+
+
+def test_a_planted_distractor_chain_makes_deep_wrong_chains_common():
+    # natural copies rarely grow a chain of another value as deep as a 4-hop query's (measured ~9 %
+    # reach 3 copies); the planted chain, 0..4 copies long, does in ~40 %
+    share = {}
+    for distractor in ("natural", "planted"):
+        r = random.Random(1)
+        deep = [
+            _deepest_other_value(*parse_answer(sample_shaped(r, 16, 4, Shape(distractor=distractor))))
+            for _ in range(600)
+        ]
+        share[distractor] = np.mean(np.array(deep) >= 3)
+    assert share["natural"] < 0.15 and share["planted"] > 0.3, share
+
+
+def parse_answer(program) -> tuple[list[tuple[str, str]], int]:
+    return list(program.lines), program.answer

@@ -39,6 +39,7 @@ from emergence.studies.binding.heuristics import SHORTCUTS
 from emergence.studies.binding.programs import LETTERS, Program, trace
 
 Links = Literal["any", "adjacent", "spread", "const_first", "const_last"]
+Distractor = Literal["natural", "planted", "twin"]
 P_CONST = (0.2, 0.8)  # per-program share of digit right-hand sides among the free lines
 MAX_TRIES = 200  # draws of one program before its shape is declared impossible
 
@@ -50,7 +51,10 @@ class Shape:
     links: Links = "any"  # where the chain's h+1 lines sit (see chain_lines)
     n_vars: tuple[int, int] | None = None  # distinct variables, inclusive range
     query_writes: tuple[int, int] | None = None  # times the query variable is assigned, inclusive
-    twin_chain: bool = False  # a distractor chain as long as the query's, the answer digit on another line
+    # natural: distractor chains only as the copies make them; planted: one more distractor chain of
+    # 0..hops copies on random lines (when it fits); twin: one exactly as long as the query's, from
+    # another digit, and the answer's digit on a line off both chains
+    distractor: Distractor = "natural"
 
 
 def chain_lines(r: random.Random, n: int, hops: int, links: Links) -> list[int]:
@@ -84,10 +88,20 @@ def _draw(r: random.Random, n: int, hops: int, shape: Shape) -> Program | None:
     """One program of this shape, or None when this draw cannot satisfy it (the caller redraws)."""
     chain = chain_lines(r, n, hops, shape.links)
     free = [i for i in range(n) if i not in set(chain)]
-    twin = sorted(r.sample(free, hops + 1)) if shape.twin_chain else []
-    need = (hops + 1) * (2 if twin else 1)
-    lo, hi = shape.n_vars or (need, min(n, len(LETTERS)))
-    lo, hi = max(lo, need), min(hi, n, len(LETTERS))
+    lo, hi = shape.n_vars or (1, len(LETTERS))
+    hi = min(hi, n, len(LETTERS))
+    depth = None  # hops of the planted or twin distractor chain
+    if shape.distractor == "twin":
+        depth = hops
+    elif shape.distractor == "planted":
+        depth = r.randint(0, hops)
+    if depth is not None and (depth + 1 > len(free) or hops + depth + 2 > hi):
+        if shape.distractor == "twin":
+            return None
+        depth = None  # no room for a planted chain in this program
+    twin = sorted(r.sample(free, depth + 1)) if depth is not None else []
+    need = hops + 1 + len(twin)
+    lo = max(lo, need)
     if lo > hi:
         return None
     names = r.sample(LETTERS, r.randint(lo, hi))
@@ -121,8 +135,8 @@ def _draw(r: random.Random, n: int, hops: int, shape: Shape) -> Program | None:
         lhs[i] = r.choice(allowed)
 
     p_const = r.uniform(*P_CONST)
-    answer_line = r.choice(open_lines) if twin and open_lines else None
-    twin_digit = (answer + r.randrange(1, 10)) % 10
+    twin_digit = (answer + r.randrange(1, 10)) % 10 if shape.distractor == "twin" else r.randrange(10) if twin else 0
+    answer_line = r.choice(open_lines) if shape.distractor == "twin" and open_lines else None
     lines: list[tuple[str, str]] = []
     defined: list[str] = []
     links = dict(zip(chain[1:], cvars[:-1])) | dict(zip(twin[1:], tvars[:-1]))
@@ -152,7 +166,7 @@ def sample_shaped(
 ) -> Program:
     """One program of `n` lines whose query is `hops` copies from its constant, of this shape, that
     none of the `reject` shortcuts answers."""
-    if hops + 1 > n or (shape.twin_chain and 2 * (hops + 1) > n):
+    if hops + 1 > n or (shape.distractor == "twin" and 2 * (hops + 1) > n):
         raise PipelineError(f"a chain of {hops} hops does not fit {n} lines with shape {shape}")
     cramped = n < hops + 2  # every line is a chain line: one constant, no shortcut can be avoided
     for _ in range(MAX_TRIES):

@@ -43,6 +43,7 @@ class ProgramConfig:
     p_extend: float = 0.5  # ...else the newest distractor variable (a distractor chain)
     max_tries: int = 32  # proposals per program before keeping an off-pattern one
     reject: tuple[str, ...] = ("one_value",)  # paper only: shortcuts whose programs are redrawn
+    distractor: Literal["natural", "planted"] = "natural"  # paper only: plant a distractor chain (paper.Shape)
 
     def validate(self, where: str = "binding_programs") -> None:
         if self.n_lines < 1:

@@ -17,7 +17,7 @@ from emergence.core.io import PipelineError
 from emergence.studies.binding.balanced import sample_balanced
 from emergence.studies.binding.heuristics import HEURISTICS
 from emergence.studies.binding.interpreter import run_program
-from emergence.studies.binding.paper import sample_shaped
+from emergence.studies.binding.paper import Shape, sample_shaped
 from emergence.studies.binding.programs import LETTERS, Program, ProgramConfig, hop_prior, python_rng
 
 
@@ -26,7 +26,7 @@ def draw(r, cfg: ProgramConfig, n: int, hops: int) -> Program:
     return (
         sample_balanced(r, cfg, n, hops)
         if cfg.distribution == "balanced"
-        else sample_shaped(r, n, hops, reject=cfg.reject)
+        else sample_shaped(r, n, hops, Shape(distractor=cfg.distractor), cfg.reject)
     )
 
 

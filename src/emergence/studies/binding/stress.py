@@ -45,7 +45,7 @@ def stress_shapes(n_lines: int) -> dict[str, Shape]:
         "query_thrice": Shape(query_writes=(3, n_lines)),
         "many_vars": Shape(n_vars=(min(14, n_lines - n_lines // 8), 26)),
         "few_vars": Shape(n_vars=(1, 5)),
-        "twin_chain": Shape(twin_chain=True),
+        "twin_chain": Shape(distractor="twin"),
     }
 
 

@@ -207,13 +207,7 @@ def test_a_planted_distractor_chain_makes_deep_wrong_chains_common():
     share = {}
     for distractor in ("natural", "planted"):
         r = random.Random(1)
-        deep = [
-            _deepest_other_value(*parse_answer(sample_shaped(r, 16, 4, Shape(distractor=distractor))))
-            for _ in range(600)
-        ]
+        programs = [sample_shaped(r, 16, 4, Shape(distractor=distractor)) for _ in range(600)]
+        deep = [_deepest_other_value(list(p.lines), p.answer) for p in programs]
         share[distractor] = np.mean(np.array(deep) >= 3)
     assert share["natural"] < 0.15 and share["planted"] > 0.3, share
-
-
-def parse_answer(program) -> tuple[list[tuple[str, str]], int]:
-    return list(program.lines), program.answer

@@ -16,7 +16,12 @@ import pandas as pd
 from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report import plots
-from emergence.studies.binding.report_mechanisms import depth_section, hop_heads_section
+from emergence.studies.binding.report_mechanisms import (
+    ablation_section,
+    depth_section,
+    hop_heads_section,
+    patching_section,
+)
 from emergence.studies.binding.report_stress import stress_metrics, stress_section
 
 PHASES = ("random", "heuristic", "traversal")
@@ -308,67 +313,6 @@ def _heuristic_section(programs: pd.DataFrame, heuristics: pd.DataFrame, traject
     )
 
 
-def _patching_section(patching: pd.DataFrame) -> str:
-    pat = patching[patching["metric"] == "patch_success"]
-    if pat.empty:
-        return H.para("No patching results.", "note")
-    mat = pat.groupby(["layer", "position"])["value"].mean().unstack("position")
-    classes = pat.groupby("position")["position_class"].agg(lambda s: s.mode().iloc[0])
-    by_class = mat.T.groupby(classes).agg(["mean", "max"]).T  # (layer, stat) x class
-    summary = by_class.unstack(1)
-    summary.columns = [f"{c} ({stat})" for c, stat in summary.columns]
-    parts = [
-        H.para(
-            "Residual-stream patching: the activation at (layer, position) from a program with a different "
-            "answer is patched into the base run; patch success is the fraction of pairs whose output "
-            "switches to the source answer (mean over seeds). The strip marks each position's class."
-        ),
-        H.figure(plots.patching(mat, classes), "patching heat map, layer by position"),
-        H.table(
-            summary.reset_index(), caption="Patch success per layer and position class (mean / max over positions)"
-        ),
-    ]
-    pairs = patching[patching["metric"] == "pairs_correct"]
-    if len(pairs):
-        parts.append(
-            H.para(
-                f"Fraction of patching pairs the model answered correctly (pairs_correct): "
-                f"{pairs['value'].mean():.3f}, mean over seeds."
-            )
-        )
-    return "\n".join(parts)
-
-
-def _ablation_section(ablation: pd.DataFrame, routing: pd.DataFrame) -> str:
-    drop = ablation[(ablation["metric"] == "accuracy_drop") & (ablation["layer"] >= 0)]
-    if drop.empty:
-        return H.para("No ablation results.", "note")
-    deepest = int(ablation["hops"].max())
-    base = ablation[(ablation["mode"] == "none") & (ablation["metric"] == "accuracy")]
-    panels = {}
-    for mode in sorted(drop["mode"].unique()):
-        for hops, label in ((-1, "all hops"), (deepest, f"{deepest} hops")):
-            d = drop[(drop["mode"] == mode) & (drop["hops"] == hops)]
-            panels[(f"{mode} ablation", label)] = d.groupby(["layer", "head"])["value"].mean().unstack("head")
-    base_txt = ", ".join(
-        f"{'all' if k == -1 else f'{k} hops'}: {v:.3f}" for k, v in base.groupby("hops")["value"].mean().items()
-    )
-    return "\n".join(
-        [
-            H.para(
-                "Accuracy drop when one attention head is ablated (zeroed, or replaced by its mean output), "
-                f"mean over seeds; red = the head matters. Unablated accuracy: {base_txt or 'n/a'}."
-            ),
-            H.figure(plots.heatmap_grid(panels), "head ablation accuracy drop"),
-            H.para(
-                "Candidate routing heads as ranked by the ablation analysis (rank 1 = most important); "
-                "drop_all / drop_deep: accuracy drop on all programs / on the deepest hop class."
-            ),
-            H.table(routing.sort_values("rank")[["rank", "layer", "head", "drop_all", "drop_deep"]]),
-        ]
-    )
-
-
 def _examples_section(predictions: pd.DataFrame, n: int) -> str:
     """Up to n programs from the first seed, spread over hop classes, alternating wrong and right."""
     test = _main_test(predictions)
@@ -417,9 +361,9 @@ def binding_page(
             ("Generalisation", _generalisation_section(predictions)),
             ("Stress suite", stress_section(stress)),
             ("Shortcut heuristics", _heuristic_section(programs, heuristics, trajectory)),
-            ("Activation patching", _patching_section(patching)),
+            ("Activation patching", patching_section(patching)),
             ("Patching by chain depth", depth_section(patching)),
-            ("Head ablation and routing heads", _ablation_section(ablation, routing)),
+            ("Head ablation and routing heads", ablation_section(ablation, routing)),
             ("Heads per hop", hop_heads_section(ablation)),
             ("Example programs", _examples_section(predictions, n_examples)),
             ("Provenance", H.provenance_block(provenance)),

@@ -1,4 +1,5 @@
-"""The binding report's per-hop mechanism sections: patching by chain depth, heads by hop."""
+"""The binding report's mechanism sections: activation patching (by position, by chain depth) and
+head ablation (routing heads, heads by hop)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,67 @@ from emergence.core.report import plots
 from emergence.studies.binding.ablation import heads_by_hop
 
 PAPER_PATCHING = 0.8  # "> 80% success" at RHS tokens along the query chain (summary we have)
+
+
+def patching_section(patching: pd.DataFrame) -> str:
+    pat = patching[patching["metric"] == "patch_success"]
+    if pat.empty:
+        return H.para("No patching results.", "note")
+    mat = pat.groupby(["layer", "position"])["value"].mean().unstack("position")
+    classes = pat.groupby("position")["position_class"].agg(lambda s: s.mode().iloc[0])
+    by_class = mat.T.groupby(classes).agg(["mean", "max"]).T  # (layer, stat) x class
+    summary = by_class.unstack(1)
+    summary.columns = [f"{c} ({stat})" for c, stat in summary.columns]
+    parts = [
+        H.para(
+            "Residual-stream patching: the activation at (layer, position) from a program with a different "
+            "answer is patched into the base run; patch success is the fraction of pairs whose output "
+            "switches to the source answer (mean over seeds). The strip marks each position's class."
+        ),
+        H.figure(plots.patching(mat, classes), "patching heat map, layer by position"),
+        H.table(
+            summary.reset_index(), caption="Patch success per layer and position class (mean / max over positions)"
+        ),
+    ]
+    pairs = patching[patching["metric"] == "pairs_correct"]
+    if len(pairs):
+        parts.append(
+            H.para(
+                f"Fraction of patching pairs the model answered correctly (pairs_correct): "
+                f"{pairs['value'].mean():.3f}, mean over seeds."
+            )
+        )
+    return "\n".join(parts)
+
+
+def ablation_section(ablation: pd.DataFrame, routing: pd.DataFrame) -> str:
+    drop = ablation[(ablation["metric"] == "accuracy_drop") & (ablation["layer"] >= 0)]
+    if drop.empty:
+        return H.para("No ablation results.", "note")
+    deepest = int(ablation["hops"].max())
+    base = ablation[(ablation["mode"] == "none") & (ablation["metric"] == "accuracy")]
+    panels = {}
+    for mode in sorted(drop["mode"].unique()):
+        for hops, label in ((-1, "all hops"), (deepest, f"{deepest} hops")):
+            d = drop[(drop["mode"] == mode) & (drop["hops"] == hops)]
+            panels[(f"{mode} ablation", label)] = d.groupby(["layer", "head"])["value"].mean().unstack("head")
+    base_txt = ", ".join(
+        f"{'all' if k == -1 else f'{k} hops'}: {v:.3f}" for k, v in base.groupby("hops")["value"].mean().items()
+    )
+    return "\n".join(
+        [
+            H.para(
+                "Accuracy drop when one attention head is ablated (zeroed, or replaced by its mean output), "
+                f"mean over seeds; red = the head matters. Unablated accuracy: {base_txt or 'n/a'}."
+            ),
+            H.figure(plots.heatmap_grid(panels), "head ablation accuracy drop"),
+            H.para(
+                "Candidate routing heads as ranked by the ablation analysis (rank 1 = most important); "
+                "drop_all / drop_deep: accuracy drop on all programs / on the deepest hop class."
+            ),
+            H.table(routing.sort_values("rank")[["rank", "layer", "head", "drop_all", "drop_deep"]]),
+        ]
+    )
 
 
 def depth_patching(patching: pd.DataFrame) -> pd.DataFrame:

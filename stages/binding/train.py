@@ -14,7 +14,7 @@ from emergence.studies.binding.batches import encode_programs, predict_answers, 
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.sets import load_program_config
 from emergence.studies.binding.tokenizer import CharTokenizer
-from emergence.studies.binding.train_config import model_params, train_params
+from emergence.studies.binding.train_config import model_params, stream_programs, train_params
 
 
 @stage_main
@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> None:
     fmt, n_eval, stream, cfg = train_params(params, args.seed, base.device)
     arch, model_cfg = model_params(params, int(programs["program"].str.len().max()), len(tok))
 
-    if stream:
-        program_cfg = load_program_config(params)
+    if stream.on:
+        program_cfg = stream_programs(load_program_config(params), stream)
         held_out = frozenset(programs.loc[programs["split"] != "train", "program"])
         batch_fn = stream_sampler(program_cfg, fmt, tok, cfg.batch_size, args.seed, held_out)
         fingerprint = f"{fmt}:stream:{program_cfg}:{file_sha256(programs_path)}"

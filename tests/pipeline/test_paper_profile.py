@@ -36,7 +36,7 @@ def test_paper_profile_is_the_paper_and_trains_at_tiny_width_on_cpu(tmp_path):
         4,
         3,
     )
-    assert (fmt, stream) == ("answer_only", False) and params["base"]["device"] == "cuda"
+    assert (fmt, stream.on) == ("answer_only", False) and params["base"]["device"] == "cuda"
 
     # the same profile at tiny width and a few steps, on this CPU
     small = yaml.safe_load((root / "params.yaml").read_text())

@@ -16,9 +16,11 @@ from emergence.studies.binding.batches import (
     sampler,
     stream_sampler,
 )
+from emergence.studies.binding.interpreter import run_program
 from emergence.studies.binding.programs import ProgramConfig
 from emergence.studies.binding.sets import generate_table
 from emergence.studies.binding.tokenizer import CharTokenizer
+from emergence.studies.binding.train_config import Stream, stream_programs
 
 TOK = CharTokenizer()
 
@@ -105,3 +107,13 @@ def test_predict_answers_reads_the_answer_position_and_flags_non_digits():
     enc = encode_programs(["a=3\n#a:", "a=1\nb=a\n#b:"], [3, 1], TOK)
     assert predict_answers(_Oracle(TOK.digit_ids[7]), enc, TOK, batch_size=1).tolist() == [7, 7]
     assert predict_answers(_Oracle(TOK.encode("=")[0]), enc, TOK).tolist() == [-1, -1]
+
+
+def test_the_stream_can_weight_hops_otherwise_than_the_evaluation_sets():
+    paper = ProgramConfig(distribution="paper")  # (h+1)^3: 0 hops 0.4 %, 4 hops 56 %
+    assert stream_programs(paper, Stream(True, None)) == paper
+    uniform = stream_programs(paper, Stream(True, 0))
+    assert uniform.hop_weight_power == 0.0 and uniform.distribution == "paper"
+    batch = stream_sampler(uniform, "answer_only", TOK, 500, 0, frozenset())(0)[0]
+    hops = [run_program(text)[1] for text in _decode(batch)]
+    assert np.bincount(hops, minlength=5).min() > 70  # ~100 each, where the cubic prior gives ~2 zero-hop

@@ -138,6 +138,12 @@ def test_all_problems_of_all_sections_are_listed():
         (dict(grounding_lens__n_checkpoints=0), "grounding_lens.n_checkpoints: an integer >= 1, got 0"),
         (dict(assoc_corpus__format="html"), "assoc_corpus.format: must be one of text, chat, got 'html'"),
         (dict(binding_model__d_vocab=40), "binding_model.d_vocab: set by the tokenizer, remove it from params"),
+        (
+            dict(binding_train__stream_hop_weight_power=-1),
+            "binding_train.stream_hop_weight_power: a number >= 0 or null, got -1",
+        ),
+        (dict(binding_train__stream=1), "binding_train.stream: must be true or false, got 1"),
+        (dict(binding_train__eval_programs=0), "binding_train.eval_programs: an integer >= 1, got 0"),
     ],
 )
 def test_one_line_per_problem_naming_the_key(changes, expected):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 from emergence.core.config import from_dict, section
 from emergence.core.io import PipelineError
 from emergence.core.train import TrainConfig
+from emergence.studies.binding.programs import ProgramConfig
 
 
 def model_params(params: dict, n_tokens: int, d_vocab: int) -> tuple[str, dict]:
@@ -18,16 +22,35 @@ def model_params(params: dict, n_tokens: int, d_vocab: int) -> tuple[str, dict]:
     return arch, {**values, "d_vocab": d_vocab}
 
 
-def train_params(params: dict, seed: int, device: str) -> tuple[str, int, bool, TrainConfig]:
+@dataclass(frozen=True)
+class Stream:
+    """binding_train.stream / stream_hop_weight_power: draw fresh programs every step, optionally
+    with the hop classes weighted otherwise than the evaluation sets (None: as binding_programs)."""
+
+    on: bool = False
+    hop_weight_power: float | None = None
+
+
+def stream_programs(program_cfg: ProgramConfig, stream: Stream) -> ProgramConfig:
+    """The distribution the training stream draws from: binding_programs, hop weighting overridden."""
+    if stream.hop_weight_power is None:
+        return program_cfg
+    return dataclasses.replace(program_cfg, hop_weight_power=float(stream.hop_weight_power))
+
+
+def train_params(params: dict, seed: int, device: str) -> tuple[str, int, Stream, TrainConfig]:
     """(format, number of validation programs, stream, TrainConfig) from binding_train."""
     values = dict(section(params, "binding_train"))
     fmt = values.pop("format", "answer_only")
     n_eval = values.pop("eval_programs", 500)
-    stream = values.pop("stream", False)
+    stream = Stream(values.pop("stream", False), values.pop("stream_hop_weight_power", None))
     if isinstance(n_eval, bool) or not isinstance(n_eval, int) or n_eval < 1:
         raise PipelineError(f"binding_train.eval_programs: an integer >= 1, got {n_eval!r}")
-    if not isinstance(stream, bool):
-        raise PipelineError(f"binding_train.stream: must be true or false, got {stream!r}")
+    if not isinstance(stream.on, bool):
+        raise PipelineError(f"binding_train.stream: must be true or false, got {stream.on!r}")
+    power = stream.hop_weight_power
+    if power is not None and (isinstance(power, bool) or not isinstance(power, (int, float)) or power < 0):
+        raise PipelineError(f"binding_train.stream_hop_weight_power: a number >= 0 or null, got {power!r}")
     if "seed" in values:
         raise PipelineError("binding_train.seed: seeds come from base.seeds, remove it here")
     cfg = from_dict(TrainConfig, {**values, "seed": seed, "device": device}, "binding_train")

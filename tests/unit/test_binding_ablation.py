@@ -183,3 +183,44 @@ def test_heads_by_hop_ranks_each_hop_on_its_own_drops():
     ]  # the all-programs row (hops -1) never ranks
     # hop 1, head (0, 1): seed 0 drops 0.5, seed 1 drops (0.7 + 0.5) / 2 = 0.6 -> mean 0.55
     assert got.loc[0, "drop"] == pytest.approx(0.55) and got.loc[0, "n_seeds"] == 2
+
+
+@torch.no_grad()
+def test_accuracy_drop_is_baseline_minus_ablated_when_the_baseline_is_not_one(programs):
+    """Labels the model gets right on only part of each hop class, so the unablated accuracy
+    is below 1 and differs by class: a drop taken from 1 (or from another class) shows."""
+    model = digit_reader()
+    model.blocks[0].attn.out.weight.zero_()  # layer 0's heads reach nothing: ablating them costs 0
+    enc = encode_programs(programs["program"].tolist(), [0] * len(programs), TOK)
+    own = answer_digits(model(enc.idx)[0], enc.answer_pos, TOK)
+    assert (own >= 0).all()
+    hops = programs["hops"].to_numpy()
+    assert np.bincount(hops).tolist() == [0, 5, 20, 23]  # the fixture's classes, used below
+    # Right label on the first 5 of hop 1, 10 of hop 2, 3 of hop 3; a wrong digit elsewhere.
+    rank = pd.Series(hops).groupby(hops).cumcount().to_numpy()
+    right = rank < np.array([0, 5, 10, 3])[hops]
+    data = encode_programs(programs["program"].tolist(), np.where(right, own, (own + 1) % 10), TOK)
+    baseline = {-1: 18 / 48, 1: 1.0, 2: 0.5, 3: 3 / 23}  # by hand from the counts above
+
+    table = ablation_table(model, data, hops, TOK, seed=0, step=0, batch_size=20)
+    base = table[table["mode"] == "none"].set_index("hops")["value"]
+    assert base.to_dict() == pytest.approx(baseline)
+    wide = table[table["mode"] != "none"].pivot_table(
+        index=["layer", "head", "mode", "hops"], columns="metric", values="value"
+    )
+    # Dead heads: ablated accuracy is the baseline, so the drop is exactly 0 (1 - ablated would not be).
+    for head in range(N_HEADS):
+        for mode in ("zero", "mean"):
+            for k, acc in baseline.items():
+                assert wide.loc[(0, head, mode, k), "accuracy"] == pytest.approx(acc)
+                assert wide.loc[(0, head, mode, k), "accuracy_drop"] == pytest.approx(0.0, abs=1e-12)
+    # Live heads: the drop is this class's baseline minus the ablated accuracy found directly.
+    mean_z = mean_head_activations(model, data.idx)  # all programs have one length
+    labels = data.answers.numpy()
+    for head in range(N_HEADS):
+        for mode in ("zero", "mean"):
+            ablated = answer_digits(ablate_heads(model, data.idx, 1, head, mode, mean_z), data.answer_pos, TOK)
+            for k, acc in baseline.items():
+                mask = np.ones(len(hops), bool) if k == -1 else hops == k
+                right_now = (ablated == labels)[mask].mean()
+                assert wide.loc[(1, head, mode, k), "accuracy_drop"] == pytest.approx(acc - right_now)

@@ -117,3 +117,27 @@ def test_the_stream_can_weight_hops_otherwise_than_the_evaluation_sets():
     batch = stream_sampler(uniform, "answer_only", TOK, 500, 0, frozenset())(0)[0]
     hops = [run_program(text)[1] for text in _decode(batch)]
     assert np.bincount(hops, minlength=5).min() > 70  # ~100 each, where the cubic prior gives ~2 zero-hop
+
+
+class _PositionDigit(torch.nn.Module):
+    """Predicts the digit (t mod 10) at position t whatever the input, so every position, and
+    the padded last column, reads as a different digit: a read-out one position off shows."""
+
+    def __init__(self):
+        super().__init__()
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, idx, targets=None):
+        T = idx.shape[1]
+        digits = torch.tensor(TOK.digit_ids)[torch.arange(T) % 10]  # (T,)
+        logits = torch.nn.functional.one_hot(digits, len(TOK)).float()  # (T, V)
+        return logits.expand(idx.shape[0], T, len(TOK)), None
+
+
+def test_predict_answers_reads_each_programs_own_final_colon():
+    texts = ["a=3\n#a:", "a=1\nb=a\n#b:", "a=1\nb=a\nc=b\n#c:"]  # lengths 7, 11, 15: padded to 15
+    enc = encode_programs(texts, [3, 1, 1], TOK)
+    # By hand: the ':' sits at positions 6, 10, 14 -> digits 6, 0, 4. Position +1 would give
+    # 7, 1, (out of range); -1 gives 5, 9, 3; the last column gives 4 for every program.
+    for batch_size in (1, 2, 256):  # 2: the second batch must use its own answer positions
+        assert predict_answers(_PositionDigit(), enc, TOK, batch_size=batch_size).tolist() == [6, 0, 4]

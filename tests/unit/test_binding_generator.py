@@ -1,3 +1,5 @@
+import itertools
+import math
 import random
 
 import numpy as np
@@ -5,7 +7,7 @@ import pandas as pd
 import pytest
 
 from emergence.core.io import PipelineError
-from emergence.studies.binding.heuristics import HEURISTICS, evaluate
+from emergence.studies.binding.heuristics import CONTROLLED, HEURISTICS, evaluate
 from emergence.studies.binding.programs import Program, ProgramConfig, trace
 from emergence.studies.binding.sets import generalisation_table, generate_table, heuristic_table, sample_program
 
@@ -127,6 +129,25 @@ def test_heuristics_at_chance_answers_uniform_hops_cubic():
     for text, chain in zip(df["program"][:500], df["chain_lines"][:500]):
         lines, q = parse(text)
         assert trace(lines, q)[1] == tuple(chain)
+
+
+def test_balanced_heuristics_match_the_answer_independently():
+    """Each controlled heuristic's match is its own Bernoulli(0.1) draw per program. With one
+    draw shared by all five, the marginals stay at 0.1 (the test above passes) but the five
+    match together: any two both match on ~0.1 of programs instead of 0.1 x 0.1 = 0.01, and
+    no program has exactly one match instead of 5 x 0.1 x 0.9^4 = 0.328."""
+    n = 4000  # ~0.3 s
+    df = generate_table(np.random.default_rng(11), ProgramConfig(), n, set_name="train")
+    match = np.stack([(df[f"heur_{name}"] == df["answer"]).to_numpy() for name in CONTROLLED], axis=1)
+    # Tolerances: 4.5 binomial sds, so all 11 checks together fail by chance < 1e-4 of the time.
+    # Both rates are far outside the other hypothesis' band (0.1 vs 0.01 +- 0.007; 0 vs 0.328 +- 0.033).
+    sd_pair = math.sqrt(0.01 * 0.99 / n)  # 0.0016
+    for i, j in itertools.combinations(range(len(CONTROLLED)), 2):
+        both = (match[:, i] & match[:, j]).mean()
+        assert abs(both - 0.01) < 4.5 * sd_pair, (CONTROLLED[i], CONTROLLED[j], both)
+    p_one = 5 * 0.1 * 0.9**4
+    one = (match.sum(axis=1) == 1).mean()
+    assert abs(one - p_one) < 4.5 * math.sqrt(p_one * (1 - p_one) / n), one
 
 
 def test_table_schema():

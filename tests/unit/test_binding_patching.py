@@ -190,3 +190,33 @@ def test_patching_table_counts_only_pairs_the_model_gets_right(pairs):
     cells = table[table["metric"] != "pairs_correct"]
     assert (cells.groupby(["layer", "position", "metric"])["n"].sum() == right.sum()).all()
     assert list(table.columns) == COLUMNS and no_hooks(model)
+
+
+@torch.no_grad()
+def test_patching_table_counts_the_right_pairs_and_skips_the_wrong_ones(pairs):
+    """digit_reader's own answers as labels, then 6 labels made wrong: 3 on the base run, 3 on
+    the cf run. Only pairs right on both runs may count, in the summary and in every cell."""
+    model = digit_reader()
+    kept = self_labelled(model, pairs)
+    assert len(kept) >= 16
+    wrong_base, wrong_cf = [0, 1, 5], [2, 3, 9]  # batches of 4: the first is all wrong, then mixed
+    labels = kept.copy()
+    labels.loc[wrong_base, "base_answer"] = (labels.loc[wrong_base, "base_answer"] + 1) % 10
+    labels.loc[wrong_cf, "cf_answer"] = (labels.loc[wrong_cf, "cf_answer"] + 1) % 10
+    right = np.ones(len(kept), bool)
+    right[wrong_base + wrong_cf] = False
+
+    table = patching_table(model, labels, TOK, seed=0, step=0, batch_size=4)
+    summary = table[table["metric"] == "pairs_correct"].iloc[0]
+    assert summary["n"] == len(kept) and summary["value"] == pytest.approx((len(kept) - 6) / len(kept))
+    cells = table[table["metric"] != "pairs_correct"]
+    assert (cells.groupby(["layer", "position", "metric"])["n"].sum() == len(kept) - 6).all()
+    # The hits are those of the right pairs alone, patched one (layer, position) at a time.
+    hits = (cells["value"] * cells["n"]).round().astype(int)
+    totals = hits.groupby([cells["metric"], cells["layer"], cells["position"]]).sum()
+    counted = kept[right].reset_index(drop=True)
+    for layer in range(N_LAYERS + 1):
+        for pos in range(len(kept["base"].iloc[0])):
+            to_cf, to_base = brute_force(model, counted, layer, pos)
+            assert totals["patch_success", layer, pos] == to_cf.sum()
+            assert totals["base_kept", layer, pos] == to_base.sum()

@@ -37,6 +37,22 @@ def test_checkpoint_rows_count_accuracy_by_hops_and_agreement():
     assert set(rows["seed"]) == {2} and set(rows["layer"]) == {-1} and set(rows["head"]) == {-1}
 
 
+def test_checkpoint_rows_accuracy_per_hop_class_by_hand():
+    # Three classes, interleaved, of sizes 2 / 3 / 5 and accuracies 1 / 0 / 3/5 (all 5/10):
+    # pooling, swapping classes or counting the wrong programs each changes a number below.
+    # Hop 2 is absent, so a class index used as a hop count shows too.
+    hops = [3, 0, 1, 3, 3, 1, 0, 3, 1, 3]
+    right = [1, 1, 0, 0, 1, 0, 1, 0, 0, 1]  # hop 0: both; hop 1: none; hop 3: 3 of 5
+    df = pd.DataFrame({"answer": [5] * 10, "hops": hops})
+    for name in HEUR:
+        df[f"heur_{name}"] = -1  # no guesses: no follow rows
+    preds = np.where(np.array(right) == 1, 5, 6)
+    rows = pd.DataFrame(checkpoint_rows(preds, df, seed=0, step=0))
+    acc = rows[rows["metric"] == "accuracy"].set_index("hops")
+    assert acc["value"].to_dict() == {-1: 0.5, 0: 1.0, 1: 0.0, 3: 0.6}
+    assert acc["n"].to_dict() == {-1: 10, 0: 2, 1: 3, 3: 5}
+
+
 def synthetic(steps, deep_acc, follow) -> pd.DataFrame:
     """HEUR[2] is followed at `follow`; HEUR[0] agrees with 0.9 of answers at every step only
     because it is right that often (followed at chance): agreement alone must not make a phase."""
@@ -59,6 +75,18 @@ def test_three_phases_in_order():
     assert phases.loc["heuristic", ["start_step", "end_step"]].tolist() == [10, 40]
     assert phases.loc["traversal", ["start_step", "end_step"]].tolist() == [40, -1]
     assert HEUR[2] in phases.loc["heuristic", "detail"]
+
+
+def test_traversal_needs_deep_accuracy_above_every_heuristics_following():
+    # Step 20: the deepest class is at 0.85 >= traversal_accuracy (0.8), but HEUR[2] is still
+    # followed at 0.9 where it is wrong, so that step is heuristic, not traversal. Step 30:
+    # deep 0.95 beats following 0.2: traversal starts there.
+    traj = synthetic([0, 10, 20, 30], deep_acc=[0.1, 0.3, 0.85, 0.95], follow=[0.1, 0.6, 0.9, 0.2])
+    phases = detect_phases(traj, PhaseParams()).set_index("name")
+    assert phases.loc["random", ["start_step", "end_step"]].tolist() == [0, 10]
+    assert phases.loc["heuristic", ["start_step", "end_step"]].tolist() == [10, 30]
+    assert phases.loc["traversal", ["start_step", "end_step"]].tolist() == [30, -1]
+    assert "followed at 0.900" in phases.loc["heuristic", "detail"]  # its peak lies inside phase 2
 
 
 def test_phase_not_reached_is_marked():

@@ -255,6 +255,39 @@ def test_metrics_values_by_hand():
     assert set(m["stress"]) == {"few_vars", "many_vars", "weakest"}
 
 
+def _predictions_three_classes() -> pd.DataFrame:
+    """Held-out programs in hop classes 0 / 1 / 3 (sizes 2 / 3 / 4), interleaved, with accuracies
+    that differ by class, by seed and from the overall ones; deeper hops only off the test split."""
+    hops = [3, 0, 1, 3, 1, 3, 0, 1, 3]
+    outcomes = {  # per program, in the order of `hops`
+        0: [1, 1, 1, 0, 0, 0, 1, 0, 0],  # hop 0: 2/2, hop 1: 1/3, hop 3: 1/4; all 4/9
+        1: [1, 0, 1, 1, 1, 0, 0, 1, 0],  # hop 0: 0/2, hop 1: 3/3, hop 3: 2/4; all 5/9
+    }
+    rows = [(s, "main", "test", h, pid, bool(ok)) for s in SEEDS for pid, (h, ok) in enumerate(zip(hops, outcomes[s]))]
+    rows += [(s, "main", "train", 4, 50, True) for s in SEEDS]  # not held out: neither a class nor the deepest
+    rows += [(s, "gen", "test", 5, 60, True) for s in SEEDS]  # generalisation set: likewise
+    df = pd.DataFrame(rows, columns=["seed", "set", "split", "hops", "program_id", "correct"])
+    return df.assign(n_lines=6, step=1000, answer=7, pred=df["correct"].map({True: 7, False: 3}), program="a=7\n#a:")
+
+
+def test_metrics_accuracy_by_hop_class_and_deepest_class_by_hand():
+    m = binding_metrics(_trajectory(), _predictions_three_classes(), _heuristics(), _phases(), _stress())
+
+    def stats(a: float, b: float) -> dict:  # two seeds: mean and sample sd |a - b| / sqrt(2), by hand
+        return {
+            "mean": round((a + b) / 2, 6),
+            "sd": round(abs(a - b) / math.sqrt(2), 6),
+            "per_seed": {"0": round(a, 6), "1": round(b, 6)},
+        }
+
+    assert m["accuracy"] == stats(4 / 9, 5 / 9)
+    assert m["accuracy_by_hops"] == {"0": stats(1.0, 0.0), "1": stats(1 / 3, 1.0), "3": stats(0.25, 0.5)}
+    # The deepest held-out class is 3 (train hops 4 and gen hops 5 do not count), and its accuracy
+    # is that class's (0.25, 0.5), not the overall (4/9, 5/9).
+    assert m["accuracy_deepest"] == {"hops": 3, **stats(0.25, 0.5)}
+    assert m["n_test_programs"] == 9
+
+
 def test_patching_by_depth_pools_hits_over_positions_and_seeds():
     table = pd.DataFrame(
         [  # (seed, layer, position, chain_depth, value, n)

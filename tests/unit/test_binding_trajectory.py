@@ -58,7 +58,11 @@ def synthetic(steps, deep_acc, follow) -> pd.DataFrame:
     because it is right that often (followed at chance): agreement alone must not make a phase."""
     rows = []
     for s, acc, fo in zip(steps, deep_acc, follow):
-        rows += [dict(seed=0, step=s, layer=-1, head=-1, metric="accuracy", hops=h, value=acc, n=10) for h in (-1, 4)]
+        # all programs at half the deepest class's accuracy: phases must read the deepest class
+        rows += [
+            dict(seed=0, step=s, layer=-1, head=-1, metric="accuracy", hops=h, value=v, n=10)
+            for h, v in ((-1, acc / 2), (4, acc))
+        ]
         for name in HEUR:
             values = {"follow": fo if name == HEUR[2] else 0.1, "agree": 0.9 if name == HEUR[0] else 0.1}
             rows += [

@@ -14,11 +14,11 @@ from emergence.studies.binding.batches import (
     parse_program,
     predict_answers,
     sampler,
-    stream_sampler,
 )
 from emergence.studies.binding.interpreter import run_program
 from emergence.studies.binding.programs import ProgramConfig
 from emergence.studies.binding.sets import generate_table
+from emergence.studies.binding.stream import stream_sampler
 from emergence.studies.binding.tokenizer import CharTokenizer
 from emergence.studies.binding.train_config import Stream, stream_programs
 
@@ -141,3 +141,10 @@ def test_predict_answers_reads_each_programs_own_final_colon():
     # 7, 1, (out of range); -1 gives 5, 9, 3; the last column gives 4 for every program.
     for batch_size in (1, 2, 256):  # 2: the second batch must use its own answer positions
         assert predict_answers(_PositionDigit(), enc, TOK, batch_size=batch_size).tolist() == [6, 0, 4]
+
+
+def test_a_stream_that_cannot_avoid_the_evaluation_sets_says_so():
+    cfg = ProgramConfig(distribution="paper", n_lines=1, max_hops=0)  # only 'x=d' programs: 260 of them
+    every = frozenset(f"{v}={d}\n#{v}:" for v in "abcdefghijklmnopqrstuvwxyz" for d in range(10))
+    with pytest.raises(PipelineError, match=r"binding_train.stream: step 3 drew 200 programs and found only 0"):
+        stream_sampler(cfg, "answer_only", TOK, 2, 0, every)(3)

@@ -185,9 +185,9 @@ def test_config_errors_name_the_key(kwargs, message):
 
 
 def test_impossible_shapes_are_refused():
-    with pytest.raises(PipelineError, match="does not fit 6 lines"):
+    with pytest.raises(PipelineError, match="programs of 6 lines with 3 hops cannot have the shape"):
         sample_shaped(random.Random(0), 6, 3, Shape(distractor="twin"))
-    with pytest.raises(PipelineError, match="no program of 6 lines, 2 hops"):
+    with pytest.raises(PipelineError, match="programs of 6 lines with 2 hops cannot have the shape"):
         sample_shaped(random.Random(0), 6, 2, Shape(query_writes=(9, 9)))
 
 
@@ -211,3 +211,22 @@ def test_a_planted_distractor_chain_makes_deep_wrong_chains_common():
         deep = [_deepest_other_value(list(p.lines), p.answer) for p in programs]
         share[distractor] = np.mean(np.array(deep) >= 3)
     assert share["natural"] < 0.15 and share["planted"] > 0.3, share
+
+
+def test_stress_cells_no_program_can_fill_are_left_out_not_fatal(capsys):
+    # 16 lines, hops 0-8: a twin of 8 hops needs 18 lines; <= 5 variables cannot hold a 5-hop chain
+    cfg = ProgramConfig(distribution="paper", max_hops=8, reject=("one_value", "first_constant", "last_constant"))
+    df = stress_table(np.random.default_rng(7), cfg, 2)
+    cells = set(zip(df["set"], df["hops"]))
+    assert ("stress_twin_chain", 8) not in cells and ("stress_twin_chain", 7) in cells
+    assert ("stress_few_vars", 5) not in cells and ("stress_few_vars", 4) in cells
+    assert ("stress_const_line1", 8) in cells  # the training distribution's `reject` does not apply here
+    assert "stress set twin_chain: no program of 16 lines has 8 hops" in capsys.readouterr().out
+    grid = generalisation_table(np.random.default_rng(8), cfg, 1, (2, 12), (1, 9))
+    assert len(grid) == sum(1 for n in range(2, 13) for h in range(1, 10) if h + 1 <= n)
+
+
+@pytest.mark.parametrize("power", [float("nan"), -1.0, 500.0])
+def test_hop_weighting_out_of_range_is_one_line(power):
+    with pytest.raises(PipelineError, match=r"binding_programs.hop_weight_power: a number in \[0, 20\]"):
+        ProgramConfig(distribution="paper", hop_weight_power=power).validate()

@@ -140,7 +140,7 @@ def test_all_problems_of_all_sections_are_listed():
         (dict(binding_model__d_vocab=40), "binding_model.d_vocab: set by the tokenizer, remove it from params"),
         (
             dict(binding_train__stream_hop_weight_power=-1),
-            "binding_train.stream_hop_weight_power: a number >= 0 or null, got -1",
+            "binding_train.stream_hop_weight_power: a number in [0, 20] or null, got -1",
         ),
         (dict(binding_train__stream=1), "binding_train.stream: must be true or false, got 1"),
         (dict(binding_train__eval_programs=0), "binding_train.eval_programs: an integer >= 1, got 0"),

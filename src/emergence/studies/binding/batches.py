@@ -22,8 +22,6 @@ import torch
 
 from emergence.core.io import PipelineError
 from emergence.studies.binding.heuristics import evaluate
-from emergence.studies.binding.programs import ProgramConfig
-from emergence.studies.binding.sets import sample_program
 from emergence.studies.binding.tokenizer import CharTokenizer
 
 FORMATS = ("answer_only", "line_values")
@@ -80,26 +78,6 @@ def encode_programs(
     return EncodedPrograms(
         torch.from_numpy(idx).long(), torch.from_numpy(targets), torch.from_numpy(answer_pos), torch.from_numpy(answers)
     )
-
-
-def stream_sampler(
-    cfg: ProgramConfig, fmt: str, tok: CharTokenizer, batch_size: int, seed: int, held_out: frozenset[str]
-):
-    """batch_fn(step) drawing `batch_size` fresh programs of the configured distribution each step, a
-    pure function of (seed, step); programs whose text is in `held_out` (the evaluation sets) are
-    drawn again, so training never sees an evaluation program."""
-
-    def batch_fn(step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        rng = np.random.default_rng([seed, step])
-        programs = []
-        while len(programs) < batch_size:
-            program = sample_program(rng, cfg)
-            if program.text not in held_out:
-                programs.append(program)
-        data = encode_programs([p.text for p in programs], [p.answer for p in programs], tok, fmt)
-        return data.idx, data.targets
-
-    return batch_fn
 
 
 def sampler(data: EncodedPrograms, batch_size: int, seed: int):

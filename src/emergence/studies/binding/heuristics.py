@@ -1,8 +1,8 @@
 """Cheap shortcut heuristics for variable-binding programs.
 
 Each heuristic guesses the answer digit from surface features, returning -1
-when it has nothing to say. The balanced generator keeps every one of them at
-chance level (~10%); the paper generator leaves them at their natural rates,
+when it has nothing to say. The balanced generator holds the five CONTROLLED
+ones at chance (~10%); the paper generator leaves them all at their natural rates,
 which the data stage reports. `first_constant` is the line-1 heuristic (line 1
 can only hold a constant). `evaluate` (the programs' Python semantics) lives
 here because the final-value heuristic needs it.

@@ -161,13 +161,24 @@ def _draw(r: random.Random, n: int, hops: int, shape: Shape) -> Program | None:
     return Program(tuple(lines), query, answer, hops, path)
 
 
+def fits(shape: Shape, n: int, hops: int) -> bool:
+    """Whether programs of `n` lines, `hops` hops can have this shape at all."""
+    chains = 2 if shape.distractor == "twin" else 1
+    free_before_query = n - hops - 1  # at most: the chain's lines last
+    return (
+        chains * (hops + 1) <= n
+        and (shape.n_vars is None or shape.n_vars[1] >= chains * (hops + 1))
+        and (shape.query_writes is None or shape.query_writes[0] - 1 <= free_before_query)
+    )
+
+
 def sample_shaped(
     r: random.Random, n: int, hops: int, shape: Shape = Shape(), reject: tuple[str, ...] = ("one_value",)
 ) -> Program:
     """One program of `n` lines whose query is `hops` copies from its constant, of this shape, that
     none of the `reject` shortcuts answers."""
-    if hops + 1 > n or (shape.distractor == "twin" and 2 * (hops + 1) > n):
-        raise PipelineError(f"a chain of {hops} hops does not fit {n} lines with shape {shape}")
+    if not fits(shape, n, hops):
+        raise PipelineError(f"programs of {n} lines with {hops} hops cannot have the shape {shape}")
     cramped = n < hops + 2  # every line is a chain line: one constant, no shortcut can be avoided
     for _ in range(MAX_TRIES):
         program = _draw(r, n, hops, shape)

@@ -67,6 +67,8 @@ class ProgramConfig:
         for key in ("p_const", "p_fresh", "p_dead", "p_chain_copy", "p_extend"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise PipelineError(f"{where}.{key}: must be in [0, 1], got {getattr(self, key)}")
+        if not 0.0 <= self.hop_weight_power <= 20.0:  # NaN fails too; beyond 20 the prior overflows
+            raise PipelineError(f"{where}.hop_weight_power: a number in [0, 20], got {self.hop_weight_power}")
         unknown = sorted(set(self.reject) - set(SHORTCUTS))
         if unknown:
             raise PipelineError(f"{where}.reject: unknown shortcut(s) {unknown} (known: {', '.join(SHORTCUTS)})")

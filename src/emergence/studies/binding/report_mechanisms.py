@@ -107,7 +107,8 @@ def depth_section(patching: pd.DataFrame) -> str:
             H.para(
                 "Patch success at the query chain's right-hand sides, by layer and chain depth of the patched "
                 "token (0 = the root constant, k = the line k copies below it), pooled over positions, pairs and "
-                f"seeds. The paper reports > {PAPER_PATCHING:.0%} success at RHS tokens along the query chain."
+                "seeds. Depth 0 is the token the pair changes, so its layer-0 success is 1 by construction (a "
+                f"control). The paper reports > {PAPER_PATCHING:.0%} success at RHS tokens along the query chain."
             ),
             H.table(shown, caption="Patch success by layer and chain depth"),
             H.figure(plots.heatmap(mat, "patch success by chain depth"), "patch success, layer by chain depth"),

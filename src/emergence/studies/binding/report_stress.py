@@ -49,8 +49,8 @@ def stress_section(stress: pd.DataFrame) -> str:
             H.para(
                 "Each stress distribution is the paper distribution with one property pushed beyond what "
                 "training shows (docs/binding.md lists them); hops uniform, labels from the independent "
-                "interpreter. Accuracy of the final checkpoint, mean over seeds per hop count; `all` pools "
-                "the hop classes, `worst seed` is the lower of the seeds."
+                "interpreter. Accuracy of the checkpoint binding_stress.checkpoint names, mean over seeds per "
+                "hop count; `all` pools the hop classes, `worst seed` is the lowest seed's."
             ),
             H.table(mean.rename_axis("distribution").reset_index()),
             H.figure(plots.heatmap(mean.drop(columns=["all", "worst seed"]), "stress accuracy"), "stress heat map"),

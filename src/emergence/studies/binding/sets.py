@@ -110,6 +110,7 @@ def generalisation_table(
         raise PipelineError(
             f"{where}.gen_lines: no cell with hops+1 <= n_lines in lines {list(lines_range)} x hops {list(hops_range)}"
         )
+    cfg = dataclasses.replace(cfg, reject=("one_value",))  # an evaluation grid: see stress_table
     r = python_rng(rng)
     bar = tqdm(total=len(cells) * n_per_cell, desc="programs[gen]", disable=not progress)
     programs = []
@@ -150,6 +151,11 @@ class DataParams:
             raise PipelineError(f"{where}.split: three non-negative fractions summing to 1, got {list(self.split)}")
         if min(split_sizes(self.n_programs, self.split)) < 1:
             raise PipelineError(f"{where}.split: every split needs >= 1 of {self.n_programs} programs")
+        if self.gen_hops[0] < 0 or self.gen_hops[1] + 1 > len(LETTERS):
+            raise PipelineError(
+                f"{where}.gen_hops: hops must lie in [0, {len(LETTERS) - 1}] (one variable per chain link),"
+                f" got {list(self.gen_hops)}"
+            )
         if self.stress_per_hop < 0:
             raise PipelineError(f"{where}.stress_per_hop: must be >= 0, got {self.stress_per_hop}")
         if self.gen_per_cell < 0:

@@ -49,8 +49,8 @@ def train_params(params: dict, seed: int, device: str) -> tuple[str, int, Stream
     if not isinstance(stream.on, bool):
         raise PipelineError(f"binding_train.stream: must be true or false, got {stream.on!r}")
     power = stream.hop_weight_power
-    if power is not None and (isinstance(power, bool) or not isinstance(power, (int, float)) or power < 0):
-        raise PipelineError(f"binding_train.stream_hop_weight_power: a number >= 0 or null, got {power!r}")
+    if power is not None and (isinstance(power, bool) or not isinstance(power, (int, float)) or not 0 <= power <= 20):
+        raise PipelineError(f"binding_train.stream_hop_weight_power: a number in [0, 20] or null, got {power!r}")
     if "seed" in values:
         raise PipelineError("binding_train.seed: seeds come from base.seeds, remove it here")
     cfg = from_dict(TrainConfig, {**values, "seed": seed, "device": device}, "binding_train")

@@ -37,7 +37,7 @@ PHASES = ("random", "heuristic", "traversal")
 @dataclass
 class PhaseParams:
     n_programs: int = 1000
-    heuristic_margin: float = 0.15  # agreement above chance that counts as following a heuristic
+    heuristic_margin: float = 0.15  # following rate above chance that counts as following a heuristic
     # Deep-hop accuracy that counts as traversal. Well above chance on purpose: shortcuts
     # outside the five controlled heuristics reach ~50 % on the training distribution.
     traversal_accuracy: float = 0.8
@@ -103,20 +103,20 @@ def detect_phases(traj: pd.DataFrame, p: PhaseParams) -> pd.DataFrame:
     wide = traj[traj["hops"].eq(-1) | traj["metric"].eq("accuracy")]
     acc = wide[wide["metric"] == "accuracy"].pivot_table(index="step", columns="hops", values="value")
     follow = wide[wide["metric"].str.startswith("follow_")]
-    agree = follow.pivot_table(index="step", columns="metric", values="value").reindex(acc.index, fill_value=0.0)
+    following = follow.pivot_table(index="step", columns="metric", values="value").reindex(acc.index, fill_value=0.0)
     steps = acc.index.to_numpy()
     deep = acc[acc.columns.max()].to_numpy()
-    best_agree, best_name = agree.max(axis=1).to_numpy(), agree.idxmax(axis=1).to_numpy()
+    best_follow, best_name = following.max(axis=1).to_numpy(), following.idxmax(axis=1).to_numpy()
 
-    heur_hit = best_agree >= CHANCE + p.heuristic_margin
-    trav_hit = (deep >= p.traversal_accuracy) & (deep > best_agree)
+    heur_hit = best_follow >= CHANCE + p.heuristic_margin
+    trav_hit = (deep >= p.traversal_accuracy) & (deep > best_follow)
     t3 = _first(steps, trav_hit)
     t2 = _first(steps, heur_hit & (steps < t3 if t3 >= 0 else True))
     left_random = min((s for s in (t2, t3) if s >= 0), default=-1)  # -1: random to the end
     spans = [(0, left_random), (t2, t3), (t3, -1)]
     details = [
         "predictions match no heuristic and no chain above chance",
-        _heuristic_detail(best_name, best_agree, steps, t2, t3),
+        _heuristic_detail(best_name, best_follow, steps, t2, t3),
         f"deepest hop class ({int(acc.columns.max())} hops) accuracy {deep[-1]:.3f} at the last checkpoint",
     ]
     rows = []

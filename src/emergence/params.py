@@ -66,22 +66,26 @@ def check_assoc_corpus(params: dict, name: str) -> None:
     from_dict(CorpusConfig, {k: v for k, v in vars(p).items() if k != "format"}, name)
 
 
-def check_train_section(params: dict, name: str) -> None:
-    """A grounding setting's training section: TrainConfig (seed and device come from base) plus seq_len."""
+def _schema_plus_int(params: dict, name: str, schema: type, key: str, minimum: int, **fixed) -> None:
+    """A section that is `schema` plus one integer `key` (>= minimum) the stage reads beside it;
+    `fixed` keys come from elsewhere (base) and may not be set here. Every problem, one line each."""
     values = dict(section(params, name))
-    seq_len = values.pop("seq_len", 2)
+    value = values.pop(key, minimum)
     problems = []
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 2:
-        problems.append(f"{name}.seq_len: an integer >= 2, got {seq_len!r}")
-    for key, source in (("seed", "base.seeds"), ("device", "base.device")):
-        if key in values:
-            problems.append(f"{name}.{key}: set by {source}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        problems.append(f"{name}.{key}: an integer >= {minimum}, got {value!r}")
+    problems += [f"{name}.{k}: set by {source}" for k, (source, _) in fixed.items() if k in values]
     try:
-        from_dict(TrainConfig, {**values, "seed": 0, "device": "cpu"}, name)
+        from_dict(schema, {**values, **{k: v for k, (_, v) in fixed.items()}}, name)
     except PipelineError as e:
         problems.append(str(e))
     if problems:
         raise PipelineError("\n".join(problems))
+
+
+def check_train_section(params: dict, name: str) -> None:
+    """A grounding setting's training section: TrainConfig (seed and device come from base) plus seq_len."""
+    _schema_plus_int(params, name, TrainConfig, "seq_len", 2, seed=("base.seeds", 0), device=("base.device", "cpu"))
 
 
 def check_grounding_models(params: dict, name: str) -> None:
@@ -102,17 +106,7 @@ def check_grounding_models(params: dict, name: str) -> None:
 
 
 def check_grounding_lens(params: dict, name: str) -> None:
-    values = dict(section(params, name))
-    n_checkpoints = values.pop("n_checkpoints", 4)
-    problems = []
-    if isinstance(n_checkpoints, bool) or not isinstance(n_checkpoints, int) or n_checkpoints < 1:
-        problems.append(f"{name}.n_checkpoints: an integer >= 1, got {n_checkpoints!r}")
-    try:
-        from_dict(LensParams, values, name)
-    except PipelineError as e:
-        problems.append(str(e))
-    if problems:
-        raise PipelineError("\n".join(problems))
+    _schema_plus_int(params, name, LensParams, "n_checkpoints", 1)
 
 
 # ---- the registry: pipeline.yaml's `schemas:` ---------------------------------------------------

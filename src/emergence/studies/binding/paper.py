@@ -115,10 +115,10 @@ def _draw(r: random.Random, n: int, hops: int, shape: Shape) -> Program | None:
     r.shuffle(open_lines)
     if shape.query_writes is not None:  # pin the query's earlier writes before anything else
         before = [i for i in open_lines if i < chain[-1]]
-        lo, hi = shape.query_writes[0] - 1, min(shape.query_writes[1] - 1, len(before))
-        if lo < 0 or lo > hi:
+        fewest, most = shape.query_writes[0] - 1, min(shape.query_writes[1] - 1, len(before))
+        if fewest < 0 or fewest > most:
             return None
-        extra = r.randint(lo, hi)
+        extra = r.randint(fewest, most)
         lhs.update((i, query) for i in before[:extra])
         open_lines = [i for i in open_lines if i not in lhs]
     if len(others) > len(open_lines):
@@ -135,7 +135,11 @@ def _draw(r: random.Random, n: int, hops: int, shape: Shape) -> Program | None:
         lhs[i] = r.choice(allowed)
 
     p_const = r.uniform(*P_CONST)
-    twin_digit = (answer + r.randrange(1, 10)) % 10 if shape.distractor == "twin" else r.randrange(10) if twin else 0
+    twin_digit = 0  # the distractor chain's constant: another digit for a twin, any digit when planted
+    if shape.distractor == "twin":
+        twin_digit = (answer + r.randrange(1, 10)) % 10
+    elif twin:
+        twin_digit = r.randrange(10)
     answer_line = r.choice(open_lines) if shape.distractor == "twin" and open_lines else None
     lines: list[tuple[str, str]] = []
     defined: list[str] = []

@@ -3,7 +3,8 @@
     python bench/binding_robustness.py data/binding/runs/seed0/step10000 [--per-hop 60] [--seed 11]
 
 Rows: the paper distribution (cubic hop prior, `--paper N` programs), the balanced generator
-(`--balanced N`), and each stress distribution (`--per-hop` programs per hop class, hops uniform).
+(`--balanced N`), and each stress distribution and both generators unpinned (`ref_*`), `--per-hop`
+programs per hop class, hops uniform.
 The programs are drawn here, so they are new to any run; labels come from the interpreter. Used for
 the robustness experiments in docs/binding.md; the pipeline's own measure is the binding_stress stage.
 """

@@ -1,4 +1,5 @@
-"""Score one seed's model on every stress-suite distribution and the generalisation grid, by hop count."""
+"""Score one seed's model on every stress-suite distribution, the reference sets of both generators and
+the generalisation grid, by hop count."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def main(argv: list[str] | None = None) -> None:
         path_of(params, "binding_runs") / f"seed{args.seed}", p.checkpoint, "binding_stress.checkpoint"
     )
     programs = load_programs(path_of(params, "binding_programs"))
-    evaluated = programs[(programs["set"] == "gen") | programs["set"].str.startswith("stress_")]
+    evaluated = programs[(programs["set"] == "gen") | programs["set"].str.startswith(("stress_", "ref_"))]
     table = stress_accuracy(model, evaluated, args.seed, step)
     write_parquet(table, path_of(params, "binding_stress") / f"seed{args.seed}.parquet")
     print(table.groupby("set")[["n", "correct"]].sum().assign(accuracy=lambda t: t["correct"] / t["n"]).to_string())

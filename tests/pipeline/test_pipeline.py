@@ -18,7 +18,7 @@ import yaml
 from conftest import project_copy, run
 
 from emergence.core.pipeline import import_closure, resolve_jobs, stage_module
-from emergence.studies.binding.stress import STRESS
+from emergence.studies.binding.stress import REFERENCE, STRESS
 
 ARTIFACTS = [
     "data/binding/programs.parquet",
@@ -127,7 +127,7 @@ def test_dvc_repro_builds_every_artifact(dvc_run):
     assert metrics, "metrics file is empty"
     stress = pd.read_parquet(dvc_run / "data/binding/stress/seed1.parquet")
     assert stress[stress["set"] != "gen"].groupby("set")["n"].sum().eq(3 * 4).all()  # 3 hop classes x 4
-    assert stress["set"].nunique() == len(STRESS) + 1 and set(metrics["stress"]) >= {"few_vars", "weakest"}
+    assert stress["set"].nunique() == len(STRESS) + len(REFERENCE) + 1 and set(metrics["stress"]) >= {"few_vars", "weakest"}
     index = (dvc_run / "reports/index.html").read_text()
     assert all(f'href="{page}.html"' in index for page in ("binding", "associations", "grounding", "grounding_visual"))
     assert "encoder not pretrained" in (dvc_run / "reports/grounding_visual.html").read_text().lower()

@@ -147,6 +147,7 @@ def _stress() -> pd.DataFrame:
         (0, "stress_many_vars", 0, 2, 2),
         (1, "stress_many_vars", 0, 2, 0),
         (0, "gen", 1, 5, 0),  # the generalisation grid: not a stress set
+        (0, "ref_paper", 0, 4, 1),  # a generator unpinned: shown, but not a stress set
     ]
     df = pd.DataFrame(cells, columns=["seed", "set", "hops", "n", "correct"])
     return df.assign(step=1000, n_lines=16, accuracy=df["correct"] / df["n"])
@@ -208,6 +209,11 @@ def test_page_has_sections_embedded_images_and_no_links_out(page):
     assert not re.search(r"<(link|script)\b", page)
 
 
+def test_stress_table_lists_the_generators_after_the_stress_sets(page):
+    section = page[page.index("<h2>Stress suite</h2>") :]
+    assert section.index("many_vars") < section.index("paper (generator, unpinned)")
+
+
 def test_page_escapes_text(page):
     assert "#b:&lt;script&gt;x&lt;/script&gt;" in page
     assert "<script>" not in page
@@ -252,7 +258,8 @@ def test_metrics_values_by_hand():
     assert m["stress"]["few_vars"]["by_hops"] == {"0": {"0": 1.0, "1": 0.5}, "1": {"0": 0.166667, "1": 0.75}}
     assert m["stress"]["many_vars"]["per_seed"] == {"0": 1.0, "1": 0.0}
     assert m["stress"]["weakest"] == {"set": "many_vars", "min_seed_accuracy": 0.0}
-    assert set(m["stress"]) == {"few_vars", "many_vars", "weakest"}
+    assert set(m["stress"]) == {"few_vars", "many_vars", "weakest", "reference"}
+    assert m["stress"]["reference"] == {"paper": {"per_seed": {"0": 0.25}, "by_hops": {"0": {"0": 0.25}}}}
 
 
 def _predictions_three_classes() -> pd.DataFrame:

@@ -6,9 +6,10 @@ import pandas as pd
 
 from emergence.core.report import html as H
 from emergence.core.report import plots
-from emergence.studies.binding.stress import STRESS
+from emergence.studies.binding.stress import REFERENCE, STRESS
 
 STRESS_SETS = [f"stress_{name}" for name in STRESS]
+REFERENCE_SETS = [f"ref_{name}" for name in REFERENCE]
 
 
 def _per_seed(rows: pd.DataFrame) -> pd.Series:
@@ -17,38 +18,50 @@ def _per_seed(rows: pd.DataFrame) -> pd.Series:
     return sums["correct"] / sums["n"]
 
 
-def stress_metrics(stress: pd.DataFrame) -> dict:
-    """Per stress set: accuracy per seed overall and per hop count; and the weakest set."""
-    out: dict = {}
-    for name, rows in stress[stress["set"].isin(STRESS_SETS)].groupby("set"):
-        out[name.removeprefix("stress_")] = {
+def _set_metrics(stress: pd.DataFrame, sets: list[str], prefix: str) -> dict:
+    """Per set: accuracy per seed overall and per hop count."""
+    return {
+        name.removeprefix(prefix): {
             "per_seed": {str(s): round(float(v), 6) for s, v in _per_seed(rows).items()},
             "by_hops": {
                 str(h): {str(s): round(float(v), 6) for s, v in _per_seed(g).items()} for h, g in rows.groupby("hops")
             },
         }
+        for name, rows in stress[stress["set"].isin(sets)].groupby("set")
+    }
+
+
+def stress_metrics(stress: pd.DataFrame) -> dict:
+    """Per stress set (and under `reference`, per generator unpinned): accuracy per seed overall and per
+    hop count; and the weakest stress set."""
+    out = _set_metrics(stress, STRESS_SETS, "stress_")
     if out:
         worst = min(out, key=lambda k: min(out[k]["per_seed"].values()))
         out["weakest"] = {"set": worst, "min_seed_accuracy": min(out[worst]["per_seed"].values())}
+    reference = _set_metrics(stress, REFERENCE_SETS, "ref_")
+    if reference:
+        out["reference"] = reference
     return out
 
 
 def stress_section(stress: pd.DataFrame) -> str:
-    rows = stress[stress["set"].isin(STRESS_SETS)]
+    rows = stress[stress["set"].isin(STRESS_SETS + REFERENCE_SETS)]
     if rows.empty:
         return H.para("No stress-suite programs (binding_data.stress_per_hop is 0).", "note")
     sums = rows.groupby(["set", "hops", "seed"])[["correct", "n"]].sum()
     acc = (sums["correct"] / sums["n"]).rename("accuracy").reset_index()
     mean = acc.pivot_table(index="set", columns="hops", values="accuracy", aggfunc="mean")
+    mean = mean.reindex([s for s in STRESS_SETS + REFERENCE_SETS if s in mean.index])  # stress sets first
     mean["all"] = [_per_seed(rows[rows["set"] == s]).mean() for s in mean.index]
     mean["worst seed"] = [_per_seed(rows[rows["set"] == s]).min() for s in mean.index]
-    mean.index = [s.removeprefix("stress_") for s in mean.index]
+    mean.index = [_label(s) for s in mean.index]
     mean.columns = [f"{c} hops" if isinstance(c, int) else c for c in mean.columns]
     return "\n".join(
         [
             H.para(
                 "Each stress distribution is the paper distribution with one property pushed beyond what "
-                "training shows (docs/binding.md lists them); hops uniform, labels from the independent "
+                "training shows (docs/binding.md lists them); the last rows are each generator with nothing "
+                "pinned (paper, balanced), whichever one trained. Hops uniform, labels from the independent "
                 "interpreter. Accuracy of the checkpoint binding_stress.checkpoint names, mean over seeds per "
                 "hop count; `all` pools the hop classes, `worst seed` is the lowest seed's."
             ),
@@ -56,3 +69,10 @@ def stress_section(stress: pd.DataFrame) -> str:
             H.figure(plots.heatmap(mean.drop(columns=["all", "worst seed"]), "stress accuracy"), "stress heat map"),
         ]
     )
+
+
+def _label(name: str) -> str:
+    """`stress_few_vars` -> `few_vars`; `ref_paper` -> `paper (generator, unpinned)`."""
+    if name.startswith("ref_"):
+        return f"{name.removeprefix('ref_')} (generator, unpinned)"
+    return name.removeprefix("stress_")

@@ -1,8 +1,11 @@
 """Stress suite: program distributions that each push one property past what training shows.
 
 Each is the paper distribution (`paper.py`) with one property pinned; hops are
-uniform over the configured range so every hop class is measured alike. The
-labels come from the interpreter (`sets.program_table`), not from the generator.
+uniform over the configured range so every hop class is measured alike. Beside
+them, two reference sets drawn the same way with nothing pinned, one per
+generator (`ref_paper`, `ref_balanced`), so the report shows both whichever one
+trains. The labels come from the interpreter (`sets.program_table`), not from
+the generator.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import torch
 from tqdm import tqdm
 
 from emergence.core.io import PipelineError
+from emergence.studies.binding.balanced import sample_balanced
 from emergence.studies.binding.batches import encode_programs, predict_answers
 from emergence.studies.binding.paper import Shape, fits, sample_shaped
 from emergence.studies.binding.programs import ProgramConfig, python_rng
@@ -32,6 +36,7 @@ STRESS = (
     "few_vars",  # <= 5 distinct variables: heavy reassignment
     "twin_chain",  # a distractor chain as long as the query's; the answer digit on another line
 )
+REFERENCE = ("paper", "balanced")  # each generator with nothing pinned
 
 
 def stress_shapes(n_lines: int) -> dict[str, Shape]:
@@ -50,26 +55,31 @@ def stress_shapes(n_lines: int) -> dict[str, Shape]:
 
 
 def stress_table(rng: np.random.Generator, cfg: ProgramConfig, n_per_hop: int, progress: bool = False) -> pd.DataFrame:
-    """`n_per_hop` programs of `cfg.n_lines` lines per (stress set, hop count); `set` = stress_<name>.
-    A (set, hop count) that no program of `cfg.n_lines` lines can have (a twin chain of 8 hops in 16
-    lines, <= 5 variables for a 5-hop chain) is left out and printed. Only `one_value` is rejected:
-    the sets evaluate, and a pinned shape may force a heuristic right (the constant on line 1)."""
+    """`n_per_hop` programs of `cfg.n_lines` lines per (set, hop count): the stress sets (`stress_<name>`)
+    then the reference sets (`ref_<generator>`). A (set, hop count) that no program of `cfg.n_lines`
+    lines can have (a twin chain of 8 hops in 16 lines, <= 5 variables for a 5-hop chain) is left out
+    and printed. Only `one_value` is rejected: the sets evaluate, and a pinned shape may force a
+    heuristic right (the constant on line 1)."""
     r = python_rng(rng)
-    hops = range(cfg.min_hops, cfg.max_hops + 1)
-    bar = tqdm(total=len(STRESS) * len(hops) * n_per_hop, desc="programs[stress]", disable=not progress)
+    n, hops = cfg.n_lines, range(cfg.min_hops, cfg.max_hops + 1)
+    balanced = ProgramConfig(distribution="balanced", n_lines=n, min_hops=cfg.min_hops, max_hops=cfg.max_hops)
+    samplers = {f"stress_{name}": (shape, sample_shaped) for name, shape in stress_shapes(n).items()}
+    samplers["ref_paper"] = (Shape(), sample_shaped)
+    samplers["ref_balanced"] = (Shape(), lambda r, n, h, _: sample_balanced(r, balanced, n, h))
+    bar = tqdm(total=len(samplers) * len(hops) * n_per_hop, desc="programs[stress]", disable=not progress)
     tables = []
-    for name, shape in stress_shapes(cfg.n_lines).items():
-        programs = []
+    for name, (shape, sample) in samplers.items():
+        programs, label = [], name.removeprefix("stress_")
         for h in hops:
-            if not fits(shape, cfg.n_lines, h):
-                print(f"stress set {name}: no program of {cfg.n_lines} lines has {h} hops and this shape; left out")
+            if not fits(shape, n, h):
+                print(f"stress set {label}: no program of {n} lines has {h} hops and this shape; left out")
                 continue
             try:
-                programs += [sample_shaped(r, cfg.n_lines, h, shape) for _ in range(n_per_hop)]
+                programs += [sample(r, n, h, shape) for _ in range(n_per_hop)]
             except PipelineError as e:
-                raise PipelineError(f"binding_programs: stress set {name}: {e}") from e
+                raise PipelineError(f"binding_programs: stress set {label}: {e}") from e
             bar.update(n_per_hop)
-        tables.append(program_table(programs, f"stress_{name}"))
+        tables.append(program_table(programs, name))
     bar.close()
     return pd.concat(tables, ignore_index=True)
 

@@ -126,8 +126,11 @@ def test_dvc_repro_builds_every_artifact(dvc_run):
     metrics = json.loads((dvc_run / "reports/metrics/binding.json").read_text())
     assert metrics, "metrics file is empty"
     stress = pd.read_parquet(dvc_run / "data/binding/stress/seed1.parquet")
-    assert stress[stress["set"] != "gen"].groupby("set")["n"].sum().eq(3 * 4).all()  # 3 hop classes x 4
-    assert stress["set"].nunique() == len(STRESS) + len(REFERENCE) + 1 and set(metrics["stress"]) >= {"few_vars", "weakest"}
+    final = stress[stress["named"]]
+    assert final[final["set"] != "gen"].groupby("set")["n"].sum().eq(3 * 4).all()  # 3 hop classes x 4
+    assert final["set"].nunique() == len(STRESS) + len(REFERENCE) + 1
+    assert set(metrics["stress"]) >= {"few_vars", "weakest", "reference", "curve"}
+    assert sorted(stress["step"].unique()) == [0, 10, 20, 30]  # tiny: curve_every 10 over 30 steps
     index = (dvc_run / "reports/index.html").read_text()
     assert all(f'href="{page}.html"' in index for page in ("binding", "associations", "grounding", "grounding_visual"))
     assert "encoder not pretrained" in (dvc_run / "reports/grounding_visual.html").read_text().lower()

@@ -119,6 +119,13 @@ def test_the_stream_can_weight_hops_otherwise_than_the_evaluation_sets():
     assert np.bincount(hops, minlength=5).min() > 70  # ~100 each, where the cubic prior gives ~2 zero-hop
 
 
+def test_the_stream_can_plant_a_distractor_chain_the_evaluation_sets_lack():
+    paper = ProgramConfig(distribution="paper")
+    planted = stream_programs(paper, Stream(True, 0, "planted"))
+    assert (planted.distractor, planted.hop_weight_power, paper.distractor) == ("planted", 0.0, "natural")
+    assert stream_programs(paper, Stream(True, None, None)) == paper
+
+
 class _PositionDigit(torch.nn.Module):
     """Predicts the digit (t mod 10) at position t whatever the input, so every position, and
     the padded last column, reads as a different digit: a read-out one position off shows."""

@@ -18,7 +18,7 @@ from emergence.studies.binding.interpreter import run_program
 from emergence.studies.binding.paper import Shape, sample_shaped
 from emergence.studies.binding.programs import ProgramConfig, trace
 from emergence.studies.binding.sets import generalisation_table, generate_table
-from emergence.studies.binding.stress import STRESS, stress_shapes, stress_table
+from emergence.studies.binding.stress import STRESS, curve_steps, stress_shapes, stress_table
 
 
 def parse(text: str) -> tuple[list[tuple[str, str]], str]:
@@ -231,3 +231,10 @@ def test_stress_cells_no_program_can_fill_are_left_out_not_fatal(capsys):
 def test_hop_weighting_out_of_range_is_one_line(power):
     with pytest.raises(PipelineError, match=r"binding_programs.hop_weight_power: a number in \[0, 20\]"):
         ProgramConfig(distribution="paper", hop_weight_power=power).validate()
+
+
+def test_the_curve_scores_the_named_checkpoint_and_each_multiple():
+    steps = [0, 1, 2, 13, 500, 1000, 1500, 2000]
+    assert curve_steps(steps, 2000, 0) == [2000]
+    assert curve_steps(steps, 2000, 1000) == [0, 1000, 2000]
+    assert curve_steps(steps, 13, 1000) == [0, 13, 1000, 2000]

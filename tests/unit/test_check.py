@@ -143,6 +143,14 @@ def test_all_problems_of_all_sections_are_listed():
             "binding_train.stream_hop_weight_power: a number in [0, 20] or null, got -1",
         ),
         (dict(binding_train__stream=1), "binding_train.stream: must be true or false, got 1"),
+        (
+            dict(binding_stress__curve_every=-5),
+            "binding_stress.curve_every: an integer >= 0 (0: the named checkpoint only), got -5",
+        ),
+        (
+            dict(binding_train__stream_distractor="twin"),
+            "binding_train.stream_distractor: one of natural, planted or null, got 'twin'",
+        ),
         (dict(binding_train__eval_programs=0), "binding_train.eval_programs: an integer >= 1, got 0"),
     ],
 )

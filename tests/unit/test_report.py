@@ -149,8 +149,18 @@ def _stress() -> pd.DataFrame:
         (0, "gen", 1, 5, 0),  # the generalisation grid: not a stress set
         (0, "ref_paper", 0, 4, 1),  # a generator unpinned: shown, but not a stress set
     ]
-    df = pd.DataFrame(cells, columns=["seed", "set", "hops", "n", "correct"])
-    return df.assign(step=1000, n_lines=16, accuracy=df["correct"] / df["n"])
+    curve = [  # seed 0 at an earlier checkpoint, scored for the curve only
+        (0, "stress_few_vars", 0, 4, 0),
+        (0, "stress_many_vars", 0, 2, 1),
+    ]
+    df = pd.concat(
+        [
+            pd.DataFrame(cells, columns=["seed", "set", "hops", "n", "correct"]).assign(step=1000, named=True),
+            pd.DataFrame(curve, columns=["seed", "set", "hops", "n", "correct"]).assign(step=500, named=False),
+        ],
+        ignore_index=True,
+    )
+    return df.assign(n_lines=16, accuracy=df["correct"] / df["n"])
 
 
 def _heuristics() -> pd.DataFrame:
@@ -194,6 +204,7 @@ def test_page_has_sections_embedded_images_and_no_links_out(page):
         "Accuracy by hop count",
         "Generalisation",
         "Stress suite",
+        "Stress accuracy against training",
         "Shortcut heuristics",
         "Activation patching",
         "Head ablation and routing heads",
@@ -203,8 +214,8 @@ def test_page_has_sections_embedded_images_and_no_links_out(page):
         "Provenance",
     ]:
         assert f"<h2>{heading}</h2>" in page
-    # trajectory, hops x2, gen, stress, patching, patching by depth, ablation, heads per hop
-    assert page.count('src="data:image/png;base64,') == 9
+    # trajectory, hops x2, gen, stress, stress curve, patching, patching by depth, ablation, heads per hop
+    assert page.count('src="data:image/png;base64,') == 10
     assert "http://" not in page and "https://" not in page
     assert not re.search(r"<(link|script)\b", page)
 
@@ -258,7 +269,9 @@ def test_metrics_values_by_hand():
     assert m["stress"]["few_vars"]["by_hops"] == {"0": {"0": 1.0, "1": 0.5}, "1": {"0": 0.166667, "1": 0.75}}
     assert m["stress"]["many_vars"]["per_seed"] == {"0": 1.0, "1": 0.0}
     assert m["stress"]["weakest"] == {"set": "many_vars", "min_seed_accuracy": 0.0}
-    assert set(m["stress"]) == {"few_vars", "many_vars", "weakest", "reference"}
+    assert set(m["stress"]) == {"few_vars", "many_vars", "weakest", "reference", "curve"}
+    # the curve: weakest stress set per scored step; seed 0 at 500: few_vars 0/4, many_vars 1/2
+    assert m["stress"]["curve"] == {"0": {"500": 0.0, "1000": 0.5}, "1": {"1000": 0.0}}
     assert m["stress"]["reference"] == {"paper": {"per_seed": {"0": 0.25}, "by_hops": {"0": {"0": 0.25}}}}
 
 

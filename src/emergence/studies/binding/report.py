@@ -22,7 +22,7 @@ from emergence.studies.binding.report_mechanisms import (
     hop_heads_section,
     patching_section,
 )
-from emergence.studies.binding.report_stress import stress_metrics, stress_section
+from emergence.studies.binding.report_stress import frontier_section, stress_metrics, stress_section
 
 PHASES = ("random", "heuristic", "traversal")
 # The paper's phases, as the summary we have gives them: step ranges and accuracy.
@@ -360,6 +360,7 @@ def binding_page(
             ("Accuracy by hop count", _hops_section(trajectory, predictions)),
             ("Generalisation", _generalisation_section(predictions)),
             ("Stress suite", stress_section(stress)),
+            ("Stress accuracy against training", frontier_section(stress)),
             ("Shortcut heuristics", _heuristic_section(programs, heuristics, trajectory)),
             ("Activation patching", patching_section(patching)),
             ("Patching by chain depth", depth_section(patching)),

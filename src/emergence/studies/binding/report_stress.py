@@ -31,9 +31,17 @@ def _set_metrics(stress: pd.DataFrame, sets: list[str], prefix: str) -> dict:
     }
 
 
+def named(stress: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the checkpoint binding_stress.checkpoint names (the others are the curve's)."""
+    return stress[stress["named"]]
+
+
 def stress_metrics(stress: pd.DataFrame) -> dict:
-    """Per stress set (and under `reference`, per generator unpinned): accuracy per seed overall and per
-    hop count; and the weakest stress set."""
+    """At the named checkpoint, per stress set (and under `reference`, per generator unpinned): accuracy
+    per seed overall and per hop count; the weakest stress set; and under `curve`, per seed and scored
+    step, the weakest stress set's accuracy."""
+    curve = frontier(stress)
+    stress = named(stress)
     out = _set_metrics(stress, STRESS_SETS, "stress_")
     if out:
         worst = min(out, key=lambda k: min(out[k]["per_seed"].values()))
@@ -41,11 +49,49 @@ def stress_metrics(stress: pd.DataFrame) -> dict:
     reference = _set_metrics(stress, REFERENCE_SETS, "ref_")
     if reference:
         out["reference"] = reference
+    if curve["step"].nunique() > 1:
+        weakest = curve[curve["cls"].str.endswith("weakest stress set")]
+        out["curve"] = {
+            str(seed): {str(step): round(float(v), 6) for step, v in zip(g["step"], g["value"])}
+            for seed, g in weakest.groupby("seed")
+        }
     return out
 
 
-def stress_section(stress: pd.DataFrame) -> str:
+def frontier(stress: pd.DataFrame) -> pd.DataFrame:
+    """Per seed and scored step: the weakest stress set's accuracy and each generator's unpinned one.
+    Columns seed, step, cls, value (lines_by_class)."""
     rows = stress[stress["set"].isin(STRESS_SETS + REFERENCE_SETS)]
+    sums = rows.groupby(["seed", "step", "set"])[["correct", "n"]].sum()
+    acc = (sums["correct"] / sums["n"]).rename("value").reset_index()
+    is_stress = acc["set"].isin(STRESS_SETS)
+    weakest = acc[is_stress].groupby(["seed", "step"], as_index=False)["value"].min().assign(set="weakest stress set")
+    out = pd.concat([weakest, acc[~is_stress]], ignore_index=True)
+    out["cls"] = [f"seed {seed}: {_label(s)}" for seed, s in zip(out["seed"], out["set"])]
+    return out[["seed", "step", "cls", "value"]].sort_values(["cls", "step"], ignore_index=True)
+
+
+def frontier_section(stress: pd.DataFrame) -> str:
+    """Stress accuracy against training: the frontier when the target is not met."""
+    curve = frontier(stress)
+    if curve["step"].nunique() < 2:
+        return H.para("Only one checkpoint was scored (binding_stress.curve_every is 0).", "note")
+    table = curve.pivot_table(index="step", columns="cls", values="value")
+    return "\n".join(
+        [
+            H.para(
+                "The stress suite scored at every checkpoint binding_stress.curve_every names: per seed, the "
+                "weakest stress set and each generator unpinned (docs/binding.md gives the minutes per step)."
+            ),
+            H.figure(plots.lines_by_class(curve, "accuracy", "seed: set"), "stress accuracy against training"),
+            H.table(table.reset_index()),
+        ]
+    )
+
+
+def stress_section(stress: pd.DataFrame) -> str:
+    rows = named(stress)
+    rows = rows[rows["set"].isin(STRESS_SETS + REFERENCE_SETS)]
     if rows.empty:
         return H.para("No stress-suite programs (binding_data.stress_per_hop is 0).", "note")
     sums = rows.groupby(["set", "hops", "seed"])[["correct", "n"]].sum()

@@ -86,7 +86,19 @@ def stress_table(rng: np.random.Generator, cfg: ProgramConfig, n_per_hop: int, p
 
 @dataclass
 class StressParams:
-    checkpoint: str = "final"  # final | step{N}
+    checkpoint: str = "final"  # final | step{N}: the checkpoint the report's tables and metrics read
+    curve_every: int = 0  # also score every checkpoint at a multiple of N steps (0: none): the frontier
+
+    def validate(self, where: str) -> None:
+        if isinstance(self.curve_every, bool) or self.curve_every < 0:
+            raise PipelineError(
+                f"{where}.curve_every: an integer >= 0 (0: the named checkpoint only), got {self.curve_every}"
+            )
+
+
+def curve_steps(steps: list[int], named: int, every: int) -> list[int]:
+    """The checkpoints binding_stress scores: the named one, and each multiple of `every` (if > 0)."""
+    return sorted({named, *(s for s in steps if every > 0 and s % every == 0)})
 
 
 def stress_accuracy(model: torch.nn.Module, programs: pd.DataFrame, seed: int, step: int) -> pd.DataFrame:

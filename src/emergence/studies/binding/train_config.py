@@ -10,6 +10,8 @@ from emergence.core.io import PipelineError
 from emergence.core.train import TrainConfig
 from emergence.studies.binding.programs import ProgramConfig
 
+DISTRACTORS = ("natural", "planted")  # ProgramConfig.distractor
+
 
 def model_params(params: dict, n_tokens: int, d_vocab: int) -> tuple[str, dict]:
     """(arch, config dict) from binding_model, with the vocabulary filled in and the context checked."""
@@ -24,18 +26,23 @@ def model_params(params: dict, n_tokens: int, d_vocab: int) -> tuple[str, dict]:
 
 @dataclass(frozen=True)
 class Stream:
-    """binding_train.stream / stream_hop_weight_power: draw fresh programs every step, optionally
-    with the hop classes weighted otherwise than the evaluation sets (None: as binding_programs)."""
+    """binding_train.stream / stream_hop_weight_power / stream_distractor: draw fresh programs every
+    step, optionally with the hop classes weighted otherwise than the evaluation sets, or with a
+    planted distractor chain (paper generator); None: as binding_programs."""
 
     on: bool = False
     hop_weight_power: float | None = None
+    distractor: str | None = None
 
 
 def stream_programs(program_cfg: ProgramConfig, stream: Stream) -> ProgramConfig:
-    """The distribution the training stream draws from: binding_programs, hop weighting overridden."""
-    if stream.hop_weight_power is None:
-        return program_cfg
-    return dataclasses.replace(program_cfg, hop_weight_power=float(stream.hop_weight_power))
+    """The distribution the training stream draws from: binding_programs, with the stream's overrides."""
+    changes: dict = {}
+    if stream.hop_weight_power is not None:
+        changes["hop_weight_power"] = float(stream.hop_weight_power)
+    if stream.distractor is not None:
+        changes["distractor"] = stream.distractor
+    return dataclasses.replace(program_cfg, **changes)
 
 
 def train_params(params: dict, seed: int, device: str) -> tuple[str, int, Stream, TrainConfig]:
@@ -43,7 +50,9 @@ def train_params(params: dict, seed: int, device: str) -> tuple[str, int, Stream
     values = dict(section(params, "binding_train"))
     fmt = values.pop("format", "answer_only")
     n_eval = values.pop("eval_programs", 500)
-    stream = Stream(values.pop("stream", False), values.pop("stream_hop_weight_power", None))
+    stream = Stream(
+        values.pop("stream", False), values.pop("stream_hop_weight_power", None), values.pop("stream_distractor", None)
+    )
     if isinstance(n_eval, bool) or not isinstance(n_eval, int) or n_eval < 1:
         raise PipelineError(f"binding_train.eval_programs: an integer >= 1, got {n_eval!r}")
     if not isinstance(stream.on, bool):
@@ -51,6 +60,10 @@ def train_params(params: dict, seed: int, device: str) -> tuple[str, int, Stream
     power = stream.hop_weight_power
     if power is not None and (isinstance(power, bool) or not isinstance(power, (int, float)) or not 0 <= power <= 20):
         raise PipelineError(f"binding_train.stream_hop_weight_power: a number in [0, 20] or null, got {power!r}")
+    if stream.distractor not in (None, *DISTRACTORS):
+        raise PipelineError(
+            f"binding_train.stream_distractor: one of {', '.join(DISTRACTORS)} or null, got {stream.distractor!r}"
+        )
     if "seed" in values:
         raise PipelineError("binding_train.seed: seeds come from base.seeds, remove it here")
     cfg = from_dict(TrainConfig, {**values, "seed": seed, "device": device}, "binding_train")

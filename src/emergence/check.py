@@ -67,10 +67,22 @@ def word_run_is_trained(params: dict) -> list[str]:
     ]
 
 
+def stream_distractor_has_a_generator(params: dict) -> list[str]:
+    distractor = params.get("binding_train", {}).get("stream_distractor")
+    distribution = params.get("binding_programs", {}).get("distribution", "balanced")
+    if distractor is None or distribution == "paper":
+        return []
+    return [
+        "binding_train.stream_distractor: only the paper generator plants distractors, "
+        f"binding_programs.distribution is {distribution!r} (set it to null)"
+    ]
+
+
 CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
     runs_use_defined_models,
     attention_analyses_have_heads,
     word_run_is_trained,
+    stream_distractor_has_a_generator,
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -19,6 +20,7 @@ from emergence.studies.binding.interpreter import run_program
 from emergence.studies.binding.programs import ProgramConfig
 from emergence.studies.binding.sets import generate_table
 from emergence.studies.binding.stream import stream_sampler
+from emergence.studies.binding.stress import stress_accuracy
 from emergence.studies.binding.tokenizer import CharTokenizer
 from emergence.studies.binding.train_config import Stream, stream_programs
 
@@ -119,11 +121,42 @@ def test_the_stream_can_weight_hops_otherwise_than_the_evaluation_sets():
     assert np.bincount(hops, minlength=5).min() > 70  # ~100 each, where the cubic prior gives ~2 zero-hop
 
 
+def _deepest_wrong_chain(text: str) -> int:
+    """Copies behind the deepest value in the program that is not the answer (-1: none), by hand."""
+    *lines, query = text.split("\n")
+    value, depth, best = {}, {}, -1
+    for lhs, rhs in (line.split("=") for line in lines):
+        value[lhs], depth[lhs] = (rhs, 0) if rhs.isdigit() else (value[rhs], depth[rhs] + 1)
+    answer = value[query[1:-1]]
+    return max((depth[v] for v in value if value[v] != answer), default=best)
+
+
 def test_the_stream_can_plant_a_distractor_chain_the_evaluation_sets_lack():
-    paper = ProgramConfig(distribution="paper")
-    planted = stream_programs(paper, Stream(True, 0, "planted"))
-    assert (planted.distractor, planted.hop_weight_power, paper.distractor) == ("planted", 0.0, "natural")
+    paper = ProgramConfig(distribution="paper", min_hops=4)  # 4-hop programs only
+    planted = stream_programs(paper, Stream(True, None, "planted"))
+    assert (planted.distractor, paper.distractor) == ("planted", "natural")
     assert stream_programs(paper, Stream(True, None, None)) == paper
+    deep = {}
+    for cfg in (paper, planted):
+        texts = _decode(stream_sampler(cfg, "answer_only", TOK, 400, 0, frozenset())(0)[0])
+        deep[cfg.distractor] = np.mean([_deepest_wrong_chain(t) >= 3 for t in texts])
+    assert deep["natural"] < 0.15 and deep["planted"] > 0.3, deep  # measured ~0.09 vs ~0.4
+
+
+def test_stress_accuracy_counts_right_answers_per_set_lines_and_hops():
+    programs = pd.DataFrame(
+        {
+            "set": ["s", "s", "s", "t"],
+            "program": ["a=7\n#a:", "a=3\n#a:", "a=7\nb=a\n#b:", "a=1\n#a:"],
+            "answer": [7, 3, 7, 1],
+            "n_lines": [1, 1, 2, 1],
+            "hops": [0, 0, 1, 0],
+        }
+    )
+    table = stress_accuracy(_Oracle(TOK.digit_ids[7]), programs, seed=3, step=50)  # answers 7 to all
+    rows = {(r.set, r.n_lines, r.hops): (r.n, r.correct, r.accuracy) for r in table.itertuples()}
+    assert rows == {("s", 1, 0): (2, 1, 0.5), ("s", 2, 1): (1, 1, 1.0), ("t", 1, 0): (1, 0, 0.0)}
+    assert (table["seed"] == 3).all() and (table["step"] == 50).all()
 
 
 class _PositionDigit(torch.nn.Module):

@@ -144,6 +144,15 @@ def test_all_problems_of_all_sections_are_listed():
         ),
         (dict(binding_train__stream=1), "binding_train.stream: must be true or false, got 1"),
         (
+            dict(binding_train__stream=False),
+            "binding_train.stream_hop_weight_power: applies only with stream: true (set it to null)",
+        ),
+        (
+            dict(binding_programs__distribution="balanced"),
+            "binding_train.stream_distractor: only the paper generator plants distractors, "
+            "binding_programs.distribution is 'balanced' (set it to null)",
+        ),
+        (
             dict(binding_stress__curve_every=-5),
             "binding_stress.curve_every: an integer >= 0 (0: the named checkpoint only), got -5",
         ),

@@ -225,6 +225,18 @@ def test_stress_table_lists_the_generators_after_the_stress_sets(page):
     assert section.index("many_vars") < section.index("paper (generator, unpinned)")
 
 
+def test_stress_per_seed_rows_pool_each_seeds_hop_classes(page):
+    section = page[page.index("The same per seed.") :]
+    section = section[: section.index("</table>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", section)
+    cells = [c for r in rows if (c := re.findall(r"<td[^>]*>(.*?)</td>", r))]
+    # few_vars seed 0: 0 hops 4/4, 1 hop 1/6, all 5/10; seed 1: 2/4, 3/4, all 5/8; the curve rows (step 500) left out
+    assert ["few_vars", "0", "1.000", "0.167", "0.500"] in cells
+    assert ["few_vars", "1", "0.500", "0.750", "0.625"] in cells
+    # in the suite's order (STRESS lists many_vars before few_vars), the generators last
+    assert [c[0] for c in cells] == ["many_vars", "many_vars", "few_vars", "few_vars", "paper (generator, unpinned)"]
+
+
 def test_page_escapes_text(page):
     assert "#b:&lt;script&gt;x&lt;/script&gt;" in page
     assert "<script>" not in page

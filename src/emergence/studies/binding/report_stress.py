@@ -113,8 +113,22 @@ def stress_section(stress: pd.DataFrame) -> str:
             ),
             H.table(mean.rename_axis("distribution").reset_index()),
             H.figure(plots.heatmap(mean.drop(columns=["all", "worst seed"]), "stress accuracy"), "stress heat map"),
+            H.para("The same per seed."),
+            H.table(_per_seed_table(rows, acc)),
         ]
     )
+
+
+def _per_seed_table(rows: pd.DataFrame, acc: pd.DataFrame) -> pd.DataFrame:
+    """One row per (distribution, seed): accuracy per hop count and pooled (`all`)."""
+    table = acc.pivot_table(index=["set", "seed"], columns="hops", values="accuracy")
+    sums = rows.groupby(["set", "seed"])[["correct", "n"]].sum()
+    table["all"] = sums["correct"] / sums["n"]
+    order = {s: i for i, s in enumerate(STRESS_SETS + REFERENCE_SETS)}
+    table = table.reset_index().sort_values(["set", "seed"], key=lambda c: c.map(order) if c.name == "set" else c)
+    table["set"] = table["set"].map(_label)
+    table.columns = [f"{c} hops" if isinstance(c, int) else c for c in table.columns]
+    return table.rename(columns={"set": "distribution"})
 
 
 def _label(name: str) -> str:

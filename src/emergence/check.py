@@ -67,22 +67,29 @@ def word_run_is_trained(params: dict) -> list[str]:
     ]
 
 
-def stream_distractor_has_a_generator(params: dict) -> list[str]:
-    distractor = params.get("binding_train", {}).get("stream_distractor")
+def stream_overrides_apply(params: dict) -> list[str]:
+    """binding_train's stream_* keys change the stream only: refused when there is none, and a planted
+    distractor needs the paper generator."""
+    train = params.get("binding_train", {})
     distribution = params.get("binding_programs", {}).get("distribution", "balanced")
-    if distractor is None or distribution == "paper":
-        return []
-    return [
-        "binding_train.stream_distractor: only the paper generator plants distractors, "
-        f"binding_programs.distribution is {distribution!r} (set it to null)"
+    problems = [
+        f"binding_train.{key}: applies only with stream: true (set it to null)"
+        for key in ("stream_hop_weight_power", "stream_distractor")
+        if train.get(key) is not None and train.get("stream", False) is False
     ]
+    if train.get("stream_distractor") is not None and distribution != "paper":
+        problems.append(
+            "binding_train.stream_distractor: only the paper generator plants distractors, "
+            f"binding_programs.distribution is {distribution!r} (set it to null)"
+        )
+    return problems
 
 
 CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
     runs_use_defined_models,
     attention_analyses_have_heads,
     word_run_is_trained,
-    stream_distractor_has_a_generator,
+    stream_overrides_apply,
 ]
 
 

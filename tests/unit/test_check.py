@@ -144,7 +144,7 @@ def test_all_problems_of_all_sections_are_listed():
         ),
         (dict(binding_train__stream=1), "binding_train.stream: must be true or false, got 1"),
         (
-            dict(binding_train__stream=False),
+            dict(binding_train__stream=False, binding_train__stream_distractor=None),
             "binding_train.stream_hop_weight_power: applies only with stream: true (set it to null)",
         ),
         (

@@ -60,9 +60,6 @@ def train_params(params: dict, seed: int, device: str) -> tuple[str, int, Stream
     power = stream.hop_weight_power
     if power is not None and (isinstance(power, bool) or not isinstance(power, (int, float)) or not 0 <= power <= 20):
         raise PipelineError(f"binding_train.stream_hop_weight_power: a number in [0, 20] or null, got {power!r}")
-    for key, value in (("stream_hop_weight_power", power), ("stream_distractor", stream.distractor)):
-        if value is not None and not stream.on:
-            raise PipelineError(f"binding_train.{key}: applies only with stream: true (set it to null)")
     if stream.distractor not in (None, *DISTRACTORS):
         raise PipelineError(
             f"binding_train.stream_distractor: one of {', '.join(DISTRACTORS)} or null, got {stream.distractor!r}"

@@ -387,3 +387,34 @@ def test_every_patching_position_class_has_a_colour():
     from emergence.studies.binding.patching import POSITION_CLASSES
 
     assert set(CLASS_COLOURS) == set(POSITION_CLASSES)
+
+
+def test_mechanism_metrics_per_seed_differ_from_pooled():
+    from emergence.studies.binding.report_mechanisms import mechanism_metrics
+
+    patching = pd.DataFrame(
+        [  # (seed, layer, position, chain_depth, value, n): seed 0 carries depth 1 at layer 2, seed 1 at layer 1
+            (0, 1, 6, 1, 0.0, 10),
+            (0, 2, 6, 1, 0.9, 10),
+            (1, 1, 6, 1, 0.8, 30),
+            (1, 2, 6, 1, 0.1, 30),
+        ],
+        columns=["seed", "layer", "position", "chain_depth", "value", "n"],
+    ).assign(metric="patch_success")
+    ablation = pd.DataFrame(
+        [  # (seed, layer, head, hops, value): seed 0 needs head 0.1, seed 1 head 1.0; pooled 0.1 = 0.35, 1.0 = 0.3
+            (0, 0, 1, 2, 0.6),
+            (0, 1, 0, 2, 0.1),
+            (1, 0, 1, 2, 0.1),
+            (1, 1, 0, 2, 0.5),
+        ],
+        columns=["seed", "layer", "head", "hops", "value"],
+    ).assign(metric="accuracy_drop", mode="zero")
+    m = mechanism_metrics(patching, ablation)
+    # pooled: layer 1 = (0 + 24) / 40 = 0.6, layer 2 = (9 + 3) / 40 = 0.3
+    assert m["patching_by_depth"] == {"1": {"best_layer": 1, "success": 0.6}}
+    assert m["per_seed"]["0"]["patching_by_depth"] == {"1": {"best_layer": 2, "success": 0.9}}
+    assert m["per_seed"]["1"]["patching_by_depth"] == {"1": {"best_layer": 1, "success": 0.8}}
+    assert m["heads_by_hop"]["2"][0] == "0.1 (0.350)"
+    assert m["per_seed"]["0"]["heads_by_hop"]["2"][0] == "0.1 (0.600)"
+    assert m["per_seed"]["1"]["heads_by_hop"]["2"][0] == "1.0 (0.500)"

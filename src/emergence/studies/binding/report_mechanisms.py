@@ -81,27 +81,51 @@ def depth_patching(patching: pd.DataFrame) -> pd.DataFrame:
     return (hits / cells.groupby(["layer", "chain_depth"])["n"].sum()).unstack("chain_depth")
 
 
+def _seeds(*tables: pd.DataFrame) -> list:
+    return sorted(set().union(*(t["seed"].unique() for t in tables if "seed" in t)))
+
+
+def _of_seed(table: pd.DataFrame, seed) -> pd.DataFrame:
+    return table if seed is None else table[table["seed"] == seed]
+
+
 def mechanism_metrics(patching: pd.DataFrame, ablation: pd.DataFrame) -> dict:
-    """JSON-ready: best layer's success per chain depth, and each hop's top heads."""
-    by_depth = depth_patching(patching)
-    heads = heads_by_hop(ablation) if len(ablation) else pd.DataFrame(columns=["hops"])
-    return {
-        "patching_by_depth": {
-            str(d): {"best_layer": int(col.idxmax()), "success": round(float(col.max()), 6)}
-            for d, col in by_depth.items()
-            if col.notna().any()
-        },
-        "heads_by_hop": {
-            str(h): [f"{r.layer}.{r.head} ({r.drop:.3f})" for r in g.itertuples()] for h, g in heads.groupby("hops")
-        },
-    }
+    """JSON-ready: best layer's success per chain depth, and each hop's top heads, pooled over seeds
+    and per seed (`per_seed`)."""
+
+    def of(seed) -> dict:
+        by_depth = depth_patching(_of_seed(patching, seed))
+        abl = _of_seed(ablation, seed)
+        heads = heads_by_hop(abl) if len(abl) else pd.DataFrame(columns=["hops"])
+        return {
+            "patching_by_depth": {
+                str(d): {"best_layer": int(col.idxmax()), "success": round(float(col.max()), 6)}
+                for d, col in by_depth.items()
+                if col.notna().any()
+            },
+            "heads_by_hop": {
+                str(h): [f"{r.layer}.{r.head} ({r.drop:.3f})" for r in g.itertuples()] for h, g in heads.groupby("hops")
+            },
+        }
+
+    return of(None) | {"per_seed": {str(s): of(s) for s in _seeds(patching, ablation)}}
+
+
+def _depth_table(mat: pd.DataFrame) -> pd.DataFrame:
+    return mat.rename(columns=lambda d: f"depth {d}").rename_axis("layer").reset_index()
 
 
 def depth_section(patching: pd.DataFrame) -> str:
     mat = depth_patching(patching)
     if mat.empty:
         return H.para("No patching pairs on the chain (pairs_correct is 0 or the chains are empty).", "note")
-    shown = mat.rename(columns=lambda d: f"depth {d}").rename_axis("layer").reset_index()
+    per_seed = [
+        H.table(
+            _depth_table(depth_patching(_of_seed(patching, s))),
+            caption=f"Seed {s}: patch success by layer and chain depth",
+        )
+        for s in _seeds(patching)
+    ]
     return "\n".join(
         [
             H.para(
@@ -110,8 +134,9 @@ def depth_section(patching: pd.DataFrame) -> str:
                 "seeds. Depth 0 is the token the pair changes, so its layer-0 success is 1 by construction (a "
                 f"control). The paper reports > {PAPER_PATCHING:.0%} success at RHS tokens along the query chain."
             ),
-            H.table(shown, caption="Patch success by layer and chain depth"),
+            H.table(_depth_table(mat), caption="Patch success by layer and chain depth, seeds pooled"),
             H.figure(plots.heatmap(mat, "patch success by chain depth"), "patch success, layer by chain depth"),
+            *per_seed,
         ]
     )
 
@@ -132,7 +157,11 @@ def hop_heads_section(ablation: pd.DataFrame) -> str:
                 "the second and third, and 11.2 / 11.3 / 11.7 carrying the value to the output (12 layers; ours "
                 "are smaller, so compare roles, not numbers)."
             ),
-            H.table(heads_by_hop(ablation), caption="Top heads per hop class (layer.head)"),
+            H.table(heads_by_hop(ablation), caption="Top heads per hop class (layer.head), mean over seeds"),
+            *(
+                H.table(heads_by_hop(_of_seed(ablation, s)), caption=f"Seed {s}: top heads per hop class")
+                for s in _seeds(ablation)
+            ),
             H.figure(plots.heatmap_grid(panels), "accuracy drop per head, by hop class"),
         ]
     )

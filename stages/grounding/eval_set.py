@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> None:
     out = evaluation_set(table, targets, p, where, source, max_len=corpus.seq_len(params))
     if corpus.name == "visdial":
         out["image_id"] = table["image_id"].to_numpy()[out["turn"].to_numpy()]
-        out["image_context"] = out["context"].map(without_env)
+        n_env = table["env"].map(len).to_numpy()[out["turn"].to_numpy()]
+        out["image_context"] = [without_env(c, n) for c, n in zip(out["context"], n_env)]
         out["other_images"] = other_images(table, out, p.n_mismatched, p.seed)
     write_parquet(out, path_of(params, where))
 

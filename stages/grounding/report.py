@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 
 from emergence.core.cli import stage_main, start_stage
-from emergence.core.config import path_of, section
+from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
 from emergence.core.report.provenance import provenance
 from emergence.studies.grounding import inputs
 from emergence.studies.grounding import report_mech as mech
 from emergence.studies.grounding.inputs import RUN_KEYS, per_run
 from emergence.studies.grounding.report import gain_by_checkpoint, grounding_metrics, grounding_page, plot_table
+from emergence.studies.grounding.tokens import VocabParams
 
 
 @stage_main
@@ -66,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
         *abl_files,
     ]
     record = provenance(params, runs.seeds, inputs_read, ("childes", "grounding"))
-    html = grounding_page(counts, targets, eval_set, curve, mechanisms, record)
+    marking = from_dict(VocabParams, section(params, "grounding_vocab"), "grounding_vocab").env_marking
+    html = grounding_page(counts, targets, eval_set, curve, mechanisms, record, marking)
     with atomic_path(path_of(params, "grounding_plots")) as tmp:
         plot_table(curve).to_csv(tmp, index=False)
     write_json(

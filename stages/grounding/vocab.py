@@ -23,9 +23,9 @@ def main(argv: list[str] | None = None) -> None:
     where = corpus.key("vocab")
     p = from_dict(VocabParams, section(params, where), where)
     nouns = CDI_NOUNS if corpus.name == "childes" else object_nouns(CDI_NOUNS)
-    targets, vocab, stats = target_vocabulary(corpus.table(params), nouns, p, where)
+    targets, vocab, stats = target_vocabulary(corpus.table(params, raw=True), nouns, p, where)
     write_parquet(stats, path_of(params, corpus.key("targets")))
-    write_json({"targets": targets, "vocab": vocab}, path_of(params, where))
+    write_json({"targets": targets, "vocab": vocab, "env_marking": p.env_marking}, path_of(params, where))
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ INDEX = {t: i for i, t in enumerate(VOCAB)}
 
 
 def test_image_setting_drops_the_caption():
-    assert without_env(DIALOGS["tokens"][0]) == ["<Q>", "is<LAN>", "dog<LAN>"]
+    assert without_env(DIALOGS["tokens"][0], len(DIALOGS["env"][0])) == ["<Q>", "is<LAN>", "dog<LAN>"]
 
 
 def test_other_images_never_show_the_target_or_the_own_image():

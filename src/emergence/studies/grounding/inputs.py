@@ -20,6 +20,7 @@ from emergence.core.io import PipelineError, read_parquet
 from emergence.core.train import list_checkpoints, load_checkpoint
 from emergence.studies.grounding.tokens import (
     GroundingRuns,
+    marked_table,
     model_entry,
     read_vocab,
     training_windows,
@@ -52,7 +53,7 @@ def checkpoint_models(
 
 def vocab_index(params: dict) -> tuple[list[str], dict[str, int]]:
     """(target nouns, token -> id)."""
-    targets, vocab = read_vocab(path_of(params, "grounding_vocab"))
+    targets, vocab, _ = read_vocab(path_of(params, "grounding_vocab"))
     return targets, {t: i for i, t in enumerate(vocab)}
 
 
@@ -60,8 +61,15 @@ def eval_set(params: dict) -> pd.DataFrame:
     return read_parquet(path_of(params, "grounding_eval"), {"turn": "i", "word": "O", "context": "O", "others": "O"})
 
 
-def turns(params: dict) -> pd.DataFrame:
+def raw_turns(params: dict) -> pd.DataFrame:
+    """The extracted turns: every env word w<ENV>, every spoken word w<LAN> (what grounding_vocab reads)."""
     return read_parquet(path_of(params, "childes_turns"), {"file": "O", "tokens": "O"})
+
+
+def turns(params: dict) -> pd.DataFrame:
+    """The turns under the vocabulary's word rule (env_marking): what every stage after grounding_vocab reads."""
+    targets, _, marking = read_vocab(path_of(params, "grounding_vocab"))
+    return marked_table(raw_turns(params), targets, marking)
 
 
 def seq_len(params: dict) -> int:

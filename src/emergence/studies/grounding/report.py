@@ -148,6 +148,7 @@ def grounding_page(
     curve: pd.DataFrame,
     mechanisms: list[tuple[str, str]],
     provenance: dict,
+    env_marking: str = "targets",
 ) -> str:
     """The page: data, gain curves, then the mechanistic sections (title, html) as given."""
     sections = [
@@ -156,9 +157,16 @@ def grounding_page(
         *mechanisms,
         ("Provenance", H.provenance_block(provenance)),
     ]
+    rule = (
+        "Target nouns appear as environment tokens (v<ENV>, from %act/%sit/%gpx tiers) and as speech tokens "
+        "(v<LAN>); every other word is one plain token shared by both channels, as in the paper's example "
+        "(env_marking: targets)."
+        if env_marking == "targets"
+        else "Every word of an environment tier is an environment token (w<ENV>) and every spoken word a speech "
+        "token (w<LAN>): env_marking: all, our ablation; the paper marks only the target nouns."
+    )
     intro = (
-        "Words appear as environment tokens (w<ENV>, from %act/%sit/%gpx tiers) and as speech tokens "
-        "(w<LAN>). A model is grounded when v<ENV> in the context makes v<LAN> less surprising than "
+        f"{rule} A model is grounded when v<ENV> in the context makes v<LAN> less surprising than "
         "another word's u<ENV> does (Wu et al., arXiv 2510.13796)."
     )
     return H.page("Symbol grounding from child-directed speech", sections, intro=intro)

@@ -51,13 +51,16 @@ class Corpus:
     def table_key(self) -> str:
         return "childes_turns" if self.name == "childes" else "visual_dialogs"
 
-    def table(self, params: dict) -> pd.DataFrame:
-        """One row per transcript turn (childes) or dialog (visdial), its `tokens`."""
-        return inputs.turns(params) if self.name == "childes" else visual_inputs.dialogs(params)
+    def table(self, params: dict, raw: bool = False) -> pd.DataFrame:
+        """One row per transcript turn (childes) or dialog (visdial), its `tokens` under the vocabulary's
+        word rule, or as extracted (`raw`, before the vocabulary exists)."""
+        if self.name == "childes":
+            return inputs.raw_turns(params) if raw else inputs.turns(params)
+        return visual_inputs.raw_dialogs(params) if raw else visual_inputs.dialogs(params)
 
     def vocab_index(self, params: dict) -> tuple[list[str], dict[str, int]]:
         """(target nouns, token -> id)."""
-        targets, vocab = read_vocab(path_of(params, self.key("vocab")))
+        targets, vocab, _ = read_vocab(path_of(params, self.key("vocab")))
         return targets, {t: i for i, t in enumerate(vocab)}
 
     def eval_set(self, params: dict) -> pd.DataFrame:

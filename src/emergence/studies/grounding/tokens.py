@@ -2,7 +2,11 @@
 
 Input is the turn table of `childes.extract_turns` (one row per turn, its
 `tokens` already ordered: `<MOT>`, situation/event words as `w<ENV>`, speech
-as `w<LAN>`). Grounding is measured on *held-out* turns in which a target
+as `w<LAN>`). Once the targets are chosen, `mark` applies the word rule
+(`env_marking`): by default only target nouns keep their two forms, as in the
+paper's example (review, arXiv 2510.13796: "<CHI> takes book<ENV> from mother
+<CHI> what's that <MOT> a book<LAN> in it"), every other word is one plain
+token shared by both channels. Grounding is measured on *held-out* turns in which a target
 noun appears in the environment and is then named: the context is the turn
 up to the first `v<LAN>` (the paper's `<CHI> asked for a new book<ENV> <CHI>
 i love this` -> `book<LAN>`), and the mismatched contexts swap `v<ENV>` for
@@ -14,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +29,7 @@ from emergence.core.io import PipelineError
 
 ENV, LAN = "<ENV>", "<LAN>"
 UNK = "<unk>"
+ENV_MARKINGS = ("targets", "all")  # grounding_vocab.env_marking: see `mark`
 ARCHS = ("transformer", "mamba2", "lstm")
 MODEL_NAME = re.compile(r"[a-z][a-z0-9]*")  # run names are {model}_seed{S}: no '_' inside the model name
 
@@ -74,11 +79,41 @@ class VocabParams:
     n_words: int = 100  # target nouns
     min_count: int = 100  # each of v<ENV> and v<LAN> at least this often
     min_token_count: int = 1  # rarer tokens become <unk>
+    env_marking: str = "targets"  # targets (the paper's example) | all (every env / spoken word marked)
 
     def validate(self, where: str) -> None:
         for key in ("n_words", "min_count", "min_token_count"):
             if getattr(self, key) < 1:
                 raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
+        if self.env_marking not in ENV_MARKINGS:
+            raise PipelineError(f"{where}.env_marking: one of {list(ENV_MARKINGS)}, got {self.env_marking!r}")
+
+
+def mark(tokens: Sequence[str], targets: Collection[str], marking: str) -> list[str]:
+    """The word rule applied to extracted tokens (every env word w<ENV>, every spoken word w<LAN>).
+
+    targets: only target nouns keep w<ENV> / w<LAN>; any other word becomes the plain token w, one
+    token for both channels. The paper shows this in its example (review of arXiv 2510.13796):
+    "Entraînement: <CHI> takes book<ENV> from mother <CHI> what's that <MOT> a book<LAN> in it".
+    all: every token as extracted (ours: the earlier default, kept as an ablation).
+    """
+    if marking == "all":
+        return list(tokens)
+    if marking != "targets":
+        raise PipelineError(f"env_marking: one of {list(ENV_MARKINGS)}, got {marking!r}")
+    out = []
+    for tok in tokens:
+        for tag in (ENV, LAN):
+            if tok.endswith(tag) and tok[: -len(tag)] not in targets:
+                tok = tok[: -len(tag)]
+        out.append(tok)
+    return out
+
+
+def marked_table(table: pd.DataFrame, targets: Collection[str], marking: str) -> pd.DataFrame:
+    """A copy of a turn / dialog table with `mark` applied to its tokens."""
+    wanted = frozenset(targets)
+    return table.assign(tokens=[mark(tokens, wanted, marking) for tokens in table["tokens"]])
 
 
 def token_counts(token_lists: Iterable[Sequence[str]]) -> Counter:
@@ -150,13 +185,15 @@ class EvalParams:
 def target_vocabulary(
     turns: pd.DataFrame, candidates: Sequence[str], p: VocabParams, where: str
 ) -> tuple[list[str], list[str], pd.DataFrame]:
-    """(targets, vocab, per-target counts of both forms) of a turn table's `tokens`."""
-    counts = token_counts(turns["tokens"])
+    """(targets, vocab, per-target counts of both forms) of an extracted table's `tokens`; the vocab
+    is that of the tokens after the word rule (p.env_marking)."""
+    counts = token_counts(turns["tokens"])  # a target's two forms count the same under either rule
     targets = select_targets(counts, candidates, p.n_words, p.min_count, where)
     stats = pd.DataFrame(
         {"word": targets, "n_env": [counts[env(w)] for w in targets], "n_lan": [counts[lan(w)] for w in targets]}
     )
-    return targets, build_vocab(counts, targets, p.min_token_count), stats
+    marked = token_counts(marked_table(turns, targets, p.env_marking)["tokens"])
+    return targets, build_vocab(marked, targets, p.min_token_count), stats
 
 
 def evaluation_set(
@@ -203,14 +240,16 @@ def training_windows(turns: pd.DataFrame, held_out: set[int], index: dict[str, i
     return np.concatenate(windows)
 
 
-def read_vocab(path: str | Path) -> tuple[list[str], list[str]]:
-    """(targets, vocab) from grounding_vocab's JSON; PipelineError naming the file if unusable."""
+def read_vocab(path: str | Path) -> tuple[list[str], list[str], str]:
+    """(targets, vocab, env_marking) from grounding_vocab's JSON; PipelineError naming the file if unusable."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
-        targets, vocab = list(data["targets"]), list(data["vocab"])
+        targets, vocab, marking = list(data["targets"]), list(data["vocab"]), data["env_marking"]
     except FileNotFoundError as e:
         raise PipelineError(f"{path}: not found (run grounding_vocab first)") from e
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
         raise PipelineError(f"{path}: not a grounding vocabulary file ({e.__class__.__name__}: {e})") from e
-    return targets, vocab
+    if marking not in ENV_MARKINGS:
+        raise PipelineError(f"{path}: env_marking must be one of {list(ENV_MARKINGS)}, got {marking!r}")
+    return targets, vocab, marking

@@ -22,14 +22,16 @@ import torch
 
 from emergence.core.io import PipelineError
 from emergence.core.train.batches import epoch_rows
-from emergence.studies.grounding.tokens import ENV, encode, env
+from emergence.studies.grounding.tokens import encode, env
 
 SETTINGS = ("caption", "image")
 
 
-def without_env(tokens: Sequence[str]) -> list[str]:
-    """A dialog's tokens with the caption (every w<ENV>) removed: what the image setting reads."""
-    return [t for t in tokens if not t.endswith(ENV)]
+def without_env(tokens: Sequence[str], n_env: int) -> list[str]:
+    """A dialog's tokens (or a context cut from them) without its caption, the first n_env tokens: what
+    the image setting reads. By position, not by the <ENV> mark, which the word rule keeps only on
+    target nouns."""
+    return list(tokens[n_env:])
 
 
 def other_images(dialogs: pd.DataFrame, eval_set: pd.DataFrame, n_mismatched: int, seed: int) -> list[list[int]]:
@@ -62,7 +64,7 @@ def dialog_sequences(
         raise PipelineError("visual_train: every dialog is held out for evaluation")
     ids = np.full((len(rows), seq_len + 1), -1, dtype=np.int64)
     for r, i in enumerate(rows):
-        tokens = encode(without_env(dialogs["tokens"].iloc[i]), index)[: seq_len + 1]
+        tokens = encode(without_env(dialogs["tokens"].iloc[i], len(dialogs["env"].iloc[i])), index)[: seq_len + 1]
         ids[r, : len(tokens)] = tokens
     return ids, dialogs["image_id"].to_numpy()[rows].astype(np.int64)
 

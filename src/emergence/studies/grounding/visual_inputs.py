@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, read_parquet
 from emergence.studies.grounding.inputs import SaliencyParams, checked_attention_models
+from emergence.studies.grounding.tokens import marked_table, read_vocab
 from emergence.studies.grounding.visual_data import SETTINGS
 
 
@@ -47,8 +48,15 @@ def attention_models(params: dict) -> SaliencyParams:
     return checked_attention_models(params, "visual_saliency", runs_of(params).models, "visual_runs")
 
 
-def dialogs(params: dict) -> pd.DataFrame:
+def raw_dialogs(params: dict) -> pd.DataFrame:
+    """The extracted dialogs: caption words w<ENV>, spoken words w<LAN>, `env` the caption's tokens."""
     return read_parquet(path_of(params, "visual_dialogs"), {"file": "O", "image_id": "i", "env": "O", "tokens": "O"})
+
+
+def dialogs(params: dict) -> pd.DataFrame:
+    """The dialogs' tokens under the vocabulary's word rule (env_marking); `env` stays as extracted."""
+    targets, _, marking = read_vocab(path_of(params, "visual_vocab"))
+    return marked_table(raw_dialogs(params), targets, marking)
 
 
 def eval_set(params: dict) -> pd.DataFrame:

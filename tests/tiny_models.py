@@ -71,3 +71,25 @@ def digit_reader() -> torch.nn.Module:
 
 def no_hooks(model) -> bool:
     return not any(point.has_hooks for point in model.hook_points().values())
+
+
+class LastEnvLookup(nn.Module):
+    """Predicts from the most recent environment token: the logits at position t are
+    `table[x]`, x the last token at or before t among `env_ids` (`table[0]` before any).
+
+    With rows of log-probabilities, -ln p(w | context) is -table[u, w], u the context's last
+    environment token, so a test can write its surprisals down. Causal: right padding after a
+    context cannot change the prediction at its last token.
+    """
+
+    def __init__(self, table: torch.Tensor, env_ids: list[int]):
+        super().__init__()
+        self.table = nn.Parameter(table)
+        self.register_buffer("env_ids", torch.tensor(env_ids, dtype=torch.long))
+
+    def forward(self, idx, targets=None):
+        B, T = idx.shape
+        pos = torch.arange(T, device=idx.device).expand(B, T)
+        last = torch.where(torch.isin(idx, self.env_ids), pos, -1).cummax(dim=1).values  # (B, T)
+        source = torch.where(last >= 0, idx.gather(1, last.clamp(min=0)), 0)  # (B, T)
+        return self.table[source], None  # (B, T, V)

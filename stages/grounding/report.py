@@ -11,7 +11,13 @@ from emergence.core.report.provenance import provenance
 from emergence.studies.grounding import inputs
 from emergence.studies.grounding import report_mech as mech
 from emergence.studies.grounding.inputs import RUN_KEYS, per_run
-from emergence.studies.grounding.report import gain_by_checkpoint, grounding_metrics, grounding_page, plot_table
+from emergence.studies.grounding.report import (
+    gain_by_checkpoint,
+    grounding_metrics,
+    grounding_page,
+    plot_table,
+    seed_table,
+)
 from emergence.studies.grounding.tokens import VocabParams
 
 
@@ -42,6 +48,13 @@ def main(argv: list[str] | None = None) -> None:
     targets = read_parquet(path_of(params, "grounding_targets"), {"word": "O"})
     eval_set = inputs.eval_set(params)
     curve = gain_by_checkpoint(gain)
+    template_gain, template_files = per_run(params, "grounding_template_gain", runs.names(), {"word": "O", "gain": "f"})
+    template_curve = gain_by_checkpoint(template_gain)
+    templates = read_parquet(
+        path_of(params, "grounding_templates"), {"template": "O", "context": "O", "n_unk": "i", "source": "O"}
+    )
+    models = section(params, "grounding_models")
+    n_layers = {m: models[m].get("n_layers") for m in inputs.attention_models(params).models}
     mechanisms = [
         (
             "Learning beyond co-occurrence",
@@ -54,13 +67,16 @@ def main(argv: list[str] | None = None) -> None:
             mech.heads_section(heads, saliency, section(params, "grounding_heads")["threshold"]),
         ),
         ("Head ablation", mech.ablation_section(ablation)),
+        ("Table 2 at CPU scale", mech.table2_section(heads, saliency, ablation, n_layers)),
     ]
     inputs_read = [
         counts_path,
         path_of(params, "grounding_targets"),
         path_of(params, "grounding_eval"),
         path_of(params, "grounding_cooc"),
+        path_of(params, "grounding_templates"),
         *gain_files,
+        *template_files,
         *lens_files,
         *sal_files,
         *head_files,
@@ -68,11 +84,27 @@ def main(argv: list[str] | None = None) -> None:
     ]
     record = provenance(params, runs.seeds, inputs_read, ("childes", "grounding"))
     marking = from_dict(VocabParams, section(params, "grounding_vocab"), "grounding_vocab").env_marking
-    html = grounding_page(counts, targets, eval_set, curve, mechanisms, record, marking)
+    html = grounding_page(
+        counts,
+        targets,
+        eval_set,
+        curve,
+        mechanisms,
+        record,
+        marking,
+        templates,
+        template_curve,
+        seed_table(gain, template_gain),
+    )
     with atomic_path(path_of(params, "grounding_plots")) as tmp:
         plot_table(curve).to_csv(tmp, index=False)
     write_json(
-        {"gain": grounding_metrics(curve), "ablation": mech.ablation_metrics(ablation)},
+        {
+            "gain": grounding_metrics(curve),
+            "template_gain": grounding_metrics(template_curve),
+            "ablation": mech.ablation_metrics(ablation),
+            "table2": mech.table2_metrics(heads, saliency, ablation),
+        },
         path_of(params, "grounding_metrics"),
     )
     write_text(html, path_of(params, "grounding_report"))

@@ -51,6 +51,9 @@ ARTIFACTS = [
     "data/grounding/gain/transformer4_seed0.parquet",
     "data/grounding/gain/mamba4_seed0.parquet",
     "data/grounding/gain/lstm4_seed0.parquet",
+    "data/grounding/templates.parquet",
+    "data/grounding/template_gain/transformer4_seed0.parquet",
+    "data/grounding/template_gain/lstm4_seed0.parquet",
     "data/grounding/lens/lstm4_seed0.parquet",
     "data/grounding/cooc.parquet",
     "data/grounding/saliency/transformer4_seed0.parquet",
@@ -142,7 +145,17 @@ def test_dvc_repro_builds_every_artifact(dvc_run):
     lens = pd.read_parquet(dvc_run / "data/grounding/lens/mamba4_seed0.parquet")
     assert set(lens["lens"]) == {"tuned", "logit"} and set(lens["layer"]) == {0, 1, 2, 3, 4}
     report = (dvc_run / "reports/grounding.html").read_text()
-    assert all(title in report for title in ("Tuned lens", "Saliency flow", "Head ablation", "co-occurrence"))
+    titles = ("Template grounding", "Natural-turn grounding", "Tuned lens", "Saliency flow", "Head ablation")
+    assert all(title in report for title in (*titles, "Table 2 at CPU scale", "co-occurrence"))
+    vocab = json.loads((dvc_run / "data/grounding/vocab.json").read_text())
+    marked = [t for t in vocab["vocab"] if t.endswith(("<ENV>", "<LAN>"))]
+    assert vocab["env_marking"] == "targets" and sorted(marked) == sorted(
+        f"{w}{tag}" for w in vocab["targets"] for tag in ("<ENV>", "<LAN>")
+    )  # the word rule: only target nouns carry the marks
+    templates = pd.read_parquet(dvc_run / "data/grounding/template_gain/transformer4_seed0.parquet")
+    n_templates = pd.read_parquet(dvc_run / "data/grounding/templates.parquet")["template"].nunique()
+    per_step = templates.groupby("step").size()
+    assert n_templates >= 20 and (per_step == n_templates * len(vocab["targets"])).all()
     cosines = pd.read_parquet(dvc_run / "data/assoc/cosines/L2_seed0.parquet")
     assert {"step", "seed", "layer", "weight", "cosine"} <= set(cosines.columns)
     early = cosines[cosines["in_window"]]

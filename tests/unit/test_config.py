@@ -82,13 +82,18 @@ def test_profiles_merge_into_params_keeping_comments(tmp_path):
     assert merged["binding_model"]["conv_kernel"] == 0  # the paper's plain GPT-2, not the default's conv
     assert merged["base"]["seeds"] == [0, 1, 2, 3, 4, 5]
     default_paths = yaml.safe_load((ROOT / "params.yaml").read_text())["paths"]
-    # artifacts stay where they are; only the corpora become the user's TinyStories file and CHILDES
-    sources = ("assoc_source", "childes_source")
+    # artifacts stay where they are; only the corpora become the user's TinyStories, CHILDES and VisDial + COCO
+    sources = ("assoc_source", "childes_source", "visdial_source", "visual_images")
     assert {k: v for k, v in merged["paths"].items() if k not in sources} == {
         k: v for k, v in default_paths.items() if k not in sources
     }
     assert merged["paths"]["assoc_source"].endswith("TinyStories-train.txt")
     assert merged["paths"]["childes_source"] == "data/user/childes"
+    assert (
+        merged["paths"]["visdial_source"] == "data/user/visdial"
+        and merged["paths"]["visual_images"] == "data/user/coco"
+    )
+    assert merged["dino_features"]["allow_random_init"] is False  # a pretrained DINOv2 or a clear stop
     assert merged["assoc_corpus"]["vocab_size"] == 3000 and merged["assoc_train"]["batch_size"] == 2048
     assert "# Every artifact path is written once" in params.read_text()
 

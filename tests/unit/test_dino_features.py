@@ -93,15 +93,15 @@ def test_finds_weights_in_the_hf_cache(tiny_dir, empty_hf_cache):
 def test_no_weights_is_a_plain_error_unless_random_init_is_allowed(empty_hf_cache, tmp_path):
     with pytest.raises(
         PipelineError,
-        match=r"grounding_images: no local DINOv2 weights for facebook/dinov2-small "
-        r"\(looked in the HF cache .*hf_cache\); set grounding_images.local_dir "
-        r"or grounding_images.allow_random_init: true",
+        match=r"grounding_images: no DINOv2 weights for facebook/dinov2-small in the HF cache .*hf_cache: "
+        r"place its config.json and model.safetensors in a directory named by grounding_images.local_dir "
+        r"\(or in the Hugging Face cache, grounding_images.local_dir empty\); the pipeline never downloads them",
     ):
         load_encoder(EncoderParams(), "cpu", where="grounding_images")
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "config.json").write_text('{"model_type": "dinov2"}')  # a config without weights is not weights
-    with pytest.raises(PipelineError, match=f"looked in {empty}"):
+    with pytest.raises(PipelineError, match=f"in {empty}: place its config.json"):
         load_encoder(EncoderParams(local_dir=str(empty)), "cpu")
     with pytest.raises(PipelineError, match=r"dino_features.name: .*no random-init shape for 'facebook/dinov2-huge'"):
         load_encoder(EncoderParams(name="facebook/dinov2-huge", allow_random_init=True), "cpu")
@@ -242,3 +242,13 @@ def test_bad_images_name_the_file_unless_skipped(tiny_dir, tmp_path):
 def test_validate_names_the_key(key, value):
     with pytest.raises(PipelineError, match=rf"grounding_images.{key}: must be >= "):
         EncoderParams(**{key: value}).validate("grounding_images")
+
+
+def test_the_paper_profile_needs_pretrained_weights_and_says_where(tmp_path, monkeypatch):
+    import yaml
+
+    profile = yaml.safe_load((Path(__file__).parents[2] / "profiles" / "paper.yaml").read_text())["dino_features"]
+    assert profile["allow_random_init"] is False
+    monkeypatch.chdir(tmp_path)  # data/user/dinov2 does not exist here
+    with pytest.raises(PipelineError, match=r"no DINOv2 weights for facebook/dinov2-small in data/user/dinov2: place"):
+        load_encoder(EncoderParams(**profile), "cpu")

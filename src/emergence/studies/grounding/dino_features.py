@@ -133,8 +133,9 @@ def load_encoder(params: EncoderParams, device: str | torch.device = "cpu", wher
         enc = random_init(params.name, params.seed, where)
     else:
         raise PipelineError(
-            f"{where}: no local DINOv2 weights for {params.name} (looked in {looked}); "
-            f"set {where}.local_dir or {where}.allow_random_init: true"
+            f"{where}: no DINOv2 weights for {params.name} in {looked}: place its config.json and "
+            f"model.safetensors in a directory named by {where}.local_dir (or in the Hugging Face cache, "
+            f"{where}.local_dir empty); the pipeline never downloads them"
         )
     enc.model.eval().requires_grad_(False).to(device)
     return enc

@@ -19,14 +19,13 @@ from emergence.studies.grounding.tokens import encode, lan, mismatched
 
 
 @torch.no_grad()
-def target_surprisal(
+def last_log_probs(
     model: torch.nn.Module,
     contexts: Sequence[Sequence[int]],
-    targets: Sequence[int],
     batch_size: int = 256,
     prefixes: torch.Tensor | None = None,
 ) -> np.ndarray:
-    """-ln p(target | context) for each (context, target), read after the context's last token.
+    """(N, V) ln p(. | context) read after each context's last token.
 
     Contexts are right-padded: every zoo model is causal, so padding after the
     last real token cannot change its prediction. `prefixes` (N, P, d_prefix):
@@ -40,10 +39,22 @@ def target_surprisal(
         extra = {} if prefixes is None else {"prefix": prefixes[start : start + batch_size].to(device)}
         logits, _ = model(idx, **extra)  # (B, P + T, V)
         pos = lengths - 1 + (logits.shape[1] - idx.shape[1])  # past the prefix, if any
-        last = logits[torch.arange(len(chunk), device=device), pos].float().log_softmax(-1)  # (B, V)
-        tgt = torch.tensor(targets[start : start + batch_size], device=device)
-        out.append((-last.gather(1, tgt[:, None])[:, 0]).cpu().numpy())
-    return np.concatenate(out) if out else np.zeros(0)
+        out.append(logits[torch.arange(len(chunk), device=device), pos].float().log_softmax(-1).cpu().numpy())
+    return np.concatenate(out) if out else np.zeros((0, 0), dtype=np.float32)
+
+
+def target_surprisal(
+    model: torch.nn.Module,
+    contexts: Sequence[Sequence[int]],
+    targets: Sequence[int],
+    batch_size: int = 256,
+    prefixes: torch.Tensor | None = None,
+) -> np.ndarray:
+    """-ln p(target | context) for each (context, target), read after the context's last token."""
+    if not len(contexts):
+        return np.zeros(0)
+    log_probs = last_log_probs(model, contexts, batch_size, prefixes)  # (N, V)
+    return -log_probs[np.arange(len(contexts)), np.asarray(targets)]
 
 
 @dataclass

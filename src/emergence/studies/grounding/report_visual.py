@@ -118,7 +118,13 @@ def visual_page(
         *mechanisms,
         ("Provenance", H.provenance_block(provenance)),
     ]
-    intro = (
+    source = (
+        "Data: synthetic scenes in Visual Dialog v1.0 format (the embedded default), not Visual Dialog / "
+        "MSCOCO; set paths.visdial_source and paths.visual_images (the paper profile does) for the paper's data. "
+        if counts.get("split") == "synthetic"
+        else f"Data: Visual Dialog file of split {counts.get('split')!r}. "
+    )
+    intro = source + (
         "Visual Dialog-style dialogues: a caption (w<ENV>) or the image itself (DINOv2 patch features read "
         "as a prefix) is the environment, the question/answer turns are speech (w<LAN>). Grounded: the "
         "matched environment makes v<LAN> less surprising (Wu et al., arXiv 2510.13796); attention "

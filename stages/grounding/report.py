@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from emergence.core.cli import stage_main, start_stage
-from emergence.core.config import from_dict, path_of, section
+from emergence.core.config import path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
 from emergence.core.report.provenance import provenance
 from emergence.studies.grounding import inputs
@@ -18,7 +18,7 @@ from emergence.studies.grounding.report import (
     plot_table,
     seed_table,
 )
-from emergence.studies.grounding.tokens import VocabParams
+from emergence.studies.grounding.tokens import read_vocab
 
 
 @stage_main
@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     inputs_read = [
         counts_path,
+        path_of(params, "grounding_vocab"),
         path_of(params, "grounding_targets"),
         path_of(params, "grounding_eval"),
         path_of(params, "grounding_cooc"),
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         *abl_files,
     ]
     record = provenance(params, runs.seeds, inputs_read, ("childes", "grounding"))
-    marking = from_dict(VocabParams, section(params, "grounding_vocab"), "grounding_vocab").env_marking
+    marking = read_vocab(path_of(params, "grounding_vocab"))[2]  # the rule the data were built with
     html = grounding_page(
         counts,
         targets,

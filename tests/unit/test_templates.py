@@ -12,6 +12,7 @@ import torch
 from emergence.core.io import PipelineError
 from emergence.core.models import build_model
 from emergence.studies.grounding.gain import last_log_probs, target_surprisal
+from emergence.studies.grounding.nouns import CDI_NOUNS
 from emergence.studies.grounding.templates import (
     Template,
     read_templates,
@@ -27,10 +28,13 @@ SHIPPED = Path(__file__).parents[2] / "resources" / "grounding" / "templates.tsv
 HEADER = "id\tspeaker\tenv\tspeech\tsource\n"
 
 
-def test_shipped_templates_are_many_and_sourced():
+def test_shipped_templates_are_many_and_sourced_and_name_no_candidate_noun():
     templates = read_templates(SHIPPED)
     assert len(templates) >= 20 and len({t.id for t in templates}) == len(templates)
     assert all(t.source for t in templates)
+    # a carrier word that is a target stops the templates stage: no candidate noun may be one
+    carriers = {w for t in templates for w in (t.env + " " + t.speech).lower().split()}
+    assert not carriers & set(CDI_NOUNS)
 
 
 @pytest.mark.parametrize(
@@ -74,6 +78,8 @@ def test_template_contexts_are_held_out_and_hold_one_target():
         template_contexts(
             [t], ["ball", "cup"], "targets", training=[["<MOT>", "holds", "the", "cup<ENV>", "look", "x"]]
         )
+    # whole tokens only: a training turn with "looks" after the context's "look" is no match
+    template_contexts([t], ["ball", "cup"], "targets", training=[["<MOT>", "holds", "the", "cup<ENV>", "looks"]])
     with pytest.raises(PipelineError, match="carrier word 'box' is a target noun"):
         template_contexts([Template("t2", "MOT", "puts {n} in the box", "oh", "x")], ["ball", "box"], "targets", [])
 
@@ -116,7 +122,13 @@ def test_template_gain_uses_every_mismatch_like_a_slow_loop():
 
 
 def test_rows_must_cover_every_target_in_order():
-    t = Template("t1", "MOT", "holds {n}", "look", "x")
-    contexts = template_contexts([t], ["a", "b"], "targets", training=[])
+    templates = [Template("t1", "MOT", "holds {n}", "look", "x"), Template("t2", "MOT", "drops {n}", "oh", "x")]
+    contexts = template_contexts(templates, ["a", "b"], "targets", training=[])
+    index = {"a<LAN>": 1, "b<LAN>": 2}
+    assert template_surprisals(np.zeros((4, 5)), contexts, ["a", "b"], index).shape == (2, 2, 2)
     with pytest.raises(PipelineError, match="every target"):
-        template_surprisals(np.zeros((2, 5)), contexts, ["b", "a"], {"a<LAN>": 1, "b<LAN>": 2})
+        template_surprisals(np.zeros((4, 5)), contexts, ["b", "a"], index)
+    swapped = contexts.copy()
+    swapped.loc[[2, 3], "word"] = ["b", "a"]  # the second template's rows out of order
+    with pytest.raises(PipelineError, match="every target"):
+        template_surprisals(np.zeros((4, 5)), swapped, ["a", "b"], index)

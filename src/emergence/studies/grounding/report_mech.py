@@ -302,11 +302,14 @@ def table2(heads: pd.DataFrame, saliency: pd.DataFrame, ablation: pd.DataFrame) 
 
 
 def table2_metrics(heads: pd.DataFrame, saliency: pd.DataFrame, ablation: pd.DataFrame) -> dict:
-    """JSON-ready Table 2: model -> step -> {column: value or None}."""
+    """JSON-ready Table 2: model -> fraction of training -> {column: value or None} (two fractions may
+    share a checkpoint when there are few)."""
     out: dict = {}
     for r in table2(heads, saliency, ablation).to_dict("records"):
-        values = {k: (None if pd.isna(v) else round(float(v), 5)) for k, v in r.items() if k not in ("model", "step")}
-        out.setdefault(r["model"], {})[str(r["step"])] = values
+        values = {
+            k: (None if pd.isna(v) else round(float(v), 5)) for k, v in r.items() if k not in ("model", "fraction")
+        }
+        out.setdefault(r["model"], {})[str(r["fraction"])] = values
     return out
 
 

@@ -86,7 +86,7 @@ def _data_section(counts: dict, targets: pd.DataFrame, eval_set: pd.DataFrame, e
     return "\n".join(
         [
             H.table(summary, caption="Dialogs read (visdial_extract)"),
-            H.table(targets, caption="Target nouns: caption (w<ENV>) and dialogue (w<LAN>) occurrences"),
+            H.table(targets, caption="Target nouns: occurrences in captions (v<ENV>) and dialogue (v<LAN>)"),
             H.para(
                 f"{len(eval_set)} held-out dialogs cut before the first v<LAN> whose caption names v. Caption "
                 "setting: mismatched contexts swap the caption's v<ENV> for other targets' u<ENV>. Image "
@@ -125,8 +125,9 @@ def visual_page(
         else f"Data: Visual Dialog file of split {counts.get('split')!r}. "
     )
     intro = source + (
-        "Visual Dialog-style dialogues: a caption (w<ENV>) or the image itself (DINOv2 patch features read "
-        "as a prefix) is the environment, the question/answer turns are speech (w<LAN>). Grounded: the "
+        "Visual Dialog-style dialogues: a caption (its target nouns as v<ENV>; every word under env_marking: "
+        "all) or the image itself (DINOv2 patch features read as a prefix) is the environment, the "
+        "question/answer turns are speech (target nouns as v<LAN>). Grounded: the "
         "matched environment makes v<LAN> less surprising (Wu et al., arXiv 2510.13796); attention "
         "saliency, aggregate/gather heads and their ablation show where the environment reaches the "
         "prediction."

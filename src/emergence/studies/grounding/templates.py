@@ -95,9 +95,9 @@ def template_contexts(
             raise PipelineError(f"template {t.id}: carrier word {carrier[0]!r} is a target noun")
         rows += [{"template": t.id, "word": u, "context": t.tokens(u, targets, marking)} for u in targets]
     table = pd.DataFrame(rows, columns=["template", "word", "context"])
-    stream = "\n".join(" ".join(tokens) for tokens in training)
+    stream = "".join(" ".join(tokens) + " \n" for tokens in training)  # every token ends in a space
     for template, word, context in table.itertuples(index=False):
-        if " ".join(context) in stream:
+        if " ".join(context) + " " in stream:  # whole tokens: "see the" does not match "see theatre"
             raise PipelineError(f"template {template}: its context with {word!r} occurs in the training turns")
     return table
 
@@ -108,7 +108,8 @@ def template_surprisals(
     """(T, K, K) s[t, u, v] = -log p(v<LAN> | template t with u<ENV>), from the log-probabilities (N, V)
     after each row of `contexts` (rows ordered template-major, then u in `targets` order)."""
     k = len(targets)
-    if len(contexts) % k or list(contexts["word"][:k]) != list(targets):
+    words = contexts["word"].to_numpy()
+    if len(contexts) % k or not (words.reshape(-1, k) == np.asarray(targets)).all():
         raise PipelineError("template contexts: rows must run over every target, in vocabulary order")
     lan_ids = [index[lan(v)] for v in targets]
     return -log_probs[:, lan_ids].reshape(len(contexts) // k, k, k)

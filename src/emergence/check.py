@@ -69,19 +69,20 @@ def word_run_is_trained(params: dict) -> list[str]:
 
 def stream_overrides_apply(params: dict) -> list[str]:
     """binding_train's stream_* keys change the stream only: refused when there is none, and a planted
-    distractor needs the paper generator."""
+    distractor or a chain layout needs the paper generator."""
     train = params.get("binding_train", {})
     distribution = params.get("binding_programs", {}).get("distribution", "balanced")
     problems = [
         f"binding_train.{key}: applies only with stream: true (set it to null)"
-        for key in ("stream_hop_weight_power", "stream_distractor")
+        for key in ("stream_hop_weight_power", "stream_distractor", "stream_links")
         if train.get(key) is not None and train.get("stream", False) is False
     ]
-    if train.get("stream_distractor") is not None and distribution != "paper":
-        problems.append(
-            "binding_train.stream_distractor: only the paper generator plants distractors, "
-            f"binding_programs.distribution is {distribution!r} (set it to null)"
-        )
+    for key, what in (("stream_distractor", "plants distractors"), ("stream_links", "lays chains out")):
+        if train.get(key) is not None and distribution != "paper":
+            problems.append(
+                f"binding_train.{key}: only the paper generator {what}, "
+                f"binding_programs.distribution is {distribution!r} (set it to null)"
+            )
     return problems
 
 

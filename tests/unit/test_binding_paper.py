@@ -238,3 +238,39 @@ def test_the_curve_scores_the_named_checkpoint_and_each_multiple():
     assert curve_steps(steps, 2000, 0) == [2000]
     assert curve_steps(steps, 2000, 1000) == [0, 1000, 2000]
     assert curve_steps(steps, 13, 1000) == [0, 13, 1000, 2000]
+
+
+def _one_hop_gap(lines: list[tuple[str, str]], query: str) -> int:
+    """Lines between a 1-hop query's copy and the constant it copies, read off the text by hand."""
+    copy = max(i for i, (lhs, _) in enumerate(lines) if lhs == query)
+    source = lines[copy][1]
+    return copy - max(i for i, (lhs, _) in enumerate(lines[:copy]) if lhs == source)
+
+
+def test_chain_spacing_of_each_layout_matches_its_closed_form():
+    # 1 hop over 16 lines. any: two uniform lines, P(gap = d) = (16 - d) / 120, mean 17 / 3 = 5.67.
+    # near: gap = 1 + Geometric(1/2), mean 2, P(gap = 1) = 1/2. mixed: half each, mean 3.83.
+    expected = {"any": (17 / 3, 15 / 120), "near": (2.0, 0.5), "mixed": ((17 / 3 + 2) / 2, (15 / 120 + 0.5) / 2)}
+    for links, (mean, p_adjacent) in expected.items():
+        r = random.Random(7)
+        gaps = np.array(
+            [
+                _one_hop_gap(list(p.lines), p.query)
+                for p in (sample_shaped(r, 16, 1, Shape(links=links)) for _ in range(3000))
+            ]
+        )
+        assert abs(gaps.mean() - mean) < 0.2, (links, gaps.mean())
+        assert abs(np.mean(gaps == 1) - p_adjacent) < 0.03, (links, np.mean(gaps == 1))
+
+
+def test_the_stream_lays_chains_out_as_binding_train_says():
+    from emergence.studies.binding.sets import sample_program
+    from emergence.studies.binding.train_config import Stream, stream_programs
+
+    base = ProgramConfig(distribution="paper", min_hops=1, max_hops=1)
+    for links, mean in (("any", 17 / 3), ("mixed", (17 / 3 + 2) / 2)):
+        cfg = stream_programs(base, Stream(on=True, links=links))
+        rng = np.random.default_rng(3)
+        programs = [sample_program(rng, cfg) for _ in range(3000)]
+        gaps = [_one_hop_gap(list(p.lines), p.query) for p in programs]
+        assert abs(np.mean(gaps) - mean) < 0.2, (links, np.mean(gaps))

@@ -144,11 +144,11 @@ def test_all_problems_of_all_sections_are_listed():
         ),
         (dict(binding_train__stream=1), "binding_train.stream: must be true or false, got 1"),
         (
-            dict(binding_train__stream=False, binding_train__stream_distractor=None),
+            dict(binding_train__stream=False, binding_train__stream_distractor=None, binding_train__stream_links=None),
             "binding_train.stream_hop_weight_power: applies only with stream: true (set it to null)",
         ),
         (
-            dict(binding_programs__distribution="balanced"),
+            dict(binding_programs__distribution="balanced", binding_train__stream_links=None),
             "binding_train.stream_distractor: only the paper generator plants distractors, "
             "binding_programs.distribution is 'balanced' (set it to null)",
         ),
@@ -161,6 +161,24 @@ def test_all_problems_of_all_sections_are_listed():
             "binding_train.stream_distractor: one of natural, planted or null, got 'twin'",
         ),
         (dict(binding_train__eval_programs=0), "binding_train.eval_programs: an integer >= 1, got 0"),
+        (
+            dict(binding_programs__distribution="balanced", binding_train__stream_distractor=None),
+            "binding_train.stream_links: only the paper generator lays chains out, "
+            "binding_programs.distribution is 'balanced' (set it to null)",
+        ),
+        (
+            dict(binding_train__stream_links="spread"),
+            "binding_train.stream_links: one of any, mixed or null, got 'spread'",
+        ),
+        (
+            dict(
+                binding_programs__links="mixed",
+                binding_programs__distribution="balanced",
+                binding_train__stream_distractor=None,
+                binding_train__stream_links=None,
+            ),
+            "binding_programs.links: 'mixed' needs distribution: paper (the balanced one lays out its own)",
+        ),
     ],
 )
 def test_one_line_per_problem_naming_the_key(changes, expected):

@@ -9,7 +9,13 @@ solutions." They say no more about how the lines are laid out. Ours:
 
 - hops h with P(h) ~ (h+1)^3 (chain length read as its h+1 lines; `sets.py`);
 - the chain's h+1 lines are a uniform random set of the n lines: the
-  constant may sit on line 1, links anywhere;
+  constant may sit on line 1, links anywhere (`links: any`). The training
+  stream may instead draw half its programs with links close together
+  (`links: mixed`, a program's layout `any` or `near`, see chain_lines): ours,
+  the paper texts say nothing of spacing; why: uniform lines put a 1-hop
+  chain's two lines 5.7 apart on average, and a model trained on that alone
+  missed close and rewritten links laid out by another generator
+  (docs/binding.md);
 - the number of distinct variables is uniform over its valid range
   [h+1, min(n, 26)], every one of them written at least once;
 - every other line writes a variable allowed there: never a chain variable
@@ -38,10 +44,11 @@ from emergence.core.io import PipelineError
 from emergence.studies.binding.heuristics import SHORTCUTS
 from emergence.studies.binding.programs import LETTERS, Program, trace
 
-Links = Literal["any", "adjacent", "spread", "const_first", "const_last"]
+Links = Literal["any", "near", "mixed", "adjacent", "spread", "const_first", "const_last"]
 Distractor = Literal["natural", "planted", "twin"]
 P_CONST = (0.2, 0.8)  # per-program share of digit right-hand sides among the free lines
 MAX_TRIES = 200  # draws of one program before its shape is declared impossible
+MIXED: tuple[Links, ...] = ("any", "near")  # layouts a `mixed` program is drawn from, equally often
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,15 @@ class Shape:
 def chain_lines(r: random.Random, n: int, hops: int, links: Links) -> list[int]:
     """Line numbers (0-based, ascending) of the chain: its constant first, the query's line last."""
     k = hops + 1
+    if links == "mixed":
+        links = r.choice(MIXED)
+    if links == "near":  # each link 1 + Geometric(1/2) lines after the last (mean 2), redrawn until it fits
+        while True:
+            gaps = [1 + _geometric_half(r) for _ in range(hops)]
+            if sum(gaps) <= n - 1:
+                break
+        start = r.randrange(n - sum(gaps))
+        return [start + sum(gaps[:i]) for i in range(k)]
     if links == "any":
         return sorted(r.sample(range(n), k))
     if links == "adjacent":
@@ -74,6 +90,14 @@ def chain_lines(r: random.Random, n: int, hops: int, links: Links) -> list[int]:
     if links == "const_last":  # the constant as late as it can be: the chain fills the last lines
         return list(range(n - k, n))
     raise PipelineError(f"links: unknown layout {links!r}")
+
+
+def _geometric_half(r: random.Random) -> int:
+    """k >= 0 with P(k) = 2^-(k+1): failures before the first heads of a fair coin."""
+    k = 0
+    while r.random() < 0.5:
+        k += 1
+    return k
 
 
 def _live(chain: list[int], names: list[str], final: bool) -> dict[str, tuple[int, int]]:

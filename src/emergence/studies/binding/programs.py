@@ -44,6 +44,7 @@ class ProgramConfig:
     max_tries: int = 32  # proposals per program before keeping an off-pattern one
     reject: tuple[str, ...] = ("one_value",)  # paper only: shortcuts whose programs are redrawn
     distractor: Literal["natural", "planted"] = "natural"  # paper only: plant a distractor chain (paper.Shape)
+    links: Literal["any", "mixed"] = "any"  # paper only: chain layout, mixed = half `any`, half `near` (paper.py)
 
     def validate(self, where: str = "binding_programs") -> None:
         if self.n_lines < 1:
@@ -72,6 +73,10 @@ class ProgramConfig:
         unknown = sorted(set(self.reject) - set(SHORTCUTS))
         if unknown:
             raise PipelineError(f"{where}.reject: unknown shortcut(s) {unknown} (known: {', '.join(SHORTCUTS)})")
+        if self.links != "any" and self.distribution != "paper":
+            raise PipelineError(
+                f"{where}.links: {self.links!r} needs distribution: paper (the balanced one lays out its own)"
+            )
         if self.max_tries < 1:
             raise PipelineError(f"{where}.max_tries: must be >= 1, got {self.max_tries}")
 

@@ -26,7 +26,7 @@ def draw(r, cfg: ProgramConfig, n: int, hops: int) -> Program:
     return (
         sample_balanced(r, cfg, n, hops)
         if cfg.distribution == "balanced"
-        else sample_shaped(r, n, hops, Shape(distractor=cfg.distractor), cfg.reject)
+        else sample_shaped(r, n, hops, Shape(links=cfg.links, distractor=cfg.distractor), cfg.reject)
     )
 
 

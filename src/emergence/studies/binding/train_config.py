@@ -11,6 +11,7 @@ from emergence.core.train import TrainConfig
 from emergence.studies.binding.programs import ProgramConfig
 
 DISTRACTORS = ("natural", "planted")  # ProgramConfig.distractor
+LINKS = ("any", "mixed")  # ProgramConfig.links
 
 
 def model_params(params: dict, n_tokens: int, d_vocab: int) -> tuple[str, dict]:
@@ -26,13 +27,15 @@ def model_params(params: dict, n_tokens: int, d_vocab: int) -> tuple[str, dict]:
 
 @dataclass(frozen=True)
 class Stream:
-    """binding_train.stream / stream_hop_weight_power / stream_distractor: draw fresh programs every
-    step, optionally with the hop classes weighted otherwise than the evaluation sets, or with a
-    planted distractor chain (paper generator); None: as binding_programs."""
+    """binding_train.stream / stream_hop_weight_power / stream_distractor / stream_links: draw fresh
+    programs every step, optionally with the hop classes weighted otherwise than the evaluation sets,
+    with a planted distractor chain, or with chain layouts mixed (paper generator); None: as
+    binding_programs."""
 
     on: bool = False
     hop_weight_power: float | None = None
     distractor: str | None = None
+    links: str | None = None
 
 
 def stream_programs(program_cfg: ProgramConfig, stream: Stream) -> ProgramConfig:
@@ -42,6 +45,8 @@ def stream_programs(program_cfg: ProgramConfig, stream: Stream) -> ProgramConfig
         changes["hop_weight_power"] = float(stream.hop_weight_power)
     if stream.distractor is not None:
         changes["distractor"] = stream.distractor
+    if stream.links is not None:
+        changes["links"] = stream.links
     return dataclasses.replace(program_cfg, **changes)
 
 
@@ -51,7 +56,10 @@ def train_params(params: dict, seed: int, device: str) -> tuple[str, int, Stream
     fmt = values.pop("format", "answer_only")
     n_eval = values.pop("eval_programs", 500)
     stream = Stream(
-        values.pop("stream", False), values.pop("stream_hop_weight_power", None), values.pop("stream_distractor", None)
+        values.pop("stream", False),
+        values.pop("stream_hop_weight_power", None),
+        values.pop("stream_distractor", None),
+        values.pop("stream_links", None),
     )
     if isinstance(n_eval, bool) or not isinstance(n_eval, int) or n_eval < 1:
         raise PipelineError(f"binding_train.eval_programs: an integer >= 1, got {n_eval!r}")
@@ -64,6 +72,8 @@ def train_params(params: dict, seed: int, device: str) -> tuple[str, int, Stream
         raise PipelineError(
             f"binding_train.stream_distractor: one of {', '.join(DISTRACTORS)} or null, got {stream.distractor!r}"
         )
+    if stream.links not in (None, *LINKS):
+        raise PipelineError(f"binding_train.stream_links: one of {', '.join(LINKS)} or null, got {stream.links!r}")
     if "seed" in values:
         raise PipelineError("binding_train.seed: seeds come from base.seeds, remove it here")
     cfg = from_dict(TrainConfig, {**values, "seed": seed, "device": device}, "binding_train")

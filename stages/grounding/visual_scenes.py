@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
+from emergence.studies.grounding.nouns import read_nouns
 from emergence.studies.grounding.scenes import SceneParams, write_scenes
 
 
@@ -12,7 +13,8 @@ from emergence.studies.grounding.scenes import SceneParams, write_scenes
 def main(argv: list[str] | None = None) -> None:
     _, params = start_stage(__doc__, argv)
     p = from_dict(SceneParams, section(params, "visual_scenes"), "visual_scenes")
-    write_scenes(path_of(params, "visual_scenes"), p, where="visual_scenes")
+    nouns = read_nouns(path_of(params, "grounding_nouns"))
+    write_scenes(path_of(params, "visual_scenes"), p, nouns, where="visual_scenes")
 
 
 if __name__ == "__main__":

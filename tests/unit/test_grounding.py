@@ -39,7 +39,7 @@ TURNS = pd.DataFrame(
 def test_targets_need_both_forms_and_say_how_many_passed():
     counts = token_counts(TURNS["tokens"])
     assert select_targets(counts, ["dog", "ball", "cup", "cat"], 2, 1) == ["cup", "ball"]  # cup: min(2, 3)
-    with pytest.raises(PipelineError, match="only 3 nouns have both forms >= min_count=1"):
+    with pytest.raises(PipelineError, match="only 3 of the 4 candidate nouns have both forms >= min_count=1"):
         select_targets(counts, ["dog", "ball", "cup", "cat"], 4, 1)
 
 

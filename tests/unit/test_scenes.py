@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from emergence.core.io import PipelineError
-from emergence.studies.grounding.nouns import CDI_NOUNS
+from emergence.studies.grounding.nouns import read_nouns
 from emergence.studies.grounding.scenes import (
     COLOURS,
     COUNTS,
@@ -32,6 +32,8 @@ from emergence.studies.grounding.scenes import (
 from emergence.studies.grounding.tokens import VocabParams, target_vocabulary
 from emergence.studies.grounding.visdial import extract_dialogs
 
+CDI_NOUNS = read_nouns(Path(__file__).parents[2] / "resources" / "grounding" / "nouns.tsv")  # the shipped list
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 TINY = SceneParams(n_images=12, n_nouns=8, image_size=48, rounds=4, n_options=5, seed=1)
@@ -50,7 +52,7 @@ def _digest(root: Path) -> dict[str, str]:
 
 
 def _scenes(params: SceneParams, n: int = 100) -> list[tuple[Scene, str, list[tuple[str, str]]]]:
-    rng, nouns = random.Random(params.seed), params.inventory()
+    rng, nouns = random.Random(params.seed), params.inventory(CDI_NOUNS, "v")
     out = []
     for _ in range(n):
         scene = sample_scene(rng, nouns, params)
@@ -59,7 +61,7 @@ def _scenes(params: SceneParams, n: int = 100) -> list[tuple[Scene, str, list[tu
 
 
 def test_identities_are_distinct_and_bounded():
-    nouns = SceneParams().inventory()
+    nouns = SceneParams().inventory(CDI_NOUNS, "v")
     assert nouns == CDI_NOUNS[:16]
     ids = noun_identities(nouns)
     assert list(ids) == list(nouns) and len({(m, c) for _, m, c in ids.values()}) == 16  # the mark alone tells
@@ -72,7 +74,7 @@ def test_identities_are_distinct_and_bounded():
 
 @pytest.mark.parametrize("colour", ["yellow", "brown"])
 def test_image_alone_tells_every_pair_of_nouns_apart(colour):
-    nouns = SceneParams().inventory()
+    nouns = SceneParams().inventory(CDI_NOUNS, "v")
     ids = noun_identities(nouns)
     imgs = {n: np.asarray(draw_scene(Scene([(n, colour, "small", "left")]), ids, 112), dtype=int) for n in nouns}
     for a, b in combinations(nouns, 2):
@@ -85,14 +87,14 @@ def test_image_alone_tells_every_pair_of_nouns_apart(colour):
 
 
 def test_every_mark_shows_in_its_colour_at_the_small_size():
-    ids = noun_identities(SceneParams().inventory())
+    ids = noun_identities(SceneParams().inventory(CDI_NOUNS, "v"))
     for noun, (_, _, mark_colour) in ids.items():
         img = np.asarray(draw_scene(Scene([(noun, "yellow", "small", "left")]), ids, 112)).reshape(-1, 3)
         assert (img == MARK_COLOURS[mark_colour]).all(axis=1).sum() >= 16, (noun, ids[noun])
 
 
 def test_scene_attributes_change_the_image():
-    ids = noun_identities(SceneParams().inventory())
+    ids = noun_identities(SceneParams().inventory(CDI_NOUNS, "v"))
     base = np.asarray(draw_scene(Scene([("dog", "red", "small", "left")]), ids, 64))
     for other in [("dog", "blue", "small", "left"), ("dog", "red", "big", "left"), ("dog", "red", "small", "top")]:
         assert not np.array_equal(base, np.asarray(draw_scene(Scene([other]), ids, 64))), other
@@ -108,7 +110,7 @@ def test_scenes_are_well_formed():
         nouns = [o[0] for o in scene.objects]
         positions = [o[3] for o in scene.objects]
         assert 1 <= len(nouns) <= 3 and len(set(nouns)) == len(nouns) and len(set(positions)) == len(positions)
-        assert set(nouns) <= set(params.inventory()) and len(rounds) == params.rounds
+        assert set(nouns) <= set(params.inventory(CDI_NOUNS, "v")) and len(rounds) == params.rounds
 
 
 def test_caption_names_every_present_object_and_only_true_attributes():
@@ -117,7 +119,7 @@ def test_caption_names_every_present_object_and_only_true_attributes():
         words = _words(caption)
         present = {o[0] for o in scene.objects}
         assert present <= set(words), (scene, caption)
-        assert not (set(params.inventory()) - present) & set(words), caption
+        assert not (set(params.inventory(CDI_NOUNS, "v")) - present) & set(words), caption
         assert set(words) & set(COLOURS) <= {o[1] for o in scene.objects}, (scene, caption)
         assert set(words) & {"small", "big"} <= {o[2] for o in scene.objects}, (scene, caption)
 
@@ -128,7 +130,7 @@ def test_dialogue_mentions_present_objects_more_than_absent_ones():
     for scene, _, rounds in _scenes(params):
         present = {o[0] for o in scene.objects}
         for q, a in rounds:
-            named = set(_words(q + " " + a)) & set(params.inventory())
+            named = set(_words(q + " " + a)) & set(params.inventory(CDI_NOUNS, "v"))
             present_rounds += bool(named & present)
             absent_rounds += bool(named - present)
             assert len(named) <= 1, (q, a)
@@ -160,7 +162,7 @@ def test_answers_are_true_of_the_scene():
 
 
 def test_written_json_follows_visdial_and_images_match(tmp_path):
-    counts = write_scenes(tmp_path / "out", TINY)
+    counts = write_scenes(tmp_path / "out", TINY, CDI_NOUNS)
     doc = json.loads((tmp_path / "out" / "visdial_synthetic.json").read_text())
     assert doc["version"] == "1.0" and doc["split"] == "synthetic"
     data = doc["data"]
@@ -187,14 +189,14 @@ def test_written_json_follows_visdial_and_images_match(tmp_path):
 
 
 def test_output_is_byte_identical_and_replaces_the_directory(tmp_path):
-    write_scenes(tmp_path / "a", TINY)
+    write_scenes(tmp_path / "a", TINY, CDI_NOUNS)
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "stale.png").write_bytes(b"old")
-    write_scenes(tmp_path / "b", TINY)
+    write_scenes(tmp_path / "b", TINY, CDI_NOUNS)
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")  # stale file gone with the old directory
-    write_scenes(tmp_path / "c", replace(TINY, seed=2))
+    write_scenes(tmp_path / "c", replace(TINY, seed=2), CDI_NOUNS)
     assert _digest(tmp_path / "a") != _digest(tmp_path / "c")
-    write_scenes(tmp_path / "d", replace(TINY, n_options=3))  # options draw from their own stream
+    write_scenes(tmp_path / "d", replace(TINY, n_options=3), CDI_NOUNS)  # options draw from their own stream
     a = json.loads((tmp_path / "a" / "visdial_synthetic.json").read_text())["data"]
     d = json.loads((tmp_path / "d" / "visdial_synthetic.json").read_text())["data"]
     assert a["questions"] == d["questions"] and a["answers"] == d["answers"]
@@ -224,13 +226,13 @@ def test_bad_params_name_the_key_and_write_nothing(tmp_path, change, key):
         with pytest.raises(PipelineError, match=rf"^visdial_g\.{key}: "):
             params.validate("visdial_g")
     with pytest.raises(PipelineError, match=rf"^visdial_g\.{key}: "):
-        write_scenes(tmp_path / "out", params, where="visdial_g")
+        write_scenes(tmp_path / "out", params, CDI_NOUNS, where="visdial_g")
     assert not list(tmp_path.iterdir())
 
 
 def test_custom_nouns_are_used(tmp_path):
     params = replace(TINY, nouns=("ball", "cup", "teddy_bear", "shoe", "spoon"), n_nouns=4, max_objects=2)
-    write_scenes(tmp_path / "out", params)
+    write_scenes(tmp_path / "out", params, CDI_NOUNS)
     data = json.loads((tmp_path / "out" / "visdial_synthetic.json").read_text())["data"]
     words = {w for d in data["dialogs"] for w in _words(d["caption"])}
     assert {"ball", "cup", "teddy_bear", "shoe"} & words and "spoon" not in words and "bear" not in words
@@ -238,14 +240,14 @@ def test_custom_nouns_are_used(tmp_path):
 
 def test_frame_and_attribute_words_never_become_visual_targets(tmp_path):
     params = replace(TINY, n_images=150, n_nouns=16, rounds=10)
-    write_scenes(tmp_path / "out", params)
+    write_scenes(tmp_path / "out", params, CDI_NOUNS)
     dialogs = extract_dialogs(tmp_path / "out" / "visdial_synthetic.json")
     vocab = VocabParams(n_words=3, min_count=5)
     # "a picture of ...", "is there a dog in the picture": a CDI noun that the frames make frequent
     assert "picture" in target_vocabulary(dialogs, CDI_NOUNS, vocab, "visual_vocab")[0]
     targets = target_vocabulary(dialogs, object_nouns(CDI_NOUNS), vocab, "visual_vocab")[0]
-    assert len(targets) == 3 and set(targets) <= set(params.inventory())
+    assert len(targets) == 3 and set(targets) <= set(params.inventory(CDI_NOUNS, "v"))
     excluded = non_object_words()
     assert {"picture", "image", "background", "photo", "orange", "red", "big", "left", "three"} <= excluded
-    assert not excluded & set(params.inventory())
+    assert not excluded & set(params.inventory(CDI_NOUNS, "v"))
     assert object_nouns(["dog", "picture", "orange", "cup"]) == ["dog", "cup"]

@@ -12,7 +12,7 @@ import torch
 from emergence.core.io import PipelineError
 from emergence.core.models import build_model
 from emergence.studies.grounding.gain import last_log_probs, target_surprisal
-from emergence.studies.grounding.nouns import CDI_NOUNS
+from emergence.studies.grounding.nouns import read_nouns
 from emergence.studies.grounding.templates import (
     Template,
     read_templates,
@@ -21,6 +21,8 @@ from emergence.studies.grounding.templates import (
     template_surprisals,
 )
 from emergence.studies.grounding.tokens import encode
+
+CDI_NOUNS = read_nouns(Path(__file__).parents[2] / "resources" / "grounding" / "nouns.tsv")  # the shipped list
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -48,11 +48,19 @@ def test_only_target_nouns_carry_env_and_lan(turns):
 
 def test_vocabulary_follows_the_rule(turns):
     # book: 2 <ENV> (takes book, to book), 1 <LAN>; ball: 1 <ENV>, 1 <LAN>; the rarer form counts
-    with pytest.raises(PipelineError, match="only 0 nouns have both forms >= min_count=2"):
+    with pytest.raises(PipelineError, match="only 0 of the 2 candidate nouns have both forms >= min_count=2"):
         target_vocabulary(turns, ["ball", "book"], VocabParams(n_words=1, min_count=2), "v")
     targets, vocab, stats = target_vocabulary(turns, ["book"], VocabParams(n_words=1, min_count=1), "v")
     assert targets == ["book"]
-    assert stats.to_dict("records") == [{"word": "book", "n_env": 2, "n_lan": 1}]
+    assert stats.to_dict("records") == [{"word": "book", "n_env": 2, "n_lan": 1, "passes": True, "target": True}]
+    # every candidate gets a row, in list order: cup never occurs, ball passes min_count 1 but book is
+    # more frequent (rarer forms: ball 1, book 1; tie broken by spelling)
+    _, _, stats = target_vocabulary(turns, ["cup", "book", "ball"], VocabParams(n_words=1, min_count=1), "v")
+    assert stats.to_dict("records") == [
+        {"word": "cup", "n_env": 0, "n_lan": 0, "passes": False, "target": False},
+        {"word": "book", "n_env": 2, "n_lan": 1, "passes": True, "target": False},
+        {"word": "ball", "n_env": 1, "n_lan": 1, "passes": True, "target": True},
+    ]
     assert {"book<ENV>", "book<LAN>", "ball", "takes", "a", "it"} <= set(vocab)
     assert not [t for t in vocab if t.endswith(("<ENV>", "<LAN>")) and not t.startswith("book")]
     _, vocab_all, _ = target_vocabulary(turns, ["book"], VocabParams(n_words=1, min_count=1, env_marking="all"), "v")

@@ -14,11 +14,11 @@ main tier and teddy+bear on %act/%sit, as real transcripts mix both.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from emergence.core.io import PipelineError, atomic_path
-from emergence.studies.grounding.nouns import CDI_NOUNS
 
 P_ENTER = 0.12  # an object enters this turn (always when none is present)
 P_LEAVE = 0.2  # an action is putting its object away
@@ -84,7 +84,7 @@ SMALL_TALK = {
 class SynthConfig:
     n_files: int = 4
     turns_per_file: int = 400
-    n_nouns: int = 40  # drawn from CDI_NOUNS
+    n_nouns: int = 40  # drawn from the noun list (paths.grounding_nouns)
     p_mention_present: float = 0.6  # speech names an object that is in the situation
     p_mention_absent: float = 0.1  # speech names an object that is not
     p_act: float = 0.3  # a turn carries an %act tier
@@ -95,8 +95,6 @@ class SynthConfig:
         for key in ("n_files", "turns_per_file", "n_nouns"):
             if getattr(self, key) < 1:
                 raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
-        if self.n_nouns > len(CDI_NOUNS):
-            raise PipelineError(f"{where}.n_nouns: only {len(CDI_NOUNS)} nouns exist, got {self.n_nouns}")
         for key in ("p_mention_present", "p_mention_absent", "p_act", "p_scoped"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise PipelineError(f"{where}.{key}: must be in [0, 1], got {getattr(self, key)}")
@@ -179,15 +177,17 @@ def _session(cfg: SynthConfig, r: random.Random, inventory: tuple[str, ...], i: 
     return "\n".join(lines + ["@End"]) + "\n"
 
 
-def noun_inventory(cfg: SynthConfig) -> tuple[str, ...]:
-    """The cfg.n_nouns objects the sessions play with, drawn from CDI_NOUNS by cfg.seed."""
-    cfg.validate()
-    return tuple(random.Random(f"nouns-{cfg.seed}").sample(CDI_NOUNS, cfg.n_nouns))
+def noun_inventory(cfg: SynthConfig, noun_list: Sequence[str], where: str = "childes_synth") -> tuple[str, ...]:
+    """The cfg.n_nouns objects the sessions play with, drawn from `noun_list` by cfg.seed."""
+    cfg.validate(where)
+    if cfg.n_nouns > len(noun_list):
+        raise PipelineError(f"{where}.n_nouns: the noun list has {len(noun_list)} nouns, got {cfg.n_nouns}")
+    return tuple(random.Random(f"nouns-{cfg.seed}").sample(tuple(noun_list), cfg.n_nouns))
 
 
-def write_sessions(cfg: SynthConfig, out_dir: str | Path) -> list[Path]:
+def write_sessions(cfg: SynthConfig, noun_list: Sequence[str], out_dir: str | Path) -> list[Path]:
     """Write cfg.n_files CHAT sessions into out_dir (replaced atomically); same cfg, same bytes."""
-    inventory = noun_inventory(cfg)
+    inventory = noun_inventory(cfg, noun_list)
     r = random.Random(cfg.seed)
     names = [f"session{i + 1:03d}.cha" for i in range(cfg.n_files)]
     with atomic_path(out_dir) as tmp:

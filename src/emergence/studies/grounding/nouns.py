@@ -1,289 +1,57 @@
-"""Common nouns of early child vocabulary, in the style of the MacArthur-Bates CDI.
+"""The candidate noun list (paths.grounding_nouns) and the tab-separated data files of the study.
 
-Written for this project after the categories of the CDI Words & Sentences
-form (not copied from it): concrete, picturable things a toddler meets in
-play, meals and care routines. Lower-case; compounds are one word joined by
-`_` (teddy_bear), as CHAT writes them. The synthetic CHILDES generator draws
-its object inventory from here.
+The shipped list, resources/grounding/nouns.tsv, is CDI-style: written for this
+project after the categories of the MacArthur-Bates CDI Words & Sentences form,
+not copied from it (its header says so). The paper takes "100 high-frequency
+nouns of the CDI" with at least 100 occurrences of each form; the vocabulary
+stage applies that filter (grounding_vocab.min_count) to whatever corpus it is
+given and records how many of the list pass. The synthetic generators draw
+their object inventory from the same list.
 """
 
 from __future__ import annotations
 
-_ANIMALS = (
-    "bear",
-    "bee",
-    "bird",
-    "bunny",
-    "butterfly",
-    "cat",
-    "chicken",
-    "cow",
-    "deer",
-    "dog",
-    "donkey",
-    "duck",
-    "elephant",
-    "fish",
-    "frog",
-    "giraffe",
-    "goose",
-    "hen",
-    "horse",
-    "kitty",
-    "lamb",
-    "lion",
-    "monkey",
-    "moose",
-    "mouse",
-    "owl",
-    "penguin",
-    "pig",
-    "puppy",
-    "sheep",
-    "squirrel",
-    "tiger",
-    "turkey",
-    "turtle",
-    "zebra",
-)
-_VEHICLES = (
-    "airplane",
-    "bicycle",
-    "boat",
-    "bus",
-    "car",
-    "fire_truck",
-    "helicopter",
-    "motorcycle",
-    "stroller",
-    "tractor",
-    "train",
-    "truck",
-)
-_TOYS = (
-    "ball",
-    "balloon",
-    "bat",
-    "block",
-    "book",
-    "bubbles",
-    "crayon",
-    "doll",
-    "drum",
-    "game",
-    "glue",
-    "kite",
-    "pen",
-    "pencil",
-    "play_dough",
-    "puzzle",
-    "story",
-    "teddy_bear",
-    "toy",
-)
-_FOOD = (
-    "apple",
-    "applesauce",
-    "banana",
-    "bread",
-    "butter",
-    "cake",
-    "candy",
-    "carrot",
-    "cereal",
-    "cheese",
-    "chicken_soup",
-    "coffee",
-    "cookie",
-    "cracker",
-    "donut",
-    "egg",
-    "french_fries",
-    "grapes",
-    "gum",
-    "hamburger",
-    "ice_cream",
-    "jello",
-    "juice",
-    "meat",
-    "milk",
-    "muffin",
-    "orange",
-    "pancake",
-    "peanut_butter",
-    "peas",
-    "pizza",
-    "popcorn",
-    "potato",
-    "pretzel",
-    "pudding",
-    "raisin",
-    "sandwich",
-    "soup",
-    "spaghetti",
-    "strawberry",
-    "toast",
-    "water",
-    "yogurt",
-)
-_CLOTHING = (
-    "belt",
-    "bib",
-    "boots",
-    "button",
-    "coat",
-    "diaper",
-    "dress",
-    "gloves",
-    "hat",
-    "jacket",
-    "jeans",
-    "mittens",
-    "necklace",
-    "pajamas",
-    "pants",
-    "scarf",
-    "shirt",
-    "shoe",
-    "shorts",
-    "slipper",
-    "sneaker",
-    "sock",
-    "sweater",
-    "zipper",
-)
-_BODY = (
-    "ankle",
-    "arm",
-    "belly_button",
-    "cheek",
-    "chin",
-    "ear",
-    "eye",
-    "face",
-    "finger",
-    "foot",
-    "hair",
-    "hand",
-    "head",
-    "knee",
-    "leg",
-    "lips",
-    "mouth",
-    "nose",
-    "shoulder",
-    "toe",
-    "tongue",
-    "tooth",
-    "tummy",
-)
-_HOUSEHOLD = (
-    "basket",
-    "blanket",
-    "bottle",
-    "bowl",
-    "box",
-    "broom",
-    "brush",
-    "bucket",
-    "camera",
-    "clock",
-    "comb",
-    "cup",
-    "dish",
-    "fork",
-    "glass",
-    "hammer",
-    "keys",
-    "knife",
-    "lamp",
-    "light",
-    "money",
-    "napkin",
-    "paper",
-    "penny",
-    "picture",
-    "pillow",
-    "plant",
-    "plate",
-    "purse",
-    "radio",
-    "scissors",
-    "soap",
-    "spoon",
-    "telephone",
-    "tissue",
-    "toothbrush",
-    "towel",
-    "trash",
-    "tray",
-    "vacuum",
-    "watch",
-)
-_FURNITURE = (
-    "basement",
-    "bathroom",
-    "bathtub",
-    "bed",
-    "bedroom",
-    "bench",
-    "chair",
-    "closet",
-    "couch",
-    "crib",
-    "door",
-    "drawer",
-    "dryer",
-    "garage",
-    "high_chair",
-    "kitchen",
-    "oven",
-    "porch",
-    "potty",
-    "refrigerator",
-    "rocking_chair",
-    "room",
-    "shower",
-    "sink",
-    "sofa",
-    "stairs",
-    "stove",
-    "table",
-    "television",
-    "window",
-)
-_OUTSIDE = (
-    "backyard",
-    "cloud",
-    "flag",
-    "flower",
-    "garden",
-    "grass",
-    "hose",
-    "ladder",
-    "moon",
-    "pool",
-    "rain",
-    "rock",
-    "roof",
-    "sandbox",
-    "shovel",
-    "sidewalk",
-    "sky",
-    "slide",
-    "snow",
-    "snowman",
-    "sprinkler",
-    "star",
-    "stick",
-    "stone",
-    "street",
-    "sun",
-    "swing",
-    "tree",
-    "wind",
-)
+import re
+from pathlib import Path
 
-CDI_NOUNS: tuple[str, ...] = (
-    _ANIMALS + _VEHICLES + _TOYS + _FOOD + _CLOTHING + _BODY + _HOUSEHOLD + _FURNITURE + _OUTSIDE
-)
+from emergence.core.io import PipelineError
+
+NOUN_COLUMNS = ("noun", "category")
+NOUN = re.compile(r"[a-z][a-z'_-]*")  # a CHAT word, lower-case; compounds joined by `_` (teddy_bear)
+
+
+def read_tsv(path: str | Path, columns: tuple[str, ...], what: str) -> list[tuple[int, list[str]]]:
+    """(line number, fields) of each data row of a tab-separated file whose first non-comment line is
+    the `columns` header ('#' starts a comment line); PipelineError naming file and line otherwise."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError as e:
+        raise PipelineError(f"{path}: {what} file not found") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise PipelineError(f"{path}: unreadable {what} file ({e.__class__.__name__}: {e})") from e
+    rows = [(n, line) for n, line in enumerate(lines, 1) if line.strip() and not line.startswith("#")]
+    if not rows or tuple(rows[0][1].split("\t")) != columns:
+        where = f"{path}:{rows[0][0]}" if rows else str(path)
+        raise PipelineError(f"{where}: the header must be the tab-separated columns {', '.join(columns)}")
+    out = []
+    for n, line in rows[1:]:
+        fields = [f.strip() for f in line.split("\t")]
+        if len(fields) != len(columns) or not all(fields):
+            raise PipelineError(f"{path}:{n}: {len(columns)} non-empty tab-separated fields expected")
+        out.append((n, fields))
+    if not out:
+        raise PipelineError(f"{path}: no {what} rows")
+    return out
+
+
+def read_nouns(path: str | Path) -> tuple[str, ...]:
+    """The list's nouns in file order; PipelineError naming file and line for a malformed or repeated one."""
+    nouns: dict[str, int] = {}
+    for n, (noun, _category) in read_tsv(path, NOUN_COLUMNS, "noun list"):
+        if not NOUN.fullmatch(noun):
+            raise PipelineError(f"{path}:{n}: a noun is one lower-case word (compounds joined by _), got {noun!r}")
+        if noun in nouns:
+            raise PipelineError(f"{path}:{n}: noun {noun!r} repeats line {nouns[noun]}")
+        nouns[noun] = n
+    return tuple(nouns)

@@ -100,6 +100,25 @@ def curves_figure(curve: pd.DataFrame):
     return fig
 
 
+def targets_part(candidates: pd.DataFrame, source: str) -> str:
+    """How the targets were chosen from the candidate noun list (tokens.target_vocabulary's table), and
+    the targets' counts."""
+    passing, chosen = int(candidates["passes"].sum()), candidates[candidates["target"]]
+    return "\n".join(
+        [
+            H.para(
+                f"Targets: {passing} of the {len(candidates)} candidate nouns have both forms at least "
+                f"min_count times in the {source}; the {len(chosen)} whose rarer form is most frequent are "
+                "the targets (the paper: 100 CDI nouns with at least 100 of each form)."
+            ),
+            H.table(
+                chosen[["word", "n_env", "n_lan"]],
+                caption=f"Target nouns: occurrences of each form in the {source}",
+            ),
+        ]
+    )
+
+
 def _data_section(counts: dict, targets: pd.DataFrame, eval_set: pd.DataFrame) -> str:
     summary = pd.DataFrame(sorted((k, str(v)) for k, v in counts.items()), columns=["quantity", "value"])
     examples = eval_set.groupby("word").head(1).head(6)
@@ -109,7 +128,7 @@ def _data_section(counts: dict, targets: pd.DataFrame, eval_set: pd.DataFrame) -
     return "\n".join(
         [
             H.table(summary, caption="Extracted transcripts"),
-            H.table(targets, caption="Target nouns: occurrences of each form in the transcripts"),
+            targets_part(targets, "transcripts"),
             H.para(
                 f"{len(eval_set)} held-out evaluation contexts (turns where v<ENV> precedes v<LAN>); "
                 "they are removed from training. Mismatched contexts swap v<ENV> for another target's u<ENV>."

@@ -6,7 +6,7 @@ import pandas as pd
 
 from emergence.core.report import html as H
 from emergence.studies.grounding import report_mech as mech
-from emergence.studies.grounding.report import final_table, gain_by_checkpoint, gain_section
+from emergence.studies.grounding.report import final_table, gain_by_checkpoint, gain_section, targets_part
 
 VISUAL_GAIN = "G(v): mean over contexts and mismatches of s(v<LAN> | mismatched) - s(v<LAN> | matched)"
 ENV = "ENV"  # environment positions: the caption's v<ENV> (caption setting), the image's prefix (image setting)
@@ -86,7 +86,7 @@ def _data_section(counts: dict, targets: pd.DataFrame, eval_set: pd.DataFrame, e
     return "\n".join(
         [
             H.table(summary, caption="Dialogs read (visdial_extract)"),
-            H.table(targets, caption="Target nouns: occurrences in captions (v<ENV>) and dialogue (v<LAN>)"),
+            targets_part(targets, "captions (v<ENV>) and dialogue (v<LAN>)"),
             H.para(
                 f"{len(eval_set)} held-out dialogs cut before the first v<LAN> whose caption names v. Caption "
                 "setting: mismatched contexts swap the caption's v<ENV> for other targets' u<ENV>. Image "

@@ -27,7 +27,6 @@ from pathlib import Path
 from PIL import Image, ImageChops, ImageDraw
 
 from emergence.core.io import PipelineError, atomic_path
-from emergence.studies.grounding.nouns import CDI_NOUNS
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross", "star", "hexagon")
 MARKS = ("stripes", "dot", "ring", "checks")  # patterns drawn inside the shape
@@ -98,10 +97,22 @@ class SceneParams:
     n_options: int = 10
     p_present_mention: float = 0.85  # a round asks about an object in the image
     seed: int = 0
-    nouns: tuple[str, ...] = ()  # empty = CDI_NOUNS
+    nouns: tuple[str, ...] = ()  # empty = the noun list (paths.grounding_nouns)
 
-    def inventory(self) -> tuple[str, ...]:
-        return tuple(self.nouns or CDI_NOUNS)[: self.n_nouns]
+    def inventory(self, noun_list: Sequence[str], where: str) -> tuple[str, ...]:
+        """The scenes' n_nouns objects: the first of `nouns`, else of the noun list; checked."""
+        pool = tuple(self.nouns or noun_list)
+        if self.n_nouns > len(pool):
+            raise PipelineError(f"{where}.n_nouns: the noun list has {len(pool)} nouns, got {self.n_nouns}")
+        chosen = pool[: self.n_nouns]
+        excluded = non_object_words()
+        bad = [n for n in chosen if not NOUN_RE.fullmatch(n) or n in excluded]
+        if bad or len(set(chosen)) != len(chosen):
+            raise PipelineError(
+                f"{where}.nouns: need distinct lower-case words that are not colour, size, "
+                f"position, count or frame words; bad: {bad or 'duplicates'}"
+            )
+        return chosen
 
     def validate(self, where: str) -> None:
         for key, low in (
@@ -121,20 +132,13 @@ class SceneParams:
             )
         if not 0.0 <= self.p_present_mention <= 1.0:
             raise PipelineError(f"{where}.p_present_mention: must be in [0, 1], got {self.p_present_mention}")
-        pool = tuple(self.nouns or CDI_NOUNS)
-        limit = min(len(pool), n_identities())  # every noun needs its own visual identity
+        limit = n_identities()  # every noun needs its own visual identity
         if self.n_nouns > limit:
             raise PipelineError(f"{where}.n_nouns: at most {limit} nouns have distinct identities, got {self.n_nouns}")
         if self.n_nouns <= self.max_objects:  # some noun must stay absent from every scene
             raise PipelineError(f"{where}.n_nouns: must exceed max_objects ({self.max_objects}), got {self.n_nouns}")
-        chosen = self.inventory()
-        excluded = non_object_words()
-        bad = [n for n in chosen if not NOUN_RE.fullmatch(n) or n in excluded]
-        if bad or len(set(chosen)) != len(chosen):
-            raise PipelineError(
-                f"{where}.nouns: need distinct lower-case words that are not colour, size, "
-                f"position, count or frame words; bad: {bad or 'duplicates'}"
-            )
+        if self.nouns:  # named here: checked now; else with the noun list, when the scenes are written
+            self.inventory(self.nouns, where)
 
 
 def non_object_words() -> frozenset[str]:
@@ -308,10 +312,11 @@ def _index(pool: dict[str, int], text: str) -> int:
     return pool.setdefault(text, len(pool))
 
 
-def write_scenes(out_dir: Path, params: SceneParams, where: str = "scenes") -> dict:
-    """Write out_dir/visdial_synthetic.json and out_dir/images/<image_id:012d>.png; same params, same bytes."""
+def write_scenes(out_dir: Path, params: SceneParams, noun_list: Sequence[str], where: str = "scenes") -> dict:
+    """Write out_dir/visdial_synthetic.json and out_dir/images/<image_id:012d>.png, the objects drawn from
+    `noun_list` unless params.nouns names them; same inputs, same bytes."""
     params.validate(where)
-    nouns = params.inventory()
+    nouns = params.inventory(noun_list, where)
     identities = noun_identities(nouns)
     rng = random.Random(params.seed)
     questions: dict[str, int] = {}

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from emergence.core.io import PipelineError
+from emergence.studies.grounding.nouns import read_tsv
 from emergence.studies.grounding.tokens import ENV, LAN, env, lan, mark
 
 COLUMNS = ("id", "speaker", "env", "speech", "source")
@@ -49,22 +50,8 @@ class Template:
 def read_templates(path: str | Path) -> list[Template]:
     """The templates of a tab-separated file (COLUMNS header, '#' comment lines); PipelineError naming
     file and line for anything malformed."""
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError as e:
-        raise PipelineError(f"{path}: templates file not found") from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise PipelineError(f"{path}: unreadable templates file ({e.__class__.__name__}: {e})") from e
-    rows = [(n, line) for n, line in enumerate(lines, 1) if line.strip() and not line.startswith("#")]
-    if not rows or tuple(rows[0][1].split("\t")) != COLUMNS:
-        where = f"{path}:{rows[0][0]}" if rows else str(path)
-        raise PipelineError(f"{where}: the header must be the tab-separated columns {', '.join(COLUMNS)}")
     templates, seen = [], set()
-    for n, line in rows[1:]:
-        fields = [f.strip() for f in line.split("\t")]
-        if len(fields) != len(COLUMNS) or not all(fields):
-            raise PipelineError(f"{path}:{n}: {len(COLUMNS)} non-empty tab-separated fields expected")
+    for n, fields in read_tsv(path, COLUMNS, "template"):
         t = Template(*fields)
         if t.id in seen:
             raise PipelineError(f"{path}:{n}: duplicate template id {t.id!r}")
@@ -76,8 +63,6 @@ def read_templates(path: str | Path) -> list[Template]:
             raise PipelineError(f"{path}:{n}: frames hold plain words (no <ENV>/<LAN>, one {SLOT})")
         seen.add(t.id)
         templates.append(t)
-    if not templates:
-        raise PipelineError(f"{path}: no templates")
     return templates
 
 

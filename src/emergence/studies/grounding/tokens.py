@@ -127,12 +127,13 @@ def select_targets(
     counts: Counter, candidates: Sequence[str], n_words: int, min_count: int, where: str = "grounding_vocab"
 ) -> list[str]:
     """The n_words candidate nouns whose rarer form is most frequent, each form >= min_count."""
-    passing = [(min(counts[env(w)], counts[lan(w)]), w) for w in dict.fromkeys(candidates)]
+    words = list(dict.fromkeys(candidates))
+    passing = [(min(counts[env(w)], counts[lan(w)]), w) for w in words]
     passing = [(c, w) for c, w in passing if c >= min_count]
     if len(passing) < n_words:
         raise PipelineError(
-            f"{where}.n_words: only {len(passing)} nouns have both forms >= min_count="
-            f"{min_count} times, {n_words} requested (lower n_words or min_count)"
+            f"{where}.n_words: only {len(passing)} of the {len(words)} candidate nouns have both forms >= "
+            f"min_count={min_count} times, {n_words} requested (lower n_words or min_count)"
         )
     return [w for _, w in sorted(passing, key=lambda cw: (-cw[0], cw[1]))[:n_words]]
 
@@ -185,13 +186,21 @@ class EvalParams:
 def target_vocabulary(
     turns: pd.DataFrame, candidates: Sequence[str], p: VocabParams, where: str
 ) -> tuple[list[str], list[str], pd.DataFrame]:
-    """(targets, vocab, per-target counts of both forms) of an extracted table's `tokens`; the vocab
-    is that of the tokens after the word rule (p.env_marking)."""
+    """(targets, vocab, candidates) of an extracted table's `tokens`: the vocab is that of the tokens
+    after the word rule (p.env_marking); candidates has a row per candidate noun, in list order:
+    word, n_env, n_lan (occurrences of each form), passes (both >= p.min_count), target (chosen)."""
     counts = token_counts(turns["tokens"])  # a target's two forms count the same under either rule
     targets = select_targets(counts, candidates, p.n_words, p.min_count, where)
+    words = list(dict.fromkeys(candidates))
     stats = pd.DataFrame(
-        {"word": targets, "n_env": [counts[env(w)] for w in targets], "n_lan": [counts[lan(w)] for w in targets]}
+        {
+            "word": words,
+            "n_env": np.array([counts[env(w)] for w in words], dtype=np.int64),
+            "n_lan": np.array([counts[lan(w)] for w in words], dtype=np.int64),
+        }
     )
+    stats["passes"] = np.minimum(stats["n_env"], stats["n_lan"]) >= p.min_count
+    stats["target"] = stats["word"].isin(targets)
     marked = token_counts(marked_table(turns, targets, p.env_marking)["tokens"])
     return targets, build_vocab(marked, targets, p.min_token_count), stats
 

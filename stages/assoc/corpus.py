@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> None:
         "source": str(source),
         "format": p.format,
         "tokenizer": corpus.tokenizer,
+        "sequences": cfg.sequences,
+        "min_count": cfg.min_count,
         "vocab_size": len(corpus.vocab),
         "seq_len": int(corpus.sequences.shape[1] - 1),
         "n_sequences": int(len(corpus.sequences)),

@@ -268,7 +268,7 @@ CASES = {
         [PROGRAMS],
         existing={"data/binding/trajectory/seed0.parquet": "from an earlier run"},
     ),
-    # association corpora (tiny profile: T = 12, vocabulary 48)
+    # association corpora (tiny profile: T = 12, vocabulary 64)
     "corpus_empty": Case(assoc_source(b""), ["assoc_corpus"], [USER_CORPUS]),
     "corpus_one_type": Case(
         assoc_source(b"dog dog dog dog dog dog dog dog dog dog dog dog dog dog\n" * 5),
@@ -291,7 +291,7 @@ CASES = {
     "chat_tier_before_main": Case(
         chat_source(CHAT_OK.replace("*MOT:\tlook at the ball .\n", "")), ["childes_extract"], [USER_CHAT, "line 5"]
     ),
-    "grounding_too_few_nouns": Case(few_noun_turns, ["grounding_vocab"], ["grounding_vocab.n_words", "only 1 nouns"]),
+    "grounding_too_few_nouns": Case(few_noun_turns, ["grounding_vocab"], ["grounding_vocab.n_words", "only 1 of the"]),
     "grounding_model_not_defined": Case(
         set_param("grounding_runs.models", ["transformer4", "gpt9"]),
         ["grounding_train", "--model", "gpt9", "--seed", "0"],

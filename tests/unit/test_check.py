@@ -22,8 +22,8 @@ SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
 SECTIONS = load_schemas(ROOT)
 
 
-def with_profile(name: str) -> dict:
-    """params.yaml with a profile applied, by a plain recursive merge (not the profile module)."""
+def with_profile(*names: str) -> dict:
+    """params.yaml with profiles applied in turn, by a plain recursive merge (not the profile module)."""
 
     def merge(base: dict, over: dict) -> dict:
         out = dict(base)
@@ -31,7 +31,10 @@ def with_profile(name: str) -> dict:
             out[key] = merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
         return out
 
-    return merge(SHIPPED, yaml.safe_load((ROOT / "profiles" / f"{name}.yaml").read_text()))
+    params = SHIPPED
+    for name in names:
+        params = merge(params, yaml.safe_load((ROOT / "profiles" / f"{name}.yaml").read_text()))
+    return params
 
 
 def edited(**changes) -> dict:
@@ -44,7 +47,9 @@ def edited(**changes) -> dict:
 
 
 @pytest.mark.parametrize(
-    "params", [SHIPPED, with_profile("tiny"), with_profile("paper")], ids=["default", "tiny", "paper"]
+    "params",
+    [SHIPPED, with_profile("tiny"), with_profile("paper"), with_profile("paper", "paper_bpe")],
+    ids=["default", "tiny", "paper", "paper_bpe"],
 )
 def test_shipped_params_and_profiles_pass(params):
     assert problems_of(params) == []

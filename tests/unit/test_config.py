@@ -95,6 +95,16 @@ def test_profiles_merge_into_params_keeping_comments(tmp_path):
     )
     assert merged["dino_features"]["allow_random_init"] is False  # a pretrained DINOv2 or a clear stop
     assert merged["assoc_corpus"]["vocab_size"] == 3000 and merged["assoc_train"]["batch_size"] == 2048
+    # the association paper's corpus rule: 65,536 stories of >= 201 tokens, truncated; frequency >= 5
+    assert {k: merged["assoc_corpus"][k] for k in ("seq_len", "max_sequences", "sequences", "min_count")} == {
+        "seq_len": 200,
+        "max_sequences": 65536,
+        "sequences": "stories",
+        "min_count": 5,
+    }
+    apply_profile(str(ROOT / "profiles" / "paper_bpe.yaml"), params)  # Table 2: BPE of 10,000
+    bpe = yaml.safe_load(params.read_text())["assoc_corpus"]
+    assert (bpe["tokenizer"], bpe["vocab_size"], bpe["sequences"]) == ("bpe", 10000, "stories")
     assert "# Every artifact path is written once" in params.read_text()
 
 

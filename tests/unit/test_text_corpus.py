@@ -52,14 +52,37 @@ def test_windows_are_non_overlapping_within_documents_and_in_vocabulary():
     assert word_corpus(["a b a b z a b a b a"], max_sequences=3).sequences.shape == (3, 2)
 
 
+def test_stories_keep_the_first_t_plus_1_tokens_of_each_long_enough_document():
+    # the paper's rule at T + 1 = 3: a document of >= 3 tokens gives its first 3, once; shorter ones none
+    docs = ["a b a b a b", "b a", "b b a z", "a z b a b"]
+    c = word_corpus(docs, vocab_size=2, seq_len=2, sequences="stories")
+    assert c.vocab == ["b", "a"]  # b 8, a 7 (z 2 is out of a top-2 vocabulary)
+    # doc 1 -> (a b a); doc 2 too short; doc 3 -> (b b a); doc 4 -> (a z b) has an OOV: dropped
+    assert c.sequences.tolist() == [[1, 0, 1], [0, 0, 1]]
+    assert c.n_windows == 3  # the three documents long enough
+    windows = word_corpus(docs, vocab_size=2, seq_len=2)  # every window: (a b a) (b a b) (b b a) (a z b)
+    assert windows.sequences.tolist() == [[1, 0, 1], [0, 1, 0], [0, 0, 1]] and windows.n_windows == 4
+
+
+def test_types_below_min_count_never_enter_the_vocabulary():
+    # counts: a 4, b 3, c 2, d 1; top-4 with min_count 3 keeps a and b only, so windows with c or d go
+    docs = ["a b a b c d a b c a"]
+    assert word_corpus(docs, vocab_size=4, seq_len=1).vocab == ["a", "b", "c", "d"]
+    c = word_corpus(docs, vocab_size=4, seq_len=1, min_count=3)
+    assert c.vocab == ["a", "b"]
+    assert c.sequences.tolist() == [[0, 1], [0, 1], [0, 1]]  # windows (a b) (a b) (c d) (a b) (c a)
+    with pytest.raises(PipelineError, match=r"src.txt: only 1 type\(s\) seen >= min_count=4 times"):
+        word_corpus(docs, vocab_size=4, seq_len=1, min_count=4)
+
+
 @pytest.mark.parametrize(
     "docs, vocab_size, seq_len, message",
     [
         ([], 4, 2, "src.txt: empty corpus"),
         (["  \n "], 4, 2, "src.txt: empty corpus"),
         (["a a a A"], 4, 2, "src.txt: vocabulary of one type"),
-        (["a b c", "b a"], 4, 3, r"src.txt: sequences shorter than T\+1=4"),
-        (["a x b y a z b w"], 2, 1, r"src.txt: sequences shorter than T\+1=2"),  # every window has an OOV
+        (["a b c", "b a"], 4, 3, r"src.txt: no sequence of T\+1=4 tokens inside the vocabulary survives \(0 candidate"),
+        (["a x b y a z b w"], 2, 1, r"src.txt: no sequence of T\+1=2 .*\(4 candidate windows"),  # each has an OOV
     ],
 )
 def test_bad_corpora_name_the_source(docs, vocab_size, seq_len, message):
@@ -74,6 +97,8 @@ def test_bad_corpora_name_the_source(docs, vocab_size, seq_len, message):
         (CorpusConfig(8, 0), "corpus.seq_len"),
         (CorpusConfig(8, 4, tokenizer="char"), "corpus.tokenizer"),
         (CorpusConfig(8, 4, max_sequences=-1), "corpus.max_sequences"),
+        (CorpusConfig(8, 4, min_count=0), "corpus.min_count"),
+        (CorpusConfig(8, 4, sequences="chunks"), "corpus.sequences"),
     ],
 )
 def test_config_validation_names_the_key(cfg, key):

@@ -1,11 +1,21 @@
 """Natural-text corpora as fixed-length training sequences over a top-K vocabulary.
 
-As in the association study (Im et al., arXiv 2601.19208): text is split into
-tokens, the K most frequent types form the vocabulary, and each document is cut
-into consecutive non-overlapping windows of T + 1 tokens (T inputs, each with
-its next token as target). Only windows made entirely of vocabulary tokens are
-kept, so the model never sees an <unk> and every co-occurrence it learns is
-between real types.
+The association study's rule (Im et al., arXiv 2601.19208, as our texts quote it):
+"For training, we use 65536 of the filtered samples with sequence length at
+least 201 and truncate all sequences to 201 tokens for training and computing
+theoretical leading terms", and from the authors' answer to the reviewers,
+"tokens with corpus frequency below 5 are excluded from the bigram and
+interchangeability statistics". Ours:
+
+- `sequences: stories` is that rule with T + 1 for 201: one sequence per
+  document of at least T + 1 tokens, its first T + 1; `sequences: windows`
+  instead cuts every document into consecutive non-overlapping windows of
+  T + 1 (more sequences from few or long documents);
+- the vocabulary is the K most frequent types among those seen at least
+  `min_count` times; a sequence is kept only if all its tokens are in it
+  (ours: "filtered samples" read as samples inside the vocabulary; the paper
+  excludes rare tokens from the statistics only; why: the model has no <unk>
+  token, so a token left out of the statistics could not be trained on either).
 """
 
 from __future__ import annotations
@@ -65,6 +75,8 @@ class CorpusConfig:
     seq_len: int
     tokenizer: str = "word"
     max_sequences: int = 0  # 0 = keep all
+    sequences: Literal["stories", "windows"] = "windows"  # one per long-enough document, or every window
+    min_count: int = 1  # types seen fewer times are never in the vocabulary
 
     def validate(self, where: str = "corpus") -> None:
         if self.vocab_size < 2:
@@ -75,6 +87,10 @@ class CorpusConfig:
             raise PipelineError(f"{where}.tokenizer: must be one of {TOKENIZERS}, got {self.tokenizer!r}")
         if self.max_sequences < 0:
             raise PipelineError(f"{where}.max_sequences: must be >= 0, got {self.max_sequences}")
+        if self.min_count < 1:
+            raise PipelineError(f"{where}.min_count: must be >= 1, got {self.min_count}")
+        if self.sequences not in ("stories", "windows"):
+            raise PipelineError(f"{where}.sequences: must be stories or windows, got {self.sequences!r}")
 
 
 @dataclass
@@ -86,7 +102,7 @@ class Corpus:
     n_tokens: int  # all tokens of all documents
     n_types: int  # distinct types before the top-K cut
     coverage: float  # fraction of tokens whose type is in the vocabulary
-    n_windows: int  # candidate windows before the vocabulary filter and max_sequences
+    n_windows: int  # candidate sequences (windows, or long-enough documents) before the vocabulary filter
 
     @property
     def seq_len(self) -> int:
@@ -102,14 +118,16 @@ def _bpe_tokens(documents: list[str], vocab_size: int) -> list[list[str]]:
     return [enc.tokens for enc in tok.encode_batch(documents)]
 
 
-def _windows(ids: np.ndarray, width: int) -> np.ndarray:
-    """(n, width): consecutive non-overlapping windows; the ragged tail is dropped."""
-    n = len(ids) // width
+def _windows(ids: np.ndarray, width: int, first_only: bool) -> np.ndarray:
+    """(n, width): consecutive non-overlapping windows, the ragged tail dropped; only the first
+    when `first_only` (none for a shorter document)."""
+    n = min(len(ids) // width, 1 if first_only else len(ids))
     return ids[: n * width].reshape(n, width)
 
 
 def build_corpus(documents: list[str], cfg: CorpusConfig, source: str) -> Corpus:
-    """Tokenise, keep the top-K types, cut into in-vocabulary windows of seq_len + 1.
+    """Tokenise, keep the top-K types seen at least min_count times, cut into in-vocabulary
+    sequences of seq_len + 1 (the first of each document, or every window).
 
     `source` (the input file or directory) names the data in every error.
     """
@@ -125,18 +143,23 @@ def build_corpus(documents: list[str], cfg: CorpusConfig, source: str) -> Corpus
     if len(counts) == 1:
         raise PipelineError(f"{source}: vocabulary of one type ({next(iter(counts))!r}), need at least two")
     ranked = sorted(counts, key=lambda t: (-counts[t], t))  # ties broken by the string: deterministic
-    vocab = ranked[: cfg.vocab_size]
+    vocab = [t for t in ranked if counts[t] >= cfg.min_count][: cfg.vocab_size]
+    if len(vocab) < 2:
+        raise PipelineError(
+            f"{source}: only {len(vocab)} type(s) seen >= min_count={cfg.min_count} times, need at least two"
+        )
     ids = {t: i for i, t in enumerate(vocab)}
     width = cfg.seq_len + 1
+    first_only = cfg.sequences == "stories"
     windows = np.concatenate(  # (W, T+1)
-        [_windows(np.array([ids.get(t, -1) for t in doc], dtype=np.int64), width) for doc in docs]
+        [_windows(np.array([ids.get(t, -1) for t in doc], dtype=np.int64), width, first_only) for doc in docs]
     )
     kept = windows[(windows >= 0).all(axis=1)]  # -1 marks an out-of-vocabulary token
     if len(kept) == 0:
         longest = max(map(len, docs))
         raise PipelineError(
-            f"{source}: sequences shorter than T+1={width} tokens: no window of {width} consecutive"
-            f" in-vocabulary tokens survives (vocab_size={cfg.vocab_size}, longest document {longest} tokens)"
+            f"{source}: no sequence of T+1={width} tokens inside the vocabulary survives ({len(windows)} candidate "
+            f"{cfg.sequences}, vocab_size={cfg.vocab_size}, longest document {longest} tokens)"
         )
     if cfg.max_sequences:
         kept = kept[: cfg.max_sequences]
@@ -188,3 +211,5 @@ class CorpusParams:
     seq_len: int
     tokenizer: str = "word"
     max_sequences: int = 0
+    sequences: Literal["stories", "windows"] = "windows"
+    min_count: int = 1

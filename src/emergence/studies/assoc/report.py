@@ -107,7 +107,17 @@ def order_figure(order: pd.DataFrame):
 
 def _corpus_section(summary: dict) -> str:
     rows = pd.DataFrame(sorted(summary.items()), columns=["quantity", "value"]).astype(str)
-    return H.table(rows, caption="Corpus the theory and the models share")
+    rule = {
+        "stories": "one sequence per document of at least T + 1 tokens, its first T + 1 (the paper's rule: "
+        "65,536 samples of at least 201 tokens, truncated to 201)",
+        "windows": "every non-overlapping window of T + 1 tokens of every document (ours; the paper takes "
+        "one sequence per sample of at least 201 tokens, truncated to 201)",
+    }[summary["sequences"]]
+    text = (
+        f"Sequences: {rule}. Types seen fewer than {summary['min_count']} times are left out of the "
+        "vocabulary, and a sequence is kept only if every token is in the vocabulary."
+    )
+    return "\n".join([H.para(text), H.table(rows, caption="Corpus the theory and the models share")])
 
 
 def _cosine_section(cosines: pd.DataFrame, tokenizer: str) -> str:

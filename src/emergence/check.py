@@ -86,11 +86,25 @@ def stream_overrides_apply(params: dict) -> list[str]:
     return problems
 
 
+def marking_run_is_a_default_run(params: dict) -> list[str]:
+    """The word-rule ablation is read beside the default run of its model and seed: that run must exist."""
+    marking = params.get("grounding_marking", {})
+    model, seed = marking.get("model", "transformer4"), marking.get("seed", 0)
+    seeds = params.get("grounding_runs", {}).get("seeds", [])
+    if model in _models(params, "grounding_runs.models") and seed in seeds:
+        return []
+    return [
+        f"grounding_marking: {model} seed {seed} is not a run of grounding_runs "
+        f"(models {_models(params, 'grounding_runs.models')}, seeds {seeds})"
+    ]
+
+
 CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
     runs_use_defined_models,
     attention_analyses_have_heads,
     word_run_is_trained,
     stream_overrides_apply,
+    marking_run_is_a_default_run,
 ]
 
 

@@ -11,6 +11,7 @@ from emergence.core.report.provenance import provenance
 from emergence.studies.grounding import inputs
 from emergence.studies.grounding import report_mech as mech
 from emergence.studies.grounding.inputs import RUN_KEYS, per_run
+from emergence.studies.grounding.marking import default_word_gains, rule_table
 from emergence.studies.grounding.report import (
     gain_by_checkpoint,
     grounding_metrics,
@@ -69,7 +70,12 @@ def main(argv: list[str] | None = None) -> None:
         ("Head ablation", mech.ablation_section(ablation)),
         ("Table 2 at CPU scale", mech.table2_section(heads, saliency, ablation, n_layers)),
     ]
+    ablation_path = path_of(params, "grounding_marking") / "gain.parquet"
+    rule_ablation = read_parquet(ablation_path, {"measure": "O", "word": "O", "gain": "f", "model": "O", "seed": "i"})
+    first = rule_ablation.iloc[0]
+    rules = rule_table(default_word_gains(gain, template_gain, first["model"], first["seed"]), rule_ablation)
     inputs_read = [
+        ablation_path,
         counts_path,
         path_of(params, "grounding_vocab"),
         path_of(params, "grounding_targets"),
@@ -96,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         templates,
         template_curve,
         seed_table(gain, template_gain),
+        (rules, f"{first['model']} seed {first['seed']}"),
     )
     with atomic_path(path_of(params, "grounding_plots")) as tmp:
         plot_table(curve).to_csv(tmp, index=False)
@@ -105,6 +112,7 @@ def main(argv: list[str] | None = None) -> None:
             "template_gain": grounding_metrics(template_curve),
             "ablation": mech.ablation_metrics(ablation),
             "table2": mech.table2_metrics(heads, saliency, ablation),
+            "word_rule": {f"{r.measure}/{r.rule.split()[0]}": round(float(r.G), 5) for r in rules.itertuples()},
         },
         path_of(params, "grounding_metrics"),
     )

@@ -167,6 +167,11 @@ def test_all_problems_of_all_sections_are_listed():
         ),
         (dict(binding_train__eval_programs=0), "binding_train.eval_programs: an integer >= 1, got 0"),
         (
+            dict(grounding_marking__seed=7),
+            "grounding_marking: transformer4 seed 7 is not a run of grounding_runs "
+            "(models ['transformer4', 'mamba4', 'lstm4'], seeds [0, 1])",
+        ),
+        (
             dict(binding_programs__distribution="balanced", binding_train__stream_distractor=None),
             "binding_train.stream_links: only the paper generator lays chains out, "
             "binding_programs.distribution is 'balanced' (set it to null)",

@@ -209,6 +209,20 @@ def template_section(templates: pd.DataFrame, curve: pd.DataFrame, seed_gains: p
     )
 
 
+def rule_section(rules: pd.DataFrame, run: str) -> str:
+    return "\n".join(
+        [
+            H.para(
+                f"{run}, trained twice with the same targets, held-out turns, templates and settings: under the "
+                "paper's rule (only the target nouns have <ENV>/<LAN> forms) and with every environment-tier "
+                "word marked w<ENV> and every spoken word w<LAN> (env_marking: all, the rule this project used "
+                "before). Mean G(v) over words at the last checkpoint."
+            ),
+            H.table(rules, caption="G under each word rule", float_format="{:.4f}"),
+        ]
+    )
+
+
 def grounding_page(
     counts: dict,
     targets: pd.DataFrame,
@@ -220,12 +234,15 @@ def grounding_page(
     templates: pd.DataFrame,
     template_curve: pd.DataFrame,
     seed_gains: pd.DataFrame,
+    rules: tuple[pd.DataFrame, str],
 ) -> str:
-    """The page: data, gain curves (template G, natural G), then the mechanistic sections (title, html)."""
+    """The page: data, gain curves (template G, natural G), the word-rule ablation (its table and which
+    run), then the mechanistic sections (title, html)."""
     sections = [
         ("Data", _data_section(counts, targets, eval_set)),
         ("Template grounding: every mismatch", template_section(templates, template_curve, seed_gains)),
         ("Natural-turn grounding", gain_section(curve)),
+        ("Word rule: target nouns only, or every word (ablation)", rule_section(*rules)),
         *mechanisms,
         ("Provenance", H.provenance_block(provenance)),
     ]

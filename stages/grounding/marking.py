@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     model = build_model(arch, {**model_cfg, "d_vocab": len(index), "n_ctx": seq_len}, f"grounding_models.{p.model}")
     out = path_of(params, "grounding_marking")
     run = run_name(p.model, p.seed)
-    fingerprint = file_sha256(path_of(params, "childes_turns")) + file_sha256(path_of(params, "grounding_eval"))
+    fingerprint = "".join(
+        file_sha256(path_of(params, k)) for k in ("childes_turns", "grounding_vocab", "grounding_eval")
+    )
     train(
         model,
         epoch_batches(windows, cfg.batch_size, p.seed),

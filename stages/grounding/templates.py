@@ -3,8 +3,6 @@ target noun in its environment slot, under the vocabulary's word rule, checked t
 
 from __future__ import annotations
 
-import pandas as pd
-
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import path_of
 from emergence.core.io import write_parquet
@@ -32,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{len(templates)} templates x {len(targets)} targets from {source}; "
         f"carrier tokens outside the vocabulary (<unk>): {table.groupby('template')['n_unk'].first().sum()}"
     )
-    write_parquet(pd.DataFrame(table), path_of(params, "grounding_templates"))
+    write_parquet(table, path_of(params, "grounding_templates"))
 
 
 if __name__ == "__main__":

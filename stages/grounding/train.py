@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     if train_features is not None:
         set_prefix_stats(model, train_features)
     fingerprint = file_sha256(path_of(params, setting.corpus.table_key))
+    fingerprint += file_sha256(path_of(params, setting.corpus.key("vocab")))  # the word rule and token ids
     fingerprint += file_sha256(path_of(params, setting.key("eval")))
     if setting.name == "image":
         fingerprint += file_sha256(path_of(params, "visual_features") / "features.safetensors")

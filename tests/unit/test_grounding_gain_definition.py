@@ -113,3 +113,17 @@ def test_evaluation_pairs_hold_the_matched_context_then_one_per_other_word():
     ]
     assert pairs.targets == [INDEX["ball<LAN>"]] * 3
     assert pairs.matched.tolist() == [True, False, False] and pairs.rows.tolist() == [0, 0, 0]
+
+
+def test_gathered_surprisals_equal_the_full_distribution_across_batches():
+    # the gathered path (no (N, V) array) must pick the same entries, batch boundaries included
+    from emergence.studies.grounding.gain import last_log_probs, target_surprisal
+
+    contexts = [[1, 3, 2], [4], [5, 2], [3, 3, 3, 3], [1], [2, 6], [7, 1, 2]]
+    targets = [6, 7, 8, 6, 7, 8, 0]
+    full = last_log_probs(model(), contexts, batch_size=3)  # (7, V)
+    expected = -full[np.arange(len(contexts)), targets]
+    np.testing.assert_allclose(target_surprisal(model(), contexts, targets, batch_size=3), expected, atol=1e-6)
+    # by hand: context [1, 3, 2] ends its env tokens at 3 = ball<ENV>, s(ball<LAN> | ball) = 1 bit;
+    # [5, 2] at dog<ENV> (5), s(dog<LAN> | dog) = 1 bit; [4] at cup<ENV>, s(cup<LAN> | cup) = 3 bits
+    np.testing.assert_allclose(expected[[0, 2, 1]], np.array([1, 1, 3]) * LN2, atol=1e-5)

@@ -24,8 +24,11 @@ def last_log_probs(
     contexts: Sequence[Sequence[int]],
     batch_size: int = 256,
     prefixes: torch.Tensor | None = None,
+    columns: np.ndarray | None = None,
 ) -> np.ndarray:
-    """(N, V) ln p(. | context) read after each context's last token.
+    """(N, V) ln p(. | context) read after each context's last token; with `columns` (N,), only
+    ln p(columns[n] | context n), (N,), gathered batch by batch so the (N, V) array never exists
+    (at paper scale it would be gigabytes).
 
     Contexts are right-padded: every zoo model is causal, so padding after the
     last real token cannot change its prediction. `prefixes` (N, P, d_prefix):
@@ -39,8 +42,14 @@ def last_log_probs(
         extra = {} if prefixes is None else {"prefix": prefixes[start : start + batch_size].to(device)}
         logits, _ = model(idx, **extra)  # (B, P + T, V)
         pos = lengths - 1 + (logits.shape[1] - idx.shape[1])  # past the prefix, if any
-        out.append(logits[torch.arange(len(chunk), device=device), pos].float().log_softmax(-1).cpu().numpy())
-    return np.concatenate(out) if out else np.zeros((0, 0), dtype=np.float32)
+        log_probs = logits[torch.arange(len(chunk), device=device), pos].float().log_softmax(-1)  # (B, V)
+        if columns is not None:
+            picked = torch.as_tensor(columns[start : start + batch_size], device=device)
+            log_probs = log_probs.gather(1, picked[:, None])[:, 0]  # (B,)
+        out.append(log_probs.cpu().numpy())
+    if out:
+        return np.concatenate(out)
+    return np.zeros(0 if columns is not None else (0, 0), dtype=np.float32)
 
 
 def target_surprisal(
@@ -53,8 +62,7 @@ def target_surprisal(
     """-ln p(target | context) for each (context, target), read after the context's last token."""
     if not len(contexts):
         return np.zeros(0)
-    log_probs = last_log_probs(model, contexts, batch_size, prefixes)  # (N, V)
-    return -log_probs[np.arange(len(contexts)), np.asarray(targets)]
+    return -last_log_probs(model, contexts, batch_size, prefixes, columns=np.asarray(targets, dtype=np.int64))
 
 
 @dataclass

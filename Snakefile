@@ -1,7 +1,15 @@
 # Every rule comes from dvc.yaml (generated from pipeline.yaml): one rule per DVC stage, its matrix
 # axes as wildcards (binding_train@0 is the job of rule binding_train with seed=0); same commands,
 # deps, outs and params as DVC. Cluster settings live in profiles/.
+import sys
+
+from emergence.check import main as check_params
 from emergence.core.pipeline import WILDCARD, is_directory, snakemake_rules
+
+# params.yaml checked as `make check` does, before Snakemake's own loader reads it (that loader keeps
+# the later of two duplicate keys and ignores unknown sections): one line per problem, nothing runs
+if check_params(["params.yaml"]) != 0:
+    sys.exit(1)
 
 configfile: "params.yaml"
 

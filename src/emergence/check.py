@@ -10,6 +10,7 @@ first one only when it starts, possibly after an hour of training upstream.
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -108,11 +109,18 @@ CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
 ]
 
 
+def unknown_section(name: str, known: list[str]) -> str:
+    """One line for a section no schema knows, with the closest known name when one is close."""
+    close = difflib.get_close_matches(str(name), known, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"{name}: unknown section ({hint}known: {', '.join(known)})"
+
+
 def problems_of(params: dict[str, Any], schemas: dict[str, Checker] | None = None) -> list[str]:
     """Every problem of a parsed params file, one line each; [] when it is valid. `schemas`: each
     section's checker (default: pipeline.yaml's `schemas:` of the checkout in the working directory)."""
     schemas = load_schemas(Path(".")) if schemas is None else schemas
-    problems = [f"{name}: unknown section (known: {', '.join(schemas)})" for name in params if name not in schemas]
+    problems = [unknown_section(name, list(schemas)) for name in params if name not in schemas]
     for name, check in schemas.items():
         if name not in params:
             problems.append(f"{name}: section missing")

@@ -85,3 +85,31 @@ def test_every_job_logs():
     proc = run(["snakemake", "--cores", "1", "--forceall", "--dry-run", "--printshellcmds"], ROOT)
     blocks = [b for b in (proc.stdout + proc.stderr).split("\nrule ")[1:] if not b.startswith("all:")]
     assert blocks and all(re.search(r"^\s+log: logs/\S+\.log$", b, re.M) for b in blocks)
+
+
+@pytest.mark.parametrize(
+    "edit, line",
+    [
+        (
+            lambda t: t + "binding_trainn:\n  steps: 3\n",
+            "error: binding_trainn: unknown section (did you mean binding_train?",
+        ),
+        (
+            lambda t: re.sub(
+                r"^  eval_programs: 500.*$", "  eval_programs: 500\n  eval_programs: 3", t, count=1, flags=re.M
+            ),
+            "invalid YAML (duplicate key 'eval_programs'",
+        ),
+    ],
+    ids=["misspelt_section", "duplicate_key"],
+)
+def test_snakemake_refuses_bad_params_before_any_job(tmp_path, edit, line):
+    # Snakemake's own loader keeps the later of two keys and ignores unknown sections; the Snakefile
+    # runs the project's check first
+    for name in ("Snakefile", "pipeline.yaml", "dvc.yaml"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    (tmp_path / "params.yaml").write_text(edit((ROOT / "params.yaml").read_text()))
+    proc = run(["snakemake", "--cores", "1", "--dry-run"], tmp_path, check=False)
+    assert proc.returncode != 0
+    assert line in proc.stderr and "params.yaml: 1 problem(s); nothing was run" in proc.stderr
+    assert "Job stats" not in proc.stdout + proc.stderr

@@ -247,3 +247,11 @@ def test_cli_exit_codes_and_lines(tmp_path):
         "error: assoc_order.steps: W and P need >= 4 steps for a slope, got 2",
         f"{bad}: 2 problem(s); nothing was run",
     ]
+
+
+def test_a_misspelt_section_is_named_with_its_closest_section():
+    params = copy.deepcopy(SHIPPED)
+    params["binding_trainn"] = {"steps": 3}
+    assert problems_of(params) == [
+        "binding_trainn: unknown section (did you mean binding_train? known: " + ", ".join(SECTIONS) + ")"
+    ]

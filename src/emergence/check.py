@@ -100,12 +100,28 @@ def marking_run_is_a_default_run(params: dict) -> list[str]:
     ]
 
 
+def seeds_are_non_negative(params: dict) -> list[str]:
+    """Every `seed` and every item of `seeds`, in any section: an integer >= 0 (random generators
+    refuse negative seeds, deep inside a stage)."""
+    problems = []
+    for name, section in params.items():
+        if not isinstance(section, dict):
+            continue
+        for key, value in section.items():
+            values = value if key == "seeds" and isinstance(value, list) else [value] if key == "seed" else []
+            bad = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v < 0]
+            if bad:
+                problems.append(f"{name}.{key}: seeds are integers >= 0, got {value}")
+    return problems
+
+
 CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
     runs_use_defined_models,
     attention_analyses_have_heads,
     word_run_is_trained,
     stream_overrides_apply,
     marking_run_is_a_default_run,
+    seeds_are_non_negative,
 ]
 
 

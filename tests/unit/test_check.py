@@ -255,3 +255,15 @@ def test_a_misspelt_section_is_named_with_its_closest_section():
     assert problems_of(params) == [
         "binding_trainn: unknown section (did you mean binding_train? known: " + ", ".join(SECTIONS) + ")"
     ]
+
+
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        (dict(binding_data__seed=-3), "binding_data.seed: seeds are integers >= 0, got -3"),
+        (dict(childes_synth__seed=-1), "childes_synth.seed: seeds are integers >= 0, got -1"),
+        (dict(assoc_runs__seeds=[0, -2]), "assoc_runs.seeds: seeds are integers >= 0, got [0, -2]"),
+    ],
+)
+def test_negative_seeds_are_refused_in_any_section(changes, expected):
+    assert problems_of(edited(**changes)) == [expected]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ import torch
 from tqdm import tqdm
 
 from emergence.core.config import PARAMS_FILE, load_base, read_params
-from emergence.core.declared import DeclaredParams, reads_of_module
+from emergence.core.declared import DeclaredParams, known_sections, producer_of, reads_of_module, unknown_section
 from emergence.core.io import PipelineError
 
 
@@ -51,6 +52,9 @@ def start_stage(
     """Parse the CLI, read params.yaml and fix the thread count: the first lines of every stage."""
     args = stage_parser(description, per_seed, per_layers, per_model, per_setting, per_corpus).parse_args(argv)
     params = read_params(args.params)
+    known = known_sections(project_root())
+    if known is not None and (unknown := [unknown_section(name, known) for name in params if name not in known]):
+        raise PipelineError(f"{args.params}: " + "; ".join(unknown))
     reads = reads_of_module(_caller_module(), project_root(), sys.argv[1:] if argv is None else argv, params)
     if reads is not None:  # a stage of this checkout: hold it to its pipeline.yaml entry
         params = DeclaredParams(params, reads)
@@ -73,21 +77,41 @@ def _caller_module() -> str:
 
 
 def stage_main(fn: Callable[[list[str] | None], None]) -> Callable[[list[str] | None], int]:
-    """Wrap a stage body: a PipelineError becomes one line on stderr and exit 1."""
+    """Wrap a stage body: a PipelineError becomes one line on stderr and exit 1 (naming the stage
+    that wrote the artifact at fault, when it is one); SIGTERM (a scheduler's cancel) and Ctrl-C
+    unwind like an exception, so no temporary file or folder is left behind."""
 
     @functools.wraps(fn)
     def main(argv: list[str] | None = None) -> int:
+        previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             fn(argv)
         except PipelineError as e:
-            _fail(f"error: {e}")
+            _fail(f"error: {e}{_rerun_hint(str(e), sys.argv[1:] if argv is None else argv)}")
             return 1
         except KeyboardInterrupt:
             _fail("error: interrupted; no partial artifact was written")
             return 130
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         return 0
 
     return main
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _rerun_hint(message: str, argv: list[str]) -> str:
+    """'; written by stage X: re-run it with ...' when the message starts with an artifact's path."""
+    path = message.split(": ", 1)[0]
+    params_file = argv[argv.index("--params") + 1] if "--params" in argv[:-1] else PARAMS_FILE
+    try:
+        stage = producer_of(path, project_root(), read_params(params_file))
+    except PipelineError:
+        return ""
+    return f" (written by stage {stage}: re-run it with `dvc repro -f -s {stage}`)" if stage else ""
 
 
 def _fail(message: str) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
@@ -211,6 +212,21 @@ def encode_padded(encoder: Encoder, images: list[torch.Tensor], params: EncoderP
     return encode_batch(encoder, batch, params.pool_grid, where)[: len(images)]
 
 
+def cached_features(path: Path) -> torch.Tensor | None:
+    """One image's cached features, or None when absent or unreadable (truncated, foreign): the cache is
+    no artifact, so a bad entry is encoded again and overwritten, with a warning."""
+    if not path.is_file():
+        return None
+    try:
+        feats = load_file(path)["features"]
+    except (SafetensorError, OSError, KeyError) as e:
+        warnings.warn(
+            f"{path}: unreadable cache entry ({e.__class__.__name__}), encoding the image again", stacklevel=2
+        )
+        return None
+    return feats
+
+
 def encode_images(
     paths: Sequence[str | Path],
     params: EncoderParams,
@@ -231,11 +247,7 @@ def encode_images(
         except OSError as e:
             if not params.skip_bad_images:
                 raise PipelineError(f"{p}: image file not readable ({e.__class__.__name__})") from e
-    feats = {
-        k: load_file(key_dir / f"{k}.safetensors")["features"]
-        for k in set(keys.values())
-        if (key_dir / f"{k}.safetensors").is_file()
-    }
+    feats = {k: f for k in set(keys.values()) if (f := cached_features(key_dir / f"{k}.safetensors")) is not None}
     n_cached = len(feats)
     first: dict[str, int] = {}  # new image sha -> its first path: duplicate images are encoded once
     for i, k in keys.items():

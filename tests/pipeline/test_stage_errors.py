@@ -508,7 +508,7 @@ def test_interrupted_training_publishes_nothing_and_resumes_exactly(workspace, t
     reference = launch(tmp_path / "reference")  # the same run, never interrupted (concurrently: threads are fixed)
     scratch, published = root / "data/scratch/binding/seed1", root / "data/binding/runs/seed1"
 
-    code, err = interrupt_when(launch(root), lambda: (scratch / "resume.pt").exists(), signal.SIGINT)
+    code, err = interrupt_when(launch(root), lambda: (scratch / "resume").exists(), signal.SIGINT)
     assert code == 130, err
     assert err.count("\n") == 1 and err.startswith("error: interrupted"), err
     assert not published.exists()

@@ -67,8 +67,8 @@ class Encoder:
 
 
 def weight_files(d: Path) -> list[Path]:
-    """The files from_pretrained reads (safetensors preferred over .bin, as transformers does)."""
-    return sorted(d.glob("*.safetensors")) or sorted(d.glob("*.bin"))
+    """The weight files we load: safetensors only (a .bin checkpoint is a pickle and could run code)."""
+    return sorted(d.glob("*.safetensors"))
 
 
 def find_weights(params: EncoderParams) -> tuple[Path | None, str]:
@@ -92,13 +92,16 @@ def load_pretrained(d: Path, label: str) -> Encoder:
     from transformers import Dinov2Model
 
     config = d / "config.json"
-    model_type = json.loads(config.read_text()).get("model_type")
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (ValueError, AttributeError) as e:  # bad JSON or UTF-8, or not an object
+        raise PipelineError(f"{config}: not a readable model config ({e.__class__.__name__})") from e
     if model_type != "dinov2":
         raise PipelineError(f"{config}: model_type is {model_type!r}, not 'dinov2'")
     h = hashlib.sha256()
     for f in [config, *weight_files(d)]:  # the bytes define the features, not the path or the name
         h.update(f"{f.name}:{file_sha256(f)}\n".encode())
-    model = Dinov2Model.from_pretrained(d, local_files_only=True, dtype=torch.float32)
+    model = Dinov2Model.from_pretrained(d, local_files_only=True, dtype=torch.float32, use_safetensors=True)
     return Encoder(model, f"{label}@{h.hexdigest()[:12]}", pretrained=True)
 
 

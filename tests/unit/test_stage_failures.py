@@ -76,3 +76,37 @@ def test_sigterm_unwinds_like_ctrl_c_and_leaves_no_temporary(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "error: interrupted; no partial artifact was written"
     assert list(tmp_path.iterdir()) == []  # neither the artifact nor its temporary sibling
     assert signal.getsignal(signal.SIGTERM) == before  # the handler is the stage's only
+
+
+def test_a_stage_instance_runs_once_per_checkout_and_kill_9_frees_it(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from emergence.core.cli import LOCKS, hold_stage_lock
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from emergence.core.cli import hold_stage_lock; "
+            f"hold_stage_lock(Path({str(tmp_path)!r}), 'stages.binding.train', ['--seed', '0']); "
+            "print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(
+            PipelineError,
+            match=rf"stages.binding.train --seed 0: already running in this checkout \(pid {holder.pid}\)",
+        ):
+            hold_stage_lock(tmp_path, "stages.binding.train", ["--params", "other.yaml", "--seed", "0"])
+        hold_stage_lock(tmp_path, "stages.binding.train", ["--seed", "1"])  # another instance: free
+    finally:
+        holder.kill()  # SIGKILL: no cleanup runs, the OS frees the lock
+        holder.wait()
+    time.sleep(0.1)
+    hold_stage_lock(tmp_path, "stages.binding.train", ["--seed", "0"])
+    assert (tmp_path / LOCKS).is_dir()

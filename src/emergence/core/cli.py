@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import functools
+import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -55,11 +58,44 @@ def start_stage(
     known = known_sections(project_root())
     if known is not None and (unknown := [unknown_section(name, known) for name in params if name not in known]):
         raise PipelineError(f"{args.params}: " + "; ".join(unknown))
-    reads = reads_of_module(_caller_module(), project_root(), sys.argv[1:] if argv is None else argv, params)
-    if reads is not None:  # a stage of this checkout: hold it to its pipeline.yaml entry
+    given = sys.argv[1:] if argv is None else argv
+    reads = reads_of_module(_caller_module(), project_root(), given, params)
+    if reads is not None:  # a stage of this checkout: hold it to its pipeline.yaml entry, one run at a time
         params = DeclaredParams(params, reads)
+        hold_stage_lock(project_root(), _caller_module(), given)
     set_threads(load_base(params).threads)
     return args, params
+
+
+LOCKS = ".stage-locks"  # one lock file per stage instance, held while it runs (gitignored)
+_held: dict[Path, object] = {}  # lock files this process holds: released when it exits, however it exits
+
+
+def hold_stage_lock(root: Path, module: str, argv: list[str]) -> None:
+    """Refuse to run a stage instance that is already running in this checkout (DVC and Snakemake
+    started at once would both write its artifacts). An OS file lock: freed even by kill -9."""
+    args = [a for i, a in enumerate(argv) if a != "--params" and (i == 0 or argv[i - 1] != "--params")]
+    name = re.sub(r"[^\w.=-]+", "_", " ".join([module, *args]))
+    path = root / LOCKS / f"{name}.lock"
+    if path in _held:  # this process runs the stage again (a test calling main twice)
+        return
+    path.parent.mkdir(exist_ok=True)
+    f = open(path, "a+")  # held open for the life of the process
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "?"
+        f.close()
+        raise PipelineError(
+            f"{module} {' '.join(args)}: already running in this checkout (pid {holder}); "
+            "one engine at a time may run a stage"
+        ) from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    _held[path] = f
 
 
 def project_root() -> Path:

@@ -62,12 +62,12 @@ def start_stage(
     reads = reads_of_module(_caller_module(), project_root(), given, params)
     if reads is not None:  # a stage of this checkout: hold it to its pipeline.yaml entry, one run at a time
         params = DeclaredParams(params, reads)
-        hold_stage_lock(project_root(), _caller_module(), given)
+        hold_stage_lock(Path.cwd(), _caller_module(), given)  # where its artifacts are written
     set_threads(load_base(params).threads)
     return args, params
 
 
-LOCKS = ".stage-locks"  # one lock file per stage instance, held while it runs (gitignored)
+LOCKS = ".stage-locks"  # in the working directory: one lock file per stage instance running there (gitignored)
 _held: dict[Path, object] = {}  # lock files this process holds: released when it exits, however it exits
 
 

@@ -10,13 +10,13 @@ first one only when it starts, possibly after an hour of training upstream.
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from emergence.core.config import PARAMS_FILE, read_params
+from emergence.core.declared import unknown_section
 from emergence.core.io import PipelineError
 from emergence.params import Checker, load_schemas
 from emergence.studies.grounding.tokens import model_entry
@@ -123,13 +123,6 @@ CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
     marking_run_is_a_default_run,
     seeds_are_non_negative,
 ]
-
-
-def unknown_section(name: str, known: list[str]) -> str:
-    """One line for a section no schema knows, with the closest known name when one is close."""
-    close = difflib.get_close_matches(str(name), known, n=1)
-    hint = f"did you mean {close[0]}? " if close else ""
-    return f"{name}: unknown section ({hint}known: {', '.join(known)})"
 
 
 def problems_of(params: dict[str, Any], schemas: dict[str, Checker] | None = None) -> list[str]:

@@ -17,9 +17,9 @@ def main(argv: list[str] | None = None) -> None:
     _, params = start_stage(__doc__, argv)
     p = from_dict(ExtractParams, section(params, "childes_extract"), "childes_extract")
     source = path_of(params, "childes_source")
-    turns = extract_turns(source, split_compounds=p.split_compounds)
+    turns = extract_turns(source, split_compounds=p.split_compounds, limits=p)
     counts = {
-        **turn_counts(source),
+        **turn_counts(source, limits=p),
         "files": int(turns["file"].nunique()),
         "env_tokens": int(turns["env"].map(len).sum()),
         "lan_tokens": int(turns["lan"].map(len).sum()),

@@ -472,10 +472,11 @@ def test_bad_input_leaves_no_partial_artifact(outcomes, name):
 # ---- interrupted training -----------------------------------------------------
 
 
-def launch(root: Path) -> subprocess.Popen:
+def launch(root: Path, name: str = "binding_train", *args: str) -> subprocess.Popen:
     # Python only turns SIGINT into KeyboardInterrupt if SIGINT is not ignored when it starts.
+    args = args or (("--seed", "1") if name == "binding_train" else ())
     return subprocess.Popen(
-        [sys.executable, "-m", "stages.binding.train", "--seed", "1"],
+        [sys.executable, "-m", *stage_command(name, ROOT), *args],
         cwd=root,
         env=ENV,
         stdout=subprocess.PIPE,
@@ -508,7 +509,7 @@ def test_interrupted_training_publishes_nothing_and_resumes_exactly(workspace, t
     reference = launch(tmp_path / "reference")  # the same run, never interrupted (concurrently: threads are fixed)
     scratch, published = root / "data/scratch/binding/seed1", root / "data/binding/runs/seed1"
 
-    code, err = interrupt_when(launch(root), lambda: (scratch / "resume.pt").exists(), signal.SIGINT)
+    code, err = interrupt_when(launch(root), lambda: (scratch / "resume").exists(), signal.SIGINT)
     assert code == 130, err
     assert err.count("\n") == 1 and err.startswith("error: interrupted"), err
     assert not published.exists()
@@ -534,3 +535,51 @@ def test_interrupted_training_publishes_nothing_and_resumes_exactly(workspace, t
             assert all(torch.equal(got[k], want[k]) for k in want), rel
         else:  # config.json, metrics.parquet
             assert (published / rel).read_bytes() == (expected / rel).read_bytes(), rel
+
+
+def test_killed_feature_caching_keeps_the_cache_usable_and_the_features_identical(workspace, tmp_path):
+    shutil.copytree(workspace, tmp_path / "run")
+    root = tmp_path / "run"
+    shutil.copytree(ROOT / "resources", root / "resources")  # the noun list the scenes draw from
+    for name in ("visual_scenes", "visdial_extract"):
+        proc = stage(root, name)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    shutil.copytree(root, tmp_path / "reference")
+    reference = stage(tmp_path / "reference", "dino_features")
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    cache = root / "data/cache/dino"
+
+    def some_cached() -> bool:
+        return any(cache.rglob("*.safetensors"))
+
+    code, _ = interrupt_when(launch(root, "dino_features"), some_cached, signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    assert not (root / "data/visual/features").exists()  # nothing published
+    again = stage(root, "dino_features")
+    assert again.returncode == 0, again.stderr[-2000:]
+    for name in ("features.safetensors", "images.parquet"):
+        got = (root / "data/visual/features" / name).read_bytes()
+        assert got == (tmp_path / "reference/data/visual/features" / name).read_bytes(), name
+    assert [p for p in (root / "data/visual").rglob(".*.tmp")] == []
+
+
+def test_a_killed_analysis_publishes_nothing_and_reruns_to_the_same_table(workspace, tmp_path):
+    shutil.copytree(workspace, tmp_path / "reference")
+    began = time.monotonic()
+    ref = stage(tmp_path / "reference", "binding_trajectory", "--seed", "0")
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    duration = time.monotonic() - began
+    shutil.copytree(workspace, tmp_path / "run")
+    root = tmp_path / "run"
+    out = root / "data/binding/trajectory/seed0.parquet"
+    started = time.monotonic()
+    code, _ = interrupt_when(  # halfway through, by the uninterrupted run's clock
+        launch(root, "binding_trajectory", "--seed", "0"),
+        lambda: time.monotonic() - started > duration / 2,
+        signal.SIGKILL,
+    )
+    assert code == -signal.SIGKILL
+    assert not out.exists() and [p for p in (root / "data").rglob(".*.tmp")] == []
+    again = stage(root, "binding_trajectory", "--seed", "0")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert out.read_bytes() == (tmp_path / "reference/data/binding/trajectory/seed0.parquet").read_bytes()

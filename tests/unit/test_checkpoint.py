@@ -150,7 +150,7 @@ def _trained_pair():
 
 def test_resume_state_round_trip(tmp_path):
     model, opt = _trained_pair()
-    path = tmp_path / "resume.pt"
+    path = tmp_path / "resume"
     save_resume_state(path, model=model, optimizer=opt, step=4, tokens=32, rows=[{"step": 0}], fingerprint="fp")
     expected_draw = torch.rand(3)  # RNG continues from the saved state
 
@@ -167,7 +167,7 @@ def test_resume_state_round_trip(tmp_path):
 
 def test_resume_state_fingerprint_mismatch_or_garbage(tmp_path, capsys):
     model, opt = _trained_pair()
-    path = tmp_path / "resume.pt"
+    path = tmp_path / "resume"
     assert load_resume_state(path, "fp", model, opt, "cpu") is None  # absent: silently fresh
     save_resume_state(path, model=model, optimizer=opt, step=4, tokens=32, rows=[], fingerprint="fp")
     before = [t.clone() for t in model.state_dict().values()]
@@ -175,6 +175,10 @@ def test_resume_state_fingerprint_mismatch_or_garbage(tmp_path, capsys):
     assert load_resume_state(path, "other-fp", other, torch.optim.AdamW(other.parameters()), "cpu") is None
     assert "(fingerprint mismatch); starting fresh" in capsys.readouterr().err
     assert not torch.equal(other.emb.weight, before[0])  # nothing was loaded
-    path.write_bytes(b"garbage")
+    (path / "state.safetensors").write_bytes(b"garbage")
+    assert load_resume_state(path, "fp", model, opt, "cpu") is None
+    assert "unreadable resume state" in capsys.readouterr().err
+    path.rename(tmp_path / "elsewhere")
+    path.write_bytes(b"a file where the folder should be, e.g. a pickle")  # never unpickled
     assert load_resume_state(path, "fp", model, opt, "cpu") is None
     assert "unreadable resume state" in capsys.readouterr().err

@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from emergence.core.io import PipelineError
-from emergence.studies.grounding.childes import extract_turns, turn_counts, validate_chat
+from emergence.studies.grounding.childes import ExtractParams, extract_turns, turn_counts, validate_chat
 
 EVE = "childes/Brown-Eve-010600a.cha"
 HEADER = """@UTF8
@@ -189,3 +189,75 @@ def test_eve_copy_in_a_directory_keeps_its_relative_name(shared_data, tmp_path):
     (tmp_path / "Brown" / "Eve").mkdir(parents=True)
     shutil.copy(shared_data / EVE, tmp_path / "Brown" / "Eve" / "010600a.cha")
     assert turn_counts(tmp_path)["utterances"] == 1588
+
+
+def _zip(path, members: dict[str, str | bytes], compression=zipfile.ZIP_DEFLATED):
+    with zipfile.ZipFile(path, "w", compression=compression) as zf:
+        for name, body in members.items():
+            zf.writestr(name, body)
+    return path
+
+
+OK_CHAT = HEADER + "*CHI:\thi .\n@End\n"
+# 2 MB of valid CHAT: the same turn repeated deflates about 300-fold
+BIG_CHAT = HEADER + "*MOT:\tlook at the ball .\n" * 95000 + "@End\n"
+
+
+@pytest.mark.parametrize(
+    "members, limits, message",
+    [
+        (
+            {f"C/{i}.cha": OK_CHAT for i in range(4)},
+            dict(max_members=3),
+            r"4 \.cha members, over childes_extract\.max_members \(3\)",
+        ),
+        (
+            {"C/a.cha": BIG_CHAT},
+            dict(max_member_mb=1, max_ratio=10**6),
+            r"member 'C/a.cha' expands to 2 MB, over childes_extract\.max_member_mb \(1\)",
+        ),
+        (
+            {"C/a.cha": BIG_CHAT, "C/b.cha": BIG_CHAT},
+            dict(max_total_mb=4, max_ratio=10**6),
+            r"members expand to 5 MB, over childes_extract\.max_total_mb \(4\)",
+        ),
+        ({"C/a.cha": BIG_CHAT}, dict(), r"member 'C/a.cha' inflates \d+-fold, over childes_extract\.max_ratio \(100\)"),
+    ],
+    ids=["members", "member_size", "total_size", "ratio"],
+)
+def test_a_zip_over_a_limit_stops_before_inflating(tmp_path, monkeypatch, members, limits, message):
+    archive = _zip(tmp_path / "bomb.zip", members)
+    inflated = []
+    monkeypatch.setattr(zipfile.ZipFile, "open", lambda *a, **k: inflated.append(a) or pytest.fail("inflated"))
+    with pytest.raises(PipelineError, match=rf"^{re.escape(str(archive))}: {message}$"):
+        extract_turns(archive, limits=ExtractParams(**limits))
+    assert not inflated
+
+
+def test_a_member_whose_header_lies_is_refused(tmp_path):
+    # the declared sizes pass every limit; reading stops at the cap, or zipfile finds the lie (CRC,
+    # size) first: either way one line, never the whole member in memory
+    archive = _zip(tmp_path / "liar.zip", {"C/a.cha": BIG_CHAT}, compression=zipfile.ZIP_STORED)
+    data = bytearray(archive.read_bytes())
+    size = len(BIG_CHAT.encode())
+    # the central directory's uncompressed size (and the local header's) claim 1 KB
+    for offset in [i for i in range(len(data) - 4) if int.from_bytes(data[i : i + 4], "little") == size]:
+        data[offset : offset + 4] = (1024).to_bytes(4, "little")
+    archive.write_bytes(bytes(data))
+    with pytest.raises(
+        PipelineError,
+        match=r"liar.zip: (member 'C/a.cha' expands past childes_extract.max_member_mb \(1\)|not a readable zip)",
+    ):
+        extract_turns(archive, limits=ExtractParams(max_member_mb=1))
+
+
+def test_a_plain_transcript_over_the_member_cap_is_one_line(tmp_path):
+    big = tmp_path / "big.cha"
+    big.write_text(BIG_CHAT)
+    with pytest.raises(PipelineError, match=rf"^{re.escape(str(big))}: over childes_extract.max_member_mb \(1\)$"):
+        extract_turns(big, limits=ExtractParams(max_member_mb=1))
+
+
+def test_zip_limits_are_checked_as_params():
+    with pytest.raises(PipelineError, match=r"^childes_extract\.max_ratio: must be >= 1, got 0$"):
+        ExtractParams(max_ratio=0).validate()

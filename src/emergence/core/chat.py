@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pylangacq
 
-from emergence.core.io import PipelineError
+from emergence.core.io import PipelineError, inside
 
 TERMINATORS = frozenset(".?!")
 UNINTELLIGIBLE = frozenset({"xxx", "yyy", "www"})
@@ -71,7 +71,7 @@ def speech_words(utterance) -> list[str]:
 def cha_files(path: Path) -> list[Path]:
     """The transcripts at `path`: the file itself, or a directory's .cha files (recursive, sorted)."""
     if path.is_dir():
-        files = sorted(path.rglob("*.cha"))
+        files = inside(path, sorted(path.rglob("*.cha")))
         if not files:
             raise PipelineError(f"{path}: directory holds no .cha files")
         return files

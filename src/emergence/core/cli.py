@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import functools
+import os
+import re
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from emergence.core.config import PARAMS_FILE, load_base, read_params
-from emergence.core.declared import DeclaredParams, reads_of_module
+from emergence.core.declared import DeclaredParams, known_sections, producer_of, reads_of_module, unknown_section
 from emergence.core.io import PipelineError
 
 
@@ -51,11 +55,47 @@ def start_stage(
     """Parse the CLI, read params.yaml and fix the thread count: the first lines of every stage."""
     args = stage_parser(description, per_seed, per_layers, per_model, per_setting, per_corpus).parse_args(argv)
     params = read_params(args.params)
-    reads = reads_of_module(_caller_module(), project_root(), sys.argv[1:] if argv is None else argv, params)
-    if reads is not None:  # a stage of this checkout: hold it to its pipeline.yaml entry
+    known = known_sections(project_root())
+    if known is not None and (unknown := [unknown_section(name, known) for name in params if name not in known]):
+        raise PipelineError(f"{args.params}: " + "; ".join(unknown))
+    given = sys.argv[1:] if argv is None else argv
+    reads = reads_of_module(_caller_module(), project_root(), given, params)
+    if reads is not None:  # a stage of this checkout: hold it to its pipeline.yaml entry, one run at a time
         params = DeclaredParams(params, reads)
+        hold_stage_lock(Path.cwd(), _caller_module(), given)  # where its artifacts are written
     set_threads(load_base(params).threads)
     return args, params
+
+
+LOCKS = ".stage-locks"  # in the working directory: one lock file per stage instance running there (gitignored)
+_held: dict[Path, object] = {}  # lock files this process holds: released when it exits, however it exits
+
+
+def hold_stage_lock(root: Path, module: str, argv: list[str]) -> None:
+    """Refuse to run a stage instance that is already running in this checkout (DVC and Snakemake
+    started at once would both write its artifacts). An OS file lock: freed even by kill -9."""
+    args = [a for i, a in enumerate(argv) if a != "--params" and (i == 0 or argv[i - 1] != "--params")]
+    name = re.sub(r"[^\w.=-]+", "_", " ".join([module, *args]))
+    path = root / LOCKS / f"{name}.lock"
+    if path in _held:  # this process runs the stage again (a test calling main twice)
+        return
+    path.parent.mkdir(exist_ok=True)
+    f = open(path, "a+")  # held open for the life of the process
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "?"
+        f.close()
+        raise PipelineError(
+            f"{module} {' '.join(args)}: already running in this checkout (pid {holder}); "
+            "one engine at a time may run a stage"
+        ) from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    _held[path] = f
 
 
 def project_root() -> Path:
@@ -73,21 +113,41 @@ def _caller_module() -> str:
 
 
 def stage_main(fn: Callable[[list[str] | None], None]) -> Callable[[list[str] | None], int]:
-    """Wrap a stage body: a PipelineError becomes one line on stderr and exit 1."""
+    """Wrap a stage body: a PipelineError becomes one line on stderr and exit 1 (naming the stage
+    that wrote the artifact at fault, when it is one); SIGTERM (a scheduler's cancel) and Ctrl-C
+    unwind like an exception, so no temporary file or folder is left behind."""
 
     @functools.wraps(fn)
     def main(argv: list[str] | None = None) -> int:
+        previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             fn(argv)
         except PipelineError as e:
-            _fail(f"error: {e}")
+            _fail(f"error: {e}{_rerun_hint(str(e), sys.argv[1:] if argv is None else argv)}")
             return 1
         except KeyboardInterrupt:
             _fail("error: interrupted; no partial artifact was written")
             return 130
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         return 0
 
     return main
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _rerun_hint(message: str, argv: list[str]) -> str:
+    """'; written by stage X: re-run it with ...' when the message starts with an artifact's path."""
+    path = message.split(": ", 1)[0]
+    params_file = argv[argv.index("--params") + 1] if "--params" in argv[:-1] else PARAMS_FILE
+    try:
+        stage = producer_of(path, project_root(), read_params(params_file))
+    except PipelineError:
+        return ""
+    return f" (written by stage {stage}: re-run it with `dvc repro -f -s {stage}`)" if stage else ""
 
 
 def _fail(message: str) -> None:

@@ -52,7 +52,8 @@ def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
-        raise PipelineError(f"{path}{line}: invalid YAML ({getattr(e, 'problem', e)})") from e
+        problem = " ".join(str(getattr(e, "problem", e)).split())  # one line, whatever the YAML error says
+        raise PipelineError(f"{path}{line}: invalid YAML ({problem})") from e
     if not isinstance(data, dict):
         raise PipelineError(f"{path}: top level must be a mapping of sections")
     return data

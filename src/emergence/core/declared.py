@@ -13,6 +13,8 @@ artifact bytes); the generator declares it for every stage (`IMPLICIT`).
 
 from __future__ import annotations
 
+import difflib
+import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +50,75 @@ def stage_reads(name: str, stage: dict[str, Any]) -> StageReads:
 
 
 ITEM = re.compile(r"\$\{item\.(\w+)\}")
-TEMPLATE = re.compile(r"\$\{([\w.]+)\}")
+
+
+TEMPLATE = re.compile(r"\$\{([\w.\-]+)\}")  # DVC's ${a.b}
+
+
+def lookup(context: dict, key: str, where: str) -> Any:
+    value: Any = context
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise PipelineError(f"{where}: ${{{key}}} is not defined in params.yaml")
+        value = value[part]
+    return value
+
+
+def interpolate(value: Any, context: dict, where: str) -> Any:
+    """DVC's `${a.b}` templating: a whole-string template keeps the value's type."""
+    if isinstance(value, list):
+        return [interpolate(v, context, where) for v in value]
+    if not isinstance(value, str):
+        return value
+    whole = TEMPLATE.fullmatch(value)
+    if whole:
+        return lookup(context, whole.group(1), where)
+    return TEMPLATE.sub(lambda m: str(lookup(context, m.group(1), where)), value)
+
+
+def instances(name: str, stage: dict, params: dict) -> list[tuple[str, dict]]:
+    """(DVC's instance name, item) for each element of a stage's matrix or foreach."""
+    if "matrix" in stage:
+        axes = {k: interpolate(v, params, f"stages.{name}.matrix.{k}") for k, v in stage["matrix"].items()}
+        combos = itertools.product(*axes.values())
+        return [(f"{name}@{'-'.join(map(str, combo))}", dict(zip(axes, combo))) for combo in combos]
+    if "foreach" in stage:
+        items = interpolate(stage["foreach"], params, f"stages.{name}.foreach")
+        return [(f"{name}@{item}", item) for item in items]
+    return [(name, {})]
+
+
+def known_sections(root: Path) -> list[str] | None:
+    """The params sections pipeline.yaml has a schema for (None: no declaration here)."""
+    declared = root / DECLARATION
+    if not declared.is_file():
+        return None
+    return list((yaml.safe_load(declared.read_text()) or {}).get("schemas") or {})
+
+
+def unknown_section(name: str, known: list[str]) -> str:
+    """One line for a section no schema knows, with the closest known name when one is close."""
+    close = difflib.get_close_matches(str(name), known, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"{name}: unknown section ({hint}known: {', '.join(known)})"
+
+
+def producer_of(path: str | Path, root: Path, params: dict[str, Any]) -> str | None:
+    """The stage instance (`binding_train@0`) whose declared out or metric is `path` or holds it, or
+    None (an input, or no such stage)."""
+    declared = root / DECLARATION
+    if not declared.is_file():
+        return None
+    target = Path(path)
+    for name, stage in ((yaml.safe_load(declared.read_text()) or {}).get("stages") or {}).items():
+        try:
+            for instance, item in instances(name, stage, params):
+                outs = interpolate([*stage.get("outs", []), *stage.get("metrics", [])], {**params, "item": item}, name)
+                if any(target == Path(out) or Path(out) in target.parents for out in outs):
+                    return instance
+        except PipelineError:  # a stage params.yaml cannot resolve: not this one
+            continue
+    return None
 
 
 def runs_instance(stage: dict[str, Any], argv: list[str], params: dict[str, Any]) -> bool:

@@ -52,6 +52,17 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def inside(root: str | os.PathLike, files: list[Path]) -> list[Path]:
+    """`files` found under the folder `root`, refusing a symbolic link that leads out of it (a corpus
+    folder must not read, say, a system file through a link)."""
+    base = Path(root).resolve()
+    for f in files:
+        target = f.resolve()
+        if not target.is_relative_to(base):
+            raise PipelineError(f"{f}: a symbolic link to {target}, outside {root}: refused")
+    return files
+
+
 def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
     """Deterministic Parquet: same frame -> same bytes (no pandas index, no timestamps)."""
     table = pa.Table.from_pandas(df, preserve_index=False)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import itertools
 import re
 import sys
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from emergence.core.declared import DECLARATION, IMPLICIT
+from emergence.core.declared import DECLARATION, IMPLICIT, instances, interpolate, lookup
 from emergence.core.io import PipelineError, write_text
 
 GENERATED = "dvc.yaml"
@@ -139,29 +138,6 @@ def render(root: Path) -> str:
 
 # ---- dvc.yaml -> concrete stage instances ---------------------------------------------------------
 
-TEMPLATE = re.compile(r"\$\{([\w.\-]+)\}")
-
-
-def lookup(context: dict, key: str, where: str) -> Any:
-    value: Any = context
-    for part in key.split("."):
-        if not isinstance(value, dict) or part not in value:
-            raise PipelineError(f"{where}: ${{{key}}} is not defined in params.yaml")
-        value = value[part]
-    return value
-
-
-def interpolate(value: Any, context: dict, where: str) -> Any:
-    """DVC's `${a.b}` templating: a whole-string template keeps the value's type."""
-    if isinstance(value, list):
-        return [interpolate(v, context, where) for v in value]
-    if not isinstance(value, str):
-        return value
-    whole = TEMPLATE.fullmatch(value)
-    if whole:
-        return lookup(context, whole.group(1), where)
-    return TEMPLATE.sub(lambda m: str(lookup(context, m.group(1), where)), value)
-
 
 @dataclass
 class Job:
@@ -173,18 +149,6 @@ class Job:
     outs: list[str]
     params: list[str]
     inputs: list[str] = field(default_factory=list)  # deps mapped onto other jobs' outputs
-
-
-def instances(name: str, stage: dict, params: dict) -> list[tuple[str, dict]]:
-    """(DVC's instance name, item) for each element of a stage's matrix or foreach."""
-    if "matrix" in stage:
-        axes = {k: interpolate(v, params, f"stages.{name}.matrix.{k}") for k, v in stage["matrix"].items()}
-        combos = itertools.product(*axes.values())
-        return [(f"{name}@{'-'.join(map(str, combo))}", dict(zip(axes, combo))) for combo in combos]
-    if "foreach" in stage:
-        items = interpolate(stage["foreach"], params, f"stages.{name}.foreach")
-        return [(f"{name}@{item}", item) for item in items]
-    return [(name, {})]
 
 
 def resolve_jobs(dvc: dict, params: dict) -> list[Job]:

@@ -138,7 +138,11 @@ def clear_run_files(run_dir: Path, files: list[str]) -> None:
     for _, step_dir in list_checkpoints(run_dir):
         shutil.rmtree(step_dir)
     for name in files:
-        (run_dir / name).unlink(missing_ok=True)
+        target = run_dir / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
     if not any(run_dir.iterdir()):
         run_dir.rmdir()
 
@@ -157,6 +161,9 @@ def run_fingerprint(train_config: dict, model: nn.Module, data_fingerprint: str)
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
 
 
+STATE_TENSORS, STATE_JSON = "state.safetensors", "state.json"
+
+
 def save_resume_state(
     path: Path,
     *,
@@ -167,23 +174,40 @@ def save_resume_state(
     rows: list[dict],
     fingerprint: str,
 ) -> None:
-    """Atomically save everything the loop needs to continue from `step`."""
-    state = {
+    """Atomically save everything the loop needs to continue from `step`: a folder of tensors
+    (safetensors: weights, optimizer moments, RNG states) and JSON (the rest). Nothing is pickled,
+    so a state file planted in a shared workspace cannot run code."""
+    tensors = {f"model/{k}": v.detach().clone().contiguous().cpu() for k, v in model.state_dict().items()}
+    optim = optimizer.state_dict()
+    scalars: dict[str, dict] = {}  # per parameter index: its non-tensor state (JSON)
+    for idx, entry in optim["state"].items():
+        for name, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optim/{idx}/{name}"] = value.detach().clone().contiguous().cpu()
+            else:
+                scalars.setdefault(str(idx), {})[name] = value
+    tensors["rng/torch"] = torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    tensors.update({f"rng/cuda/{i}": s for i, s in enumerate(cuda)})
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    tensors["rng/numpy_keys"] = torch.from_numpy(np_keys.astype(np.int64))
+    py_version, py_state, py_gauss = random.getstate()
+    meta = {
+        "format": "emergence-resume-1",
         "fingerprint": fingerprint,
         "step": step,
         "tokens": tokens,
         "rows": rows,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "rng": {
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "numpy": np.random.get_state(),
-            "python": random.getstate(),
-        },
+        "optim_scalars": scalars,
+        "param_groups": optim["param_groups"],
+        "n_cuda": len(cuda),
+        "rng_numpy": [np_name, int(np_pos), int(np_has_gauss), float(np_gauss)],
+        "rng_python": [py_version, list(py_state), py_gauss],
     }
     with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+        tmp.mkdir()
+        safetensors.torch.save_file(tensors, str(tmp / STATE_TENSORS))
+        (tmp / STATE_JSON).write_text(json.dumps(meta))
 
 
 def load_resume_state(
@@ -194,24 +218,34 @@ def load_resume_state(
     if not path.exists():
         return None
     try:
-        # Our own scratch file; weights_only=False because RNG states hold numpy arrays.
-        state = torch.load(path, map_location=device, weights_only=False)
-    except Exception as e:  # any unreadable file just means "start over"
+        meta = json.loads((path / STATE_JSON).read_text(encoding="utf-8"))
+        tensors = safetensors.torch.load_file(str(path / STATE_TENSORS))
+    except Exception as e:  # any unreadable state (a file, a foreign format) just means "start over"
         _say(f"{path}: unreadable resume state ({e.__class__.__name__}); starting fresh")
         return None
-    if state.get("fingerprint") != fingerprint:
+    if meta.get("fingerprint") != fingerprint:
         _say(f"{path}: resume state is from a different run (fingerprint mismatch); starting fresh")
         return None
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    rng = state["rng"]
-    torch.set_rng_state(rng["torch"].cpu())
-    if rng["cuda"]:
-        torch.cuda.set_rng_state_all([s.cpu() for s in rng["cuda"]])
-    np.random.set_state(rng["numpy"])
-    random.setstate(rng["python"])
-    _say(f"{path}: resuming from step {state['step']}")
-    return {key: state[key] for key in ("step", "tokens", "rows")}
+    try:
+        model.load_state_dict({k[len("model/") :]: v for k, v in tensors.items() if k.startswith("model/")})
+        state: dict[int, dict] = {int(i): dict(values) for i, values in meta["optim_scalars"].items()}
+        for key, value in tensors.items():
+            if key.startswith("optim/"):
+                _, idx, name = key.split("/", 2)
+                state.setdefault(int(idx), {})[name] = value.to(device)
+        optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+        torch.set_rng_state(tensors["rng/torch"])
+        if meta["n_cuda"]:
+            torch.cuda.set_rng_state_all([tensors[f"rng/cuda/{i}"] for i in range(meta["n_cuda"])])
+        name, pos, has_gauss, gauss = meta["rng_numpy"]
+        np.random.set_state((name, tensors["rng/numpy_keys"].numpy().astype(np.uint32), pos, has_gauss, gauss))
+        version, py_state, py_gauss = meta["rng_python"]
+        random.setstate((version, tuple(py_state), py_gauss))
+    except (KeyError, ValueError, RuntimeError, TypeError) as e:
+        _say(f"{path}: unreadable resume state ({e.__class__.__name__}); starting fresh")
+        return None
+    _say(f"{path}: resuming from step {meta['step']}")
+    return {key: meta[key] for key in ("step", "tokens", "rows")}
 
 
 def _say(message: str) -> None:

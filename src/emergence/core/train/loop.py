@@ -36,7 +36,7 @@ from emergence.core.train.schedule import SCHEDULES, checkpoint_steps, lr_factor
 
 BatchFn = Callable[[int], tuple[torch.Tensor | dict[str, torch.Tensor], torch.Tensor]]  # (inputs, targets)
 EvalFn = Callable[[nn.Module, int], dict[str, Any]]
-RESUME, METRICS = "resume.pt", "metrics.parquet"
+RESUME, METRICS = "resume", "metrics.parquet"  # resume: a folder of safetensors + JSON
 
 
 @dataclass

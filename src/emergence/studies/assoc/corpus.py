@@ -34,7 +34,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from emergence.core.io import PipelineError, atomic_path
+from emergence.core.io import PipelineError, atomic_path, inside
 from emergence.studies.assoc.stories import DOC_SEPARATOR
 
 TOKENIZERS = ("word", "bpe")
@@ -58,7 +58,7 @@ def read_text_documents(path: str | os.PathLike) -> list[str]:
     (sorted, recursive): split on `<|endoftext|>`, blank documents dropped."""
     path = Path(path)
     if path.is_dir():
-        files = sorted(path.rglob("*.txt"))
+        files = inside(path, sorted(path.rglob("*.txt")))
         if not files:
             raise PipelineError(f"{path}: directory holds no .txt files")
     elif path.exists():

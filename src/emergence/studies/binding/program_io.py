@@ -6,7 +6,7 @@ import os
 
 import pandas as pd
 
-from emergence.core.io import read_parquet
+from emergence.core.io import PipelineError, read_parquet
 from emergence.studies.binding.heuristics import HEURISTICS
 
 PROGRAM_COLUMNS = {
@@ -25,10 +25,14 @@ PROGRAM_COLUMNS = {
 def load_programs(path: str | os.PathLike) -> pd.DataFrame:
     """programs.parquet with its schema checked; `program_id` = row number."""
     df = read_parquet(path, PROGRAM_COLUMNS)
+    if df.empty:
+        raise PipelineError(f"{path}: no programs")
     return df.assign(program_id=range(len(df)))
 
 
 def subset(df: pd.DataFrame, split: str, set_name: str = "main", n: int | None = None) -> pd.DataFrame:
     """Programs of one split of one set, the first `n` of them (the table is already shuffled)."""
     rows = df[(df["split"] == split) & (df["set"] == set_name)]
+    if rows.empty:
+        raise PipelineError(f"programs: no {split!r} programs in set {set_name!r} (binding_data.split gives it none?)")
     return rows if n is None else rows.head(n)

@@ -15,13 +15,12 @@ and, on the way, rejects malformed CHAT with an error naming file and line.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import re
 import stat
-import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
@@ -164,46 +163,81 @@ def _unsafe(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
-def _extract_zip(archive: Path, dest: Path) -> None:
-    """Extract the .cha members, after checking every member: nothing is written on refusal."""
-    try:
-        with zipfile.ZipFile(archive) as zf:
-            members = zf.infolist()
-            for info in members:
-                reason = _unsafe(info)
-                if reason:
-                    raise PipelineError(f"{archive}: refusing member {info.filename!r} ({reason})")
-            chats = [m for m in members if not m.is_dir() and m.filename.lower().endswith(".cha")]
-            if not chats:
-                raise PipelineError(f"{archive}: zip holds no .cha files")
-            for info in chats:
-                target = dest / info.filename
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(zf.read(info))
-    except (zipfile.BadZipFile, OSError) as e:
-        raise PipelineError(f"{archive}: not a readable zip ({e.__class__.__name__}: {e})") from e
+MB = 1 << 20
 
 
-@contextlib.contextmanager
-def _sources(path: Path) -> Iterator[list[tuple[str, Path, str]]]:
-    """(name, file, label) of each transcript.
+def _checked_members(zf: zipfile.ZipFile, archive: Path, limits: ExtractParams) -> list[zipfile.ZipInfo]:
+    """The .cha members, after checking every member's name and the archive's declared sizes against
+    the limits: a zip bomb is refused before a byte of it is inflated."""
+    members = zf.infolist()
+    for info in members:
+        reason = _unsafe(info)
+        if reason:
+            raise PipelineError(f"{archive}: refusing member {info.filename!r} ({reason})")
+    chats = [m for m in members if not m.is_dir() and m.filename.lower().endswith(".cha")]
+    if not chats:
+        raise PipelineError(f"{archive}: zip holds no .cha files")
+    if len(chats) > limits.max_members:
+        raise PipelineError(
+            f"{archive}: {len(chats)} .cha members, over childes_extract.max_members ({limits.max_members})"
+        )
+    total = sum(m.file_size for m in chats)
+    if total > limits.max_total_mb * MB:
+        raise PipelineError(
+            f"{archive}: members expand to {total / MB:.0f} MB, over childes_extract.max_total_mb "
+            f"({limits.max_total_mb})"
+        )
+    for m in chats:
+        if m.file_size > limits.max_member_mb * MB:
+            raise PipelineError(
+                f"{archive}: member {m.filename!r} expands to {m.file_size / MB:.0f} MB, over "
+                f"childes_extract.max_member_mb ({limits.max_member_mb})"
+            )
+        if m.file_size > limits.max_ratio * max(m.compress_size, 1):
+            raise PipelineError(
+                f"{archive}: member {m.filename!r} inflates {m.file_size / max(m.compress_size, 1):.0f}-fold, over "
+                f"childes_extract.max_ratio ({limits.max_ratio})"
+            )
+    return chats
 
-    name is relative to the input root (a zip's member name); label is what
-    errors call it: the file's path, or archive.zip/member.
-    """
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: Path, limits: ExtractParams) -> bytes:
+    """A member's bytes, read in chunks and stopped at max_member_mb whatever its header claims."""
+    cap, chunks, size = limits.max_member_mb * MB, [], 0
+    with zf.open(info) as f:
+        while chunk := f.read(MB):
+            size += len(chunk)
+            if size > cap:
+                raise PipelineError(
+                    f"{archive}: member {info.filename!r} expands past childes_extract.max_member_mb "
+                    f"({limits.max_member_mb})"
+                )
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _transcripts(path: Path, limits: ExtractParams) -> Iterator[tuple[str, str, bytes]]:
+    """(name, label, bytes) of each transcript: name relative to the input root (a zip's member name),
+    label what errors call it (the file's path, or archive.zip/member). A zip is read member by member
+    in memory: nothing is extracted to disk, so nothing can be left behind."""
     if path.is_file() and path.suffix.lower() == ".zip":
-        with tempfile.TemporaryDirectory(prefix="childes-") as tmp:
-            _extract_zip(path, Path(tmp))
-            names = [f.relative_to(tmp).as_posix() for f in cha_files(Path(tmp))]
-            yield [(name, Path(tmp) / name, f"{path}/{name}") for name in names]
+        try:
+            with zipfile.ZipFile(path) as zf:
+                for info in _checked_members(zf, path, limits):
+                    yield info.filename, f"{path}/{info.filename}", _read_member(zf, info, path, limits)
+        except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
+            raise PipelineError(f"{path}: not a readable zip ({e.__class__.__name__}: {e})") from e
         return
     root = path if path.is_dir() else path.parent
-    yield [(f.relative_to(root).as_posix(), f, str(f)) for f in cha_files(path)]
+    for f in cha_files(path):
+        if f.stat().st_size > limits.max_member_mb * MB:
+            raise PipelineError(f"{f}: over childes_extract.max_member_mb ({limits.max_member_mb})")
+        yield f.relative_to(root).as_posix(), str(f), f.read_bytes()
 
 
-def _utterances(file: Path, label: str) -> Iterator[tuple[int, object]]:
+def _utterances(data: bytes, label: str) -> Iterator[tuple[int, object]]:
     """(line of the main tier, pylangacq utterance) for every utterance of one transcript."""
-    lines = _decode(file.read_bytes(), label)
+    lines = _decode(data, label)
     mains = _main_tiers(lines, label)
     try:
         chat = pylangacq.CHAT.from_strs(["\n".join(lines)], parallel=False, strict=False)
@@ -219,17 +253,18 @@ def _utterances(file: Path, label: str) -> Iterator[tuple[int, object]]:
         yield line, u
 
 
-def _all_utterances(path: str | os.PathLike) -> Iterator[tuple[str, int, object]]:
-    with _sources(Path(path)) as sources:
-        for name, file, label in sources:
-            for line, u in _utterances(file, label):
-                yield name, line, u
+def _all_utterances(path: str | os.PathLike, limits: ExtractParams) -> Iterator[tuple[str, int, object]]:
+    for name, label, data in _transcripts(Path(path), limits):
+        for line, u in _utterances(data, label):
+            yield name, line, u
 
 
 # --- public ----------------------------------------------------------------
 
 
-def extract_turns(path: str | os.PathLike, split_compounds: bool = False) -> pd.DataFrame:
+def extract_turns(
+    path: str | os.PathLike, split_compounds: bool = False, limits: ExtractParams | None = None
+) -> pd.DataFrame:
     """One row per utterance of a .cha file, a directory of them or a CHILDES .zip.
 
     Columns: file, line (1-based line of the *SPK: main tier), speaker,
@@ -238,7 +273,7 @@ def extract_turns(path: str | os.PathLike, split_compounds: bool = False) -> pd.
     Compounds a_b / a+b stay one word `a_b` unless split_compounds.
     """
     rows = []
-    for name, line, u in _all_utterances(path):
+    for name, line, u in _all_utterances(path, limits or ExtractParams()):
         env, lan, tokens = _turn(u, split_compounds)
         rows.append((name, line, u.participant, env, lan, tokens))
     if not rows:
@@ -248,10 +283,10 @@ def extract_turns(path: str | os.PathLike, split_compounds: bool = False) -> pd.
     return df
 
 
-def turn_counts(path: str | os.PathLike) -> dict[str, int]:
+def turn_counts(path: str | os.PathLike, limits: ExtractParams | None = None) -> dict[str, int]:
     """How many utterances there are, and how many carry each of the %act, %sit, %gpx tiers."""
     counts = {"utterances": 0, **{tier[1:]: 0 for tier in ENV_TIERS}}
-    for _, _, u in _all_utterances(path):
+    for _, _, u in _all_utterances(path, limits or ExtractParams()):
         counts["utterances"] += 1
         for tier in ENV_TIERS:
             counts[tier[1:]] += tier in u.tiers
@@ -261,3 +296,12 @@ def turn_counts(path: str | os.PathLike) -> dict[str, int]:
 @dataclasses.dataclass
 class ExtractParams:
     split_compounds: bool = False  # teddy_bear -> teddy, bear (else one word)
+    max_members: int = 50000  # .cha members of one zip
+    max_member_mb: int = 64  # one transcript, uncompressed
+    max_total_mb: int = 4096  # all .cha members of one zip, uncompressed
+    max_ratio: int = 100  # uncompressed / compressed size of one member (CHAT text: 5-10)
+
+    def validate(self, where: str = "childes_extract") -> None:
+        for key in ("max_members", "max_member_mb", "max_total_mb", "max_ratio"):
+            if getattr(self, key) < 1:
+                raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")

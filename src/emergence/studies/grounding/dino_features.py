@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
@@ -66,8 +67,8 @@ class Encoder:
 
 
 def weight_files(d: Path) -> list[Path]:
-    """The files from_pretrained reads (safetensors preferred over .bin, as transformers does)."""
-    return sorted(d.glob("*.safetensors")) or sorted(d.glob("*.bin"))
+    """The weight files we load: safetensors only (a .bin checkpoint is a pickle and could run code)."""
+    return sorted(d.glob("*.safetensors"))
 
 
 def find_weights(params: EncoderParams) -> tuple[Path | None, str]:
@@ -91,13 +92,16 @@ def load_pretrained(d: Path, label: str) -> Encoder:
     from transformers import Dinov2Model
 
     config = d / "config.json"
-    model_type = json.loads(config.read_text()).get("model_type")
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (ValueError, AttributeError) as e:  # bad JSON or UTF-8, or not an object
+        raise PipelineError(f"{config}: not a readable model config ({e.__class__.__name__})") from e
     if model_type != "dinov2":
         raise PipelineError(f"{config}: model_type is {model_type!r}, not 'dinov2'")
     h = hashlib.sha256()
     for f in [config, *weight_files(d)]:  # the bytes define the features, not the path or the name
         h.update(f"{f.name}:{file_sha256(f)}\n".encode())
-    model = Dinov2Model.from_pretrained(d, local_files_only=True, dtype=torch.float32)
+    model = Dinov2Model.from_pretrained(d, local_files_only=True, dtype=torch.float32, use_safetensors=True)
     return Encoder(model, f"{label}@{h.hexdigest()[:12]}", pretrained=True)
 
 
@@ -211,6 +215,21 @@ def encode_padded(encoder: Encoder, images: list[torch.Tensor], params: EncoderP
     return encode_batch(encoder, batch, params.pool_grid, where)[: len(images)]
 
 
+def cached_features(path: Path) -> torch.Tensor | None:
+    """One image's cached features, or None when absent or unreadable (truncated, foreign): the cache is
+    no artifact, so a bad entry is encoded again and overwritten, with a warning."""
+    if not path.is_file():
+        return None
+    try:
+        feats = load_file(path)["features"]
+    except (SafetensorError, OSError, KeyError) as e:
+        warnings.warn(
+            f"{path}: unreadable cache entry ({e.__class__.__name__}), encoding the image again", stacklevel=2
+        )
+        return None
+    return feats
+
+
 def encode_images(
     paths: Sequence[str | Path],
     params: EncoderParams,
@@ -231,11 +250,7 @@ def encode_images(
         except OSError as e:
             if not params.skip_bad_images:
                 raise PipelineError(f"{p}: image file not readable ({e.__class__.__name__})") from e
-    feats = {
-        k: load_file(key_dir / f"{k}.safetensors")["features"]
-        for k in set(keys.values())
-        if (key_dir / f"{k}.safetensors").is_file()
-    }
+    feats = {k: f for k in set(keys.values()) if (f := cached_features(key_dir / f"{k}.safetensors")) is not None}
     n_cached = len(feats)
     first: dict[str, int] = {}  # new image sha -> its first path: duplicate images are encoded once
     for i, k in keys.items():

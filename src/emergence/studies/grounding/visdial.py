@@ -32,6 +32,7 @@ POOLS = ("questions", "answers", "dialogs")
 # the apostrophe ("it's"); everything else separates words
 _SEPARATORS = re.compile(r"[^\w']+")
 IMAGE_ID_RE = re.compile(r"(\d{12})$")
+MAX_IMAGE_ID = 10**12  # ids are written as 12 zero-padded digits in image file names
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png"}
 
 
@@ -117,8 +118,10 @@ def _check_dialog(d: object, n_questions: int, n_answers: int, where: str) -> No
     for key in ("image_id", "caption", "dialog"):
         if key not in d:
             raise PipelineError(f"{where}: missing key '{key}'")
-    if not _is_index(d["image_id"]):
-        raise PipelineError(f"{where}: image_id must be an integer, got {d['image_id']!r}")
+    if not _is_index(d["image_id"]) or not 0 <= d["image_id"] < MAX_IMAGE_ID:
+        raise PipelineError(
+            f"{where}: image_id must be an integer in [0, 10^12) (image files carry 12 digits), got {d['image_id']!r}"
+        )
     if not isinstance(d["caption"], str):
         raise PipelineError(f"{where}: caption must be a string, got {type(d['caption']).__name__}")
     if not isinstance(d["dialog"], list):

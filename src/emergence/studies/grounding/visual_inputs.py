@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from emergence.core.config import from_dict, path_of, section
@@ -79,10 +80,14 @@ def features(params: dict) -> tuple[torch.Tensor, dict[int, int], dict]:
     root = path_of(params, "visual_features")
     try:
         feats = load_file(str(root / "features.safetensors"))["features"]
-        record = json.loads((root / "encoder.json").read_text())
-    except (OSError, KeyError, json.JSONDecodeError) as e:
-        raise PipelineError(f"{root}: unreadable features ({e.__class__.__name__}: {e}); run dino_features") from e
+        record = json.loads((root / "encoder.json").read_text(encoding="utf-8"))
+    except (OSError, KeyError, ValueError, SafetensorError) as e:  # ValueError: bad JSON or UTF-8
+        raise PipelineError(f"{root}: unreadable features ({e.__class__.__name__}: {e})") from e
     images = read_parquet(root / "images.parquet", {"row": "i", "image_id": "i"})
+    if feats.ndim != 3 or not feats.is_floating_point():
+        raise PipelineError(f"{root}: features must be (images, positions, dim) floats, got {tuple(feats.shape)}")
+    if len(images) and not 0 <= images["row"].min() <= images["row"].max() < len(feats):
+        raise PipelineError(f"{root}: images.parquet names rows outside the {len(feats)} feature rows")
     return feats, dict(zip(images["image_id"].tolist(), images["row"].tolist())), record
 
 

@@ -37,16 +37,17 @@ BITS = {
 }
 
 
-def model() -> LastEnvLookup:
-    """Row u<ENV>: log P[u][v] at each v<LAN>, the rest of the mass spread evenly over the 6 other tokens."""
-    table = torch.zeros(len(VOCAB), len(VOCAB), dtype=torch.float64)  # rows of non-env tokens: never read here
+def model(index: dict[str, int] = INDEX) -> LastEnvLookup:
+    """Row u<ENV>: log P[u][v] at each v<LAN>, the rest of the mass spread evenly over the other tokens
+    of `index` (a vocabulary holding every word's two forms)."""
+    table = torch.zeros(len(index), len(index), dtype=torch.float64)  # rows of non-env tokens: never read here
     for u, bits in BITS.items():
         p = [2.0**-b for b in bits]
-        row = torch.full((len(VOCAB),), math.log((1 - sum(p)) / (len(VOCAB) - 3)), dtype=torch.float64)
+        row = torch.full((len(index),), math.log((1 - sum(p)) / (len(index) - 3)), dtype=torch.float64)
         for v, pv in zip(WORDS, p):
-            row[INDEX[f"{v}<LAN>"]] = math.log(pv)
-        table[INDEX[f"{u}<ENV>"]] = row
-    return LastEnvLookup(table, [INDEX[f"{w}<ENV>"] for w in WORDS])
+            row[index[f"{v}<LAN>"]] = math.log(pv)
+        table[index[f"{u}<ENV>"]] = row
+    return LastEnvLookup(table, [index[f"{w}<ENV>"] for w in WORDS])
 
 
 EVAL_SET = pd.DataFrame(

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import pytest
-import torch
-from tiny_models import LastEnvLookup
+from test_grounding_gain_definition import LN2, WORDS, model  # BITS there: -log2 p(v<LAN> | last env u)
 
 from emergence.core.io import PipelineError
 from emergence.studies.grounding.marking import all_marked_inputs, default_word_gains, final_word_gains, rule_table
 from emergence.studies.grounding.templates import Template
-
-WORDS = ["ball", "cup", "dog"]
-LN2 = math.log(2.0)
-# -log2 p(v<LAN> | last target env token u): rows u, columns v (as in test_grounding_gain_definition.py)
-BITS = {"ball": [1, 4, 3], "cup": [3, 3, 5], "dog": [5, 3, 1]}
 
 
 def test_all_marked_inputs_keep_targets_turns_and_context_positions():
@@ -33,17 +25,6 @@ def test_all_marked_inputs_keep_targets_turns_and_context_positions():
     assert {"holds<ENV>", "a<LAN>", "cup<ENV>", "no<LAN>"} <= set(vocab) and "holds" not in vocab
 
 
-def _model(index: dict[str, int]) -> LastEnvLookup:
-    table = torch.zeros(len(index), len(index), dtype=torch.float64)
-    for u, bits in BITS.items():
-        p = [2.0**-b for b in bits]
-        row = torch.full((len(index),), math.log((1 - sum(p)) / (len(index) - 3)), dtype=torch.float64)
-        for v, pv in zip(WORDS, p):
-            row[index[f"{v}<LAN>"]] = math.log(pv)
-        table[index[f"{u}<ENV>"]] = row
-    return LastEnvLookup(table, [index[f"{w}<ENV>"] for w in WORDS])
-
-
 def test_final_word_gains_natural_and_template_by_hand():
     vocab = ["<unk>", "<MOT>", "<CHI>", "gives<ENV>", "the<ENV>", "look<LAN>"]
     vocab += [f"{w}{m}" for w in WORDS for m in ("<ENV>", "<LAN>")]
@@ -58,7 +39,7 @@ def test_final_word_gains_natural_and_template_by_hand():
     # the slot is the env frame's last target token, so template G(v) = mean_u BITS[u][v] - BITS[v][v]:
     #   ball (3 + 5) / 2 - 1 = 3; cup (4 + 3) / 2 - 3 = 0.5; dog (3 + 5) / 2 - 1 = 3 (bits)
     templates = [Template("t1", "MOT", "gives the {n}", "look", "test"), Template("t2", "CHI", "the {n}", "look", "x")]
-    gains = final_word_gains(_model(index), eval_set, templates, [], WORDS, index)
+    gains = final_word_gains(model(index), eval_set, templates, [], WORDS, index)
     template = gains[gains["measure"] == "template"].set_index("word")["gain"]
     assert template.to_dict() == pytest.approx({"ball": 3 * LN2, "cup": 0.5 * LN2, "dog": 3 * LN2}, abs=1e-6)
     natural = gains[gains["measure"] == "natural"].set_index("word")["gain"]

@@ -53,6 +53,7 @@ def workspace(tmp_path_factory) -> Path:
     """programs.parquet and seed 0's trained run at the tiny profile, threads 1."""
     root = tmp_path_factory.mktemp("workspace")
     shutil.copy(ROOT / "params.yaml", root / "params.yaml")
+    shutil.copytree(ROOT / "resources", root / "resources")  # the noun list and templates params name
     subprocess.run(
         [sys.executable, "-m", "emergence.core.profile", str(ROOT / "profiles" / "tiny.yaml")],
         cwd=root,
@@ -276,7 +277,7 @@ CASES = {
         [USER_CORPUS, "one"],
     ),
     "corpus_too_short": Case(
-        assoc_source(b"the dog ran.<|endoftext|>a cat sat."), ["assoc_corpus"], [USER_CORPUS, "13 tokens"]
+        assoc_source(b"the dog ran.<|endoftext|>" * 10), ["assoc_corpus"], [USER_CORPUS, "13 tokens"]
     ),
     "corpus_not_utf8": Case(assoc_source(b"the dog ran \xff\xfe and sat"), ["assoc_corpus"], [USER_CORPUS]),
     "corpus_bad_format": Case(set_param("assoc_corpus.format", "csv"), ["assoc_corpus"], ["assoc_corpus.format"]),
@@ -540,7 +541,6 @@ def test_interrupted_training_publishes_nothing_and_resumes_exactly(workspace, t
 def test_killed_feature_caching_keeps_the_cache_usable_and_the_features_identical(workspace, tmp_path):
     shutil.copytree(workspace, tmp_path / "run")
     root = tmp_path / "run"
-    shutil.copytree(ROOT / "resources", root / "resources")  # the noun list the scenes draw from
     for name in ("visual_scenes", "visdial_extract"):
         proc = stage(root, name)
         assert proc.returncode == 0, proc.stderr[-2000:]

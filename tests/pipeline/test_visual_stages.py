@@ -58,6 +58,7 @@ def set_param(root: Path, dotted: str, value) -> None:
 def workspace(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("visual")
     shutil.copy(ROOT / "params.yaml", root / "params.yaml")
+    shutil.copytree(ROOT / "resources", root / "resources")  # the noun list the scenes draw from
     subprocess.run(
         [sys.executable, "-m", "emergence.core.profile", str(ROOT / "profiles" / "tiny.yaml")],
         cwd=root,

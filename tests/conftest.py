@@ -65,6 +65,23 @@ def project_copy(dest: Path, profile: str | None = "tiny") -> Path:
     return dest
 
 
+def copy_run(src: Path, dest: Path) -> Path:
+    """A copy of a finished run (git repo, DVC cache, artifacts, timestamps) that a test may edit."""
+    shutil.copytree(src, dest, symlinks=True)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """One `dvc repro` of the tiny profile for the whole session (it trains every model, ~3 min).
+
+    Read-only by convention: a test that edits params or reruns stages works on `copy_run(tiny_run, ...)`.
+    """
+    root = project_copy(tmp_path_factory.mktemp("tiny") / "run")
+    run(["dvc", "repro"], root)
+    return root
+
+
 def pytest_collection_modifyitems(items):
     """tests/pipeline/ runs stages, engines or whole profiles: `pytest -m "not pipeline"` skips them."""
     for item in items:

@@ -35,9 +35,11 @@ ifneq ($(PROFILE),)
 	$(BIN)/python -m emergence profile $(PROFILE)
 endif
 
-## test: the whole test suite; unit: without the pipeline tests (a few minutes)
+## test: the whole test suite on WORKERS processes, each test file whole on one worker;
+## unit: without the pipeline tests (a few minutes)
+WORKERS ?= 2
 test: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile
 unit: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q -m "not pipeline"
 

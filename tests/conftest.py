@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -75,11 +77,42 @@ def copy_run(src: Path, dest: Path) -> Path:
 def tiny_run(tmp_path_factory) -> Path:
     """One `dvc repro` of the tiny profile for the whole session (it trains every model, ~3 min).
 
+    Under pytest-xdist the workers share it: the first to ask builds it under a file lock, the others
+    wait and reuse it; a failed build is recorded and reported by every worker, not retried.
     Read-only by convention: a test that edits params or reruns stages works on `copy_run(tiny_run, ...)`.
     """
-    root = project_copy(tmp_path_factory.mktemp("tiny") / "run")
-    run(["dvc", "repro"], root)
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's folder, above each worker's own
+    home = base / "tiny-run"
+    home.mkdir(exist_ok=True)
+    record, root = home / "built.json", home / "run"
+    with open(home / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.exists():
+            error = None
+            try:
+                run(["dvc", "repro"], project_copy(root))
+            except AssertionError as exc:
+                error = str(exc)
+            record.write_text(json.dumps({"error": error}))
+        error = json.loads(record.read_text())["error"]
+    if error:
+        pytest.fail(f"the session's tiny `dvc repro` failed:\n{error}")
     return root
+
+
+def pytest_configure(config):
+    """Test files share module fixtures and edit them in file order, so a file must run whole on one
+    worker: `--dist loadfile` (what `make test` uses). In workers torch takes one thread (two workers
+    on two cores)."""
+    dist = config.getoption("dist", "no")
+    if dist not in ("no", "loadfile"):
+        raise pytest.UsageError(f"--dist {dist}: use --dist loadfile (each test file runs whole on one worker)")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(items):

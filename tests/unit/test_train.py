@@ -220,7 +220,11 @@ def test_resume_after_exception_is_bit_exact(tmp_path):
 
 def test_resume_after_sigkill_is_bit_exact(tmp_path):
     run(tmp_path, "ref")
-    code = f"import test_train, pathlib; test_train.run(pathlib.Path({str(tmp_path)!r}), 'killed', kill_at=10)"
+    # Same thread count as this process: float sums are bitwise only per thread count.
+    code = (
+        f"import torch; torch.set_num_threads({torch.get_num_threads()}); import test_train, pathlib; "
+        f"test_train.run(pathlib.Path({str(tmp_path)!r}), 'killed', kill_at=10)"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -9, proc.stderr

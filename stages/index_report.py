@@ -66,8 +66,8 @@ def study_of(params: dict, key: str, page_key: str, metrics_key: str, title: str
         sections = [c.section for c in CLAIMS if c.study == key] + [f.section for f in FIGURES if f.study == key]
         if missing := missing_sections(page.read_text(encoding="utf-8"), sections):
             raise PipelineError(
-                f"{page}: no section {', '.join(missing)} for the index to link to "
-                "(section titles of the claims and figures in src/emergence/claims.py)"
+                f"src/emergence/claims.py: {key}: no section {', '.join(map(repr, missing))} on {page} "
+                "(a claim's or figure's section must be a heading of its study page)"
             )
     href = os.path.relpath(page, index.parent) if page.exists() else None
     return Study(key, title, summary, href, read_metrics(path_of(params, metrics_key)))

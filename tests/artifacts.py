@@ -79,10 +79,24 @@ def set_param(root: Path, section: str, key: str, value) -> None:
     path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
+# Between these two comments an HTML report holds what differs between two runs of the same inputs
+# (machine, engine, wall times: emergence.core.report.html.RUN_SPECIFIC).
+RUN_SPECIFIC = re.compile(rb"<!-- run-specific -->.*?<!-- /run-specific -->", re.S)
+
+
+def comparable(data: bytes, suffix: str, ignore_revision: bool) -> bytes:
+    """A file's bytes as runs are compared: with `ignore_revision`, an HTML report's git revision line
+    and run-specific blocks are blanked."""
+    if not (ignore_revision and suffix == ".html"):
+        return data
+    return RUN_SPECIFIC.sub(b"", re.sub(rb"Git revision: [^<]*", b"", data))
+
+
 def digest(root: Path, ignore_revision: bool = False) -> dict[str, str]:
     """sha256 of every artifact (not the per-image feature cache: a pulled clone has none);
     `ignore_revision` blanks the reports' git revision line, which records whether params.yaml was
-    edited before or after each report was built."""
+    edited before or after each report was built, and their run-specific blocks (machine, engine,
+    wall times)."""
     files = [
         p
         for p in sorted((root / "data").rglob("*"))  # scratch and cache are not artifacts
@@ -91,9 +105,7 @@ def digest(root: Path, ignore_revision: bool = False) -> dict[str, str]:
         and p.name not in (".gitignore", ".snakemake_timestamp")
     ]
     files += [root / a for a in ARTIFACTS if a.startswith("reports/")]
-
-    def content(p: Path) -> bytes:
-        data = p.read_bytes()
-        return re.sub(rb"Git revision: [^<]*", b"", data) if ignore_revision and p.suffix == ".html" else data
-
-    return {str(p.relative_to(root)): hashlib.sha256(content(p)).hexdigest() for p in files}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(comparable(p.read_bytes(), p.suffix, ignore_revision)).hexdigest()
+        for p in files
+    }

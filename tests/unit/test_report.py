@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from emergence.core.report import html as H
-from emergence.core.report.index import index_page
 from emergence.studies.binding import report as binding
 from emergence.studies.binding.report import binding_metrics, binding_page, binding_plot_table, phase_bands
 from emergence.studies.binding.report_mechanisms import depth_patching
@@ -370,16 +369,6 @@ def test_table_escapes_and_marks_missing():
     out = H.table(df, caption="a&b")
     assert "&lt;b&gt;" in out and "<b>" not in out and "a&amp;b" in out
     assert out.count("&ndash;") == 2 and "0.500" in out and "NA" not in out
-
-
-def test_index_links():
-    html = index_page(
-        [("Variable binding", "binding.html", "chains <of> copies"), ("Other", "sub/other page.html", "x")]
-    )
-    assert '<a href="binding.html">Variable binding</a>' in html
-    assert '<a href="sub/other page.html">Other</a>' in html
-    assert "chains &lt;of&gt; copies" in html
-    assert "No study pages" in index_page([])
 
 
 def test_every_patching_position_class_has_a_colour():

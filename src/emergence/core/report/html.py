@@ -11,7 +11,6 @@ import base64
 import html
 import io
 import math
-from collections.abc import Iterable
 
 import matplotlib as mpl
 import pandas as pd
@@ -76,19 +75,21 @@ def table(df: pd.DataFrame, caption: str | None = None, float_format: str = "{:.
     Numeric columns are right-aligned, the rest left-aligned; NaN shows as a dash.
     """
     text_cols = [not pd.api.types.is_numeric_dtype(df[c]) for c in df.columns]
-    head = "".join(
-        f'<th class="text">{esc(c)}</th>' if t else f"<th>{esc(c)}</th>" for c, t in zip(df.columns, text_cols)
-    )
-    rows = []
-    for rec in df.itertuples(index=False):
-        cells = [_cell(v.item() if hasattr(v, "item") else v, float_format) for v in rec]
-        rows.append(
-            "<tr>"
-            + "".join(f'<td class="text">{c}</td>' if t else f"<td>{c}</td>" for c, t in zip(cells, text_cols))
-            + "</tr>"
-        )
+    rows = [
+        [_cell(v.item() if hasattr(v, "item") else v, float_format) for v in rec] for rec in df.itertuples(index=False)
+    ]
+    return fragment_table([esc(c) for c in df.columns], rows, text_cols, caption)
+
+
+def fragment_table(head: list[str], rows: list[list[str]], text_cols: list[bool], caption: str | None = None) -> str:
+    """A <table> of HTML fragments (already escaped: links, spans); text columns left-aligned."""
+    th = "".join(f'<th class="text">{h}</th>' if t else f"<th>{h}</th>" for h, t in zip(head, text_cols))
+    body = [
+        "<tr>" + "".join(f'<td class="text">{c}</td>' if t else f"<td>{c}</td>" for c, t in zip(r, text_cols)) + "</tr>"
+        for r in rows
+    ]
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+    return f"<table>{cap}<thead><tr>{th}</tr></thead><tbody>" + "".join(body) + "</tbody></table>"
 
 
 def figure(fig: Figure, alt: str, dpi: int = 100) -> str:
@@ -102,12 +103,17 @@ def figure(fig: Figure, alt: str, dpi: int = 100) -> str:
     return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
-def link_list(links: Iterable[tuple[str, str, str]]) -> str:
-    """<ul> of (title, href, summary) links."""
-    items = [
-        f'<li><a href="{esc(href)}">{esc(title)}</a> &mdash; {esc(summary)}</li>' for title, href, summary in links
-    ]
-    return "<ul>\n" + "\n".join(items) + "\n</ul>"
+def link(text: str, href: str) -> str:
+    return f'<a href="{esc(href)}">{esc(text)}</a>'
+
+
+# Marks what differs between two runs of the same inputs (machine, engine, wall times): the tests'
+# artifact digest blanks everything between the two comments (tests/artifacts.py).
+RUN_SPECIFIC = ("<!-- run-specific -->", "<!-- /run-specific -->")
+
+
+def run_specific(fragment: str) -> str:
+    return f"{RUN_SPECIFIC[0]}\n{fragment}\n{RUN_SPECIFIC[1]}"
 
 
 def provenance_block(provenance: dict) -> str:

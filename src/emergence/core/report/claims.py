@@ -1,0 +1,87 @@
+"""Acceptance claims and headline figures: how a number read from a study's metrics JSON is judged.
+
+A `Claim` says where its number comes from (a metrics file, named by its `paths:` key, and a
+reader), the rule it must meet (`op` and `threshold`) and where the rule comes from. `verdict`
+gives pass or fail, or "not measured" when the number is absent: a missing metric never passes.
+A `Figure` is a headline number set beside what the paper reports (its text, quoted).
+The study-specific tables of both live in `emergence.claims`.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+Reader = Callable[[dict], "float | None"]  # metrics JSON -> the number, or None when it is not there
+
+OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+PASS, FAIL, NOT_MEASURED = "pass", "FAIL", "not measured"
+
+
+def number(value: object) -> float | None:
+    """A finite number as float; None for anything else (missing, null, text, bool, NaN, inf)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def get(metrics: object, *keys: str) -> object:
+    """metrics[k1][k2]...; None as soon as a key is missing or a level is not a mapping."""
+    for key in keys:
+        if not isinstance(metrics, dict) or key not in metrics:
+            return None
+        metrics = metrics[key]
+    return metrics
+
+
+def at(*keys: str) -> Reader:
+    """Reader of the number at metrics[k1][k2]..."""
+    return lambda metrics: number(get(metrics, *keys))
+
+
+@dataclass(frozen=True)
+class Claim:
+    study: str  # key of the study (its metrics file and page are named in the index stage)
+    text: str  # the claim, in words
+    where: str  # where the number is read, for the reader of the page: "accuracy.mean"
+    read: Reader
+    op: str  # one of OPS
+    threshold: float
+    rule: str  # where the rule and its threshold come from (the paper's words, quoted, or ours)
+    section: str  # heading of the study page's section that shows the number (its anchor)
+
+    def __post_init__(self):
+        if self.op not in OPS:
+            raise ValueError(f"claim {self.text!r}: op must be one of {list(OPS)}, got {self.op!r}")
+
+
+class Verdict(NamedTuple):
+    status: str  # PASS, FAIL or NOT_MEASURED
+    value: float | None
+
+
+def verdict(claim: Claim, metrics: dict | None) -> Verdict:
+    """Pass when the number meets `op threshold`; "not measured" when there is no metrics file or
+    no finite number where the claim reads it."""
+    value = None if metrics is None else claim.read(metrics)
+    if value is None:
+        return Verdict(NOT_MEASURED, None)
+    return Verdict(PASS if OPS[claim.op](value, claim.threshold) else FAIL, value)
+
+
+@dataclass(frozen=True)
+class Figure:
+    study: str
+    label: str
+    where: str
+    read: Reader
+    paper: str  # what the paper reports, quoted from the texts we have, or why nothing compares
+    section: str
+    digits: int = 3
+
+    def ours(self, metrics: dict | None) -> str:
+        value = None if metrics is None else self.read(metrics)
+        return NOT_MEASURED if value is None else f"{value:.{self.digits}f}"

@@ -1,0 +1,71 @@
+"""Every generated page of the tiny run, opened from disk in headless Chromium: no console error,
+every image decoded, every internal link and anchor resolves, nothing fetched off the machine; a
+screenshot per page under the run's reports/screenshots/ (git-ignored)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from browser import CHROMIUM, Browser, BrowserError, check_page, problems
+from conftest import copy_run, run
+
+PAGES = {"index.html", "binding.html", "associations.html", "grounding.html", "grounding_visual.html"}
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="  # 1x1 PNG
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.is_file():  # fail, never skip: CI installs it
+        pytest.fail(f"{CHROMIUM} is missing: install the Debian package chromium (apt-get install -y chromium)")
+    with Browser() as b:
+        yield b
+
+
+def test_every_generated_page_opens_clean_from_disk(tiny_run, tmp_path, browser):
+    root = copy_run(tiny_run, tmp_path / "run")  # the screenshots go into the copy
+    pages = sorted((root / "reports").glob("*.html"))
+    assert {p.name for p in pages} == PAGES
+    shots = root / "reports" / "screenshots"
+    reports = [check_page(browser, page, shots / f"{page.stem}.png") for page in pages]
+    assert problems(reports) == []
+    index = next(r for r in reports if r.path.name == "index.html")
+    internal = [link for link in index.links if link.startswith("file:") and "#" in link]
+    assert {link.split("#")[0].rsplit("/", 1)[1] for link in internal} >= PAGES  # claims link into every page
+    for page in pages:
+        shot = shots / f"{page.stem}.png"
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 1000, shot
+    assert run(["git", "status", "--porcelain", "--ignored=no", "reports/screenshots"], root).stdout == ""
+
+
+def test_checker_finds_each_kind_of_breakage(tmp_path, browser):
+    """The checks above pass only if they can fail: a page with one fault of each kind."""
+    (tmp_path / "b.html").write_text('<!DOCTYPE html><html><body><p id="there">b</p></body></html>')
+    (tmp_path / "a.html").write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><h2 id="top">a</h2>'
+        f'<img alt="fine" src="data:image/png;base64,{PIXEL}"><img alt="gone" src="gone.png">'
+        '<img alt="far" src="http://127.0.0.1:9/far.png">'
+        '<a href="#top">ok</a><a href="#nowhere">x</a><a href="b.html#there">ok</a><a href="b.html#gone">x</a>'
+        '<a href="missing.html">x</a><a href="https://arxiv.org/abs/2510.13796">paper</a>'
+        '<script>console.error("boom")</script></body></html>'
+    )
+    reports = [check_page(browser, tmp_path / n, tmp_path / "shots" / f"{n}.png") for n in ("a.html", "b.html")]
+    found = problems(reports)
+    uri = (tmp_path / "a.html").as_uri().rsplit("/", 1)[0]
+    expected = {
+        "a.html: console error: boom",
+        "a.html: image not decoded: gone.png",
+        "a.html: image not decoded: http://127.0.0.1:9/far.png",
+        "a.html: request off the machine: http://127.0.0.1:9/far.png",
+        f"a.html: link to a missing anchor: {uri}/a.html#nowhere",
+        f"a.html: link to a missing anchor: {uri}/b.html#gone",
+        f"a.html: link to a missing file: {uri}/missing.html",
+    }
+    assert expected <= set(found)
+    assert all("Failed to load resource" in e for e in set(found) - expected)  # the two images, as logged
+    assert os.path.getsize(tmp_path / "shots" / "a.html.png") > 0
+
+
+def test_missing_chromium_is_one_line(tmp_path):
+    with pytest.raises(BrowserError, match="install Debian's package chromium"):
+        Browser(tmp_path / "chromium")

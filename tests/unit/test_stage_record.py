@@ -9,8 +9,9 @@ import subprocess
 import sys
 import time
 
+from conftest import ROOT
+
 from emergence.core.stage_record import begin, engine_of, finish, record_key
-from tests.conftest import ROOT
 
 SIX = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SIX += ("VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")

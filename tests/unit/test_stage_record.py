@@ -40,8 +40,9 @@ def test_wall_time_and_fields(tmp_path):
     assert saved["command"] == "python -m stages.x --seed 0" and saved["stage"] == "x@0"
     assert saved["engine"] == "dvc" and saved["exit"] == 0
     assert 2.0 <= saved["wall_s"] < 3.0
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this process, nothing else ran
-    assert abs(saved["max_rss_mb"] - peak_mib) < 50
+    # this process's peak plus its largest finished child's (other tests may have run some), KiB -> MiB
+    peak_mib = sum(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
+    assert abs(saved["max_rss_mb"] - peak_mib) < 5
 
 
 def stage_as_program(cwd, *argv: str, **env: str) -> tuple[subprocess.CompletedProcess, float]:

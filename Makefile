@@ -54,9 +54,9 @@ push: $(STAMP)
 pull: $(STAMP)
 	$(BIN)/dvc pull
 
-## bench: throughput of our Transformer against Hugging Face GPT-2
+## bench: every benchmark, one table (reports/bench.json); BENCH_ARGS="--default-run DIR" adds default minutes
 bench: $(STAMP)
-	$(BIN)/python bench/train_throughput.py
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m bench $(BENCH_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -2,7 +2,7 @@
 batched against one image at a time, same encoder, same images, same run, each
 into an empty cache so every image is read, encoded and written.
 
-    python bench/dino_cache.py [--images 32] [--batch 16] [--image-size 112] [--threads 2]
+    python -m bench.dino_cache [--images 32] [--batch 16] [--image-size 112] [--threads 2]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from bench.table import row
 from emergence.studies.grounding.dino_features import EncoderParams, encode_images, load_encoder
 
 
@@ -27,15 +28,18 @@ def rate(paths: list[Path], params: EncoderParams, encoder, cache_dir: Path) -> 
     return len(paths) / (time.perf_counter() - start)
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=32)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--image-size", type=int, default=112)
     parser.add_argument("--pool-grid", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    return parser.parse_args(argv)
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """The table row: images/s batched against one image at a time."""
     params = EncoderParams(allow_random_init=True, image_size=args.image_size, pool_grid=args.pool_grid)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the random-init warning: this bench measures speed only
@@ -51,13 +55,23 @@ def main(argv: list[str] | None = None) -> None:
         single = EncoderParams(**{**vars(params), "batch_size": 1})
         encode_images(paths[:2], batched, encoder, tmp / "warmup")
         ours, loop = rate(paths, batched, encoder, tmp / "batched"), rate(paths, single, encoder, tmp / "single")
-    print(
-        f"{encoder.encoder_id}, {args.images} images {args.image_size}px, pool_grid {args.pool_grid}, "
-        f"threads {args.threads}"
+    return row(
+        f"DINOv2 features, batch {args.batch} ({encoder.encoder_id}, {args.images} images {args.image_size}px)",
+        ours,
+        "images/s",
+        "one image at a time, same encoder, same run",
+        loop,
     )
-    print(f"batch {args.batch:3d}:        {ours:8.1f} images/s")
-    print(f"one at a time:    {loop:8.1f} images/s")
-    print(f"speed-up: {ours / loop:.2f}x")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    r = measure(args)
+    print(r["benchmark"] + f", pool_grid {args.pool_grid}, threads {args.threads}")
+    print(f"batch {args.batch:3d}:        {r['value']:8.1f} images/s")
+    print(f"one at a time:    {r['reference_value']:8.1f} images/s")
+    print(f"speed-up: {r['ratio']:.2f}x")
 
 
 if __name__ == "__main__":

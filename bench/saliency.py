@@ -2,7 +2,7 @@
 (emergence.interp.saliency.head_saliency) against a per-layer loop with
 retain_grad, same model, same batches, same run.
 
-    python bench/saliency.py [--layers 12] [--d-model 256] [--seq 64] [--batch 16]
+    python -m bench.saliency [--layers 12] [--d-model 256] [--seq 64] [--batch 16]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from bench.table import row
 from emergence.core.models import build_model
 from emergence.interp.saliency import head_saliency, head_saliency_per_layer
 
@@ -24,7 +25,7 @@ def rate(fn, model, batches) -> float:
     return sum(len(b[0]) for b in batches) / (time.perf_counter() - start)
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--d-model", type=int, default=256)
@@ -32,8 +33,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    return parser.parse_args(argv)
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """The table row: examples/s of one backward pass against the per-layer loop."""
     torch.manual_seed(0)
     V = 500
     model = build_model(
@@ -58,10 +62,23 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.batches)
     ]
     ours, loop = rate(head_saliency, model, batches), rate(head_saliency_per_layer, model, batches)
+    return row(
+        f"attention saliency, all layers and heads ({args.layers} layers, d{args.d_model}, seq {args.seq})",
+        ours,
+        "examples/s",
+        "per-layer loop with retain_grad, same model, same run",
+        loop,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    r = measure(args)
     print(f"{args.layers} layers, d_model {args.d_model}, seq {args.seq}, batch {args.batch}, threads {args.threads}")
-    print(f"one backward pass:          {ours:8.1f} examples/s")
-    print(f"per-layer loop, retain_grad: {loop:8.1f} examples/s")
-    print(f"speed-up: {ours / loop:.1f}x")
+    print(f"one backward pass:          {r['value']:8.1f} examples/s")
+    print(f"per-layer loop, retain_grad: {r['reference_value']:8.1f} examples/s")
+    print(f"speed-up: {r['ratio']:.1f}x")
 
 
 if __name__ == "__main__":

@@ -1,30 +1,38 @@
-"""Training throughput: our Transformer (pos=learned) vs HF GPT2LMHeadModel at the same size.
+"""Training throughput: our Transformer (pos=learned) vs HF GPT2LMHeadModel, our Mamba-2 LM vs HF
+Mamba2ForCausalLM, at the same size; and the achieved GFLOP/s of our Transformer's training step
+against a 2048^2 sgemm measured in the same run.
 
-    python bench/train_throughput.py [--steps N --batch B --seq T --d-model D --layers L --heads H]
+    python -m bench.train_throughput [--steps N --batch B --seq T --d-model D --layers L --heads H]
 
-Both models train (AdamW, forward + backward + step) on the same random batch
-in the same process. Timed rounds alternate between the two models so load
-from other processes hits both alike; warmup steps are excluded. Prints
-tokens/s for each (median over rounds) and the ratio ours / HF.
+All models train (AdamW, forward + backward + step) on the same random batch in
+the same process. Timed rounds alternate between the models so load from other
+processes hits all alike; warmup steps are excluded. Rates are medians over rounds.
+A step's FLOPs are counted by torch's FlopCounterMode (matmuls, attention), so
+GFLOP/s = counted FLOPs x steps/s.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from transformers import GPT2Config, GPT2LMHeadModel
+from torch.utils.flop_counter import FlopCounterMode
+from transformers import GPT2Config, GPT2LMHeadModel, Mamba2ForCausalLM
 
+from bench.table import row
 from emergence.core.models import Transformer, TransformerConfig
+from emergence.core.models.mamba2 import Mamba2, Mamba2Config, hf_config
 
 VOCAB = 41
+Built = tuple[torch.nn.Module, Callable[[torch.Tensor], torch.Tensor]]  # model, idx -> loss
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=5, help="timed steps per round")
     ap.add_argument("--rounds", type=int, default=3)
@@ -35,10 +43,15 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
-    return ap.parse_args()
+    return ap.parse_args(argv)
 
 
-def build_ours(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable]:
+def next_token_loss(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    # Full-length forward like HF; next-token targets, last position ignored (-1).
+    return lambda idx: model(idx, F.pad(idx[:, 1:], (0, 1), value=-1))[1]
+
+
+def build_ours(a: argparse.Namespace) -> Built:
     cfg = TransformerConfig(
         n_layers=a.layers,
         d_model=a.d_model,
@@ -51,11 +64,10 @@ def build_ours(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable]:
         dropout=0.0,
     )
     model = Transformer(cfg)
-    # Full-length forward like HF; next-token targets, last position ignored (-1).
-    return model, lambda idx: model(idx, F.pad(idx[:, 1:], (0, 1), value=-1))[1]
+    return model, next_token_loss(model)
 
 
-def build_hf(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable]:
+def build_hf_gpt2(a: argparse.Namespace) -> Built:
     cfg = GPT2Config(
         vocab_size=VOCAB,
         n_positions=a.seq,
@@ -73,39 +85,126 @@ def build_hf(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable]:
     return model, lambda idx: model(input_ids=idx, labels=idx).loss  # HF shifts labels itself
 
 
-def steps_per_second(
-    model: torch.nn.Module, loss_fn: Callable, opt: torch.optim.Optimizer, idx: torch.Tensor, n: int
-) -> float:
-    start = time.perf_counter()
+def mamba2_config(a: argparse.Namespace) -> Mamba2Config:
+    return Mamba2Config(n_layers=a.layers, d_model=a.d_model, d_vocab=VOCAB, n_ctx=a.seq)  # the zoo's defaults
+
+
+def build_ours_mamba2(a: argparse.Namespace) -> Built:
+    model = Mamba2(mamba2_config(a))  # HF's blocks, our hooked forward
+    return model, next_token_loss(model)
+
+
+def build_hf_mamba2(a: argparse.Namespace) -> Built:
+    model = Mamba2ForCausalLM(hf_config(mamba2_config(a)))
+    return model, lambda idx: model(input_ids=idx, labels=idx).loss
+
+
+def train_steps(model: torch.nn.Module, loss_fn: Callable, opt: torch.optim.Optimizer, idx: torch.Tensor, n: int):
     for _ in range(n):
         opt.zero_grad(set_to_none=True)
         loss_fn(idx).backward()
         opt.step()
-    return n / (time.perf_counter() - start)
 
 
-def main() -> None:
-    a = parse_args()
-    torch.set_num_threads(a.threads)
+def tokens_per_second(builders: dict[str, Callable[[argparse.Namespace], Built]], a: argparse.Namespace):
+    """{name: (tokens/s, FLOPs of one forward + backward)} for models trained in alternating rounds."""
     torch.manual_seed(0)
     idx = torch.randint(0, VOCAB, (a.batch, a.seq))
     runs = {}
-    for name, build in (("ours", build_ours), ("hf_gpt2", build_hf)):
+    for name, build in builders.items():
         model, loss_fn = build(a)
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        params = sum(p.numel() for p in model.parameters())
-        steps_per_second(model, loss_fn, opt, idx, a.warmup)
-        runs[name] = (model, loss_fn, opt, params, [])
+        with FlopCounterMode(display=False) as counter:
+            loss_fn(idx).backward()
+        train_steps(model, loss_fn, opt, idx, a.warmup)
+        runs[name] = (model, loss_fn, opt, counter.get_total_flops(), [])
     for _ in range(a.rounds):
-        for model, loss_fn, opt, _, rates in runs.values():
-            rates.append(steps_per_second(model, loss_fn, opt, idx, a.steps))
-    tokens = a.batch * a.seq
-    tps = {}
-    for name, (_, _, _, params, rates) in runs.items():
-        tps[name] = tokens * statistics.median(rates)
-        print(f"{name:8s} params {params:>10,d}  tokens/s {tps[name]:>10,.0f}")
-    print(f"ratio ours/hf_gpt2: {tps['ours'] / tps['hf_gpt2']:.3f}")
+        for model, loss_fn, opt, _, times in runs.values():
+            start = time.perf_counter()
+            train_steps(model, loss_fn, opt, idx, a.steps)
+            times.append((time.perf_counter() - start) / a.steps)
+    return {name: (a.batch * a.seq / statistics.median(t), flops) for name, (*_, flops, t) in runs.items()}
+
+
+def sgemm_gflops(n: int = 2048, repeats: int = 5) -> float:
+    """Best of `repeats` float32 n x n matmuls on this process's threads: the machine's matmul rate."""
+    x, y = torch.randn(n, n), torch.randn(n, n)
+    x @ y  # warm-up
+    best = min(_timed(lambda: x @ y) for _ in range(repeats))
+    return 2 * n**3 / best / 1e9
+
+
+def _timed(fn: Callable) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def matmul_profile(build: Callable[[argparse.Namespace], Built], a: argparse.Namespace) -> tuple[float, float]:
+    """(share of a training step's CPU time in matmul / attention kernels, their GFLOP/s), by torch.profiler."""
+    torch.manual_seed(0)
+    idx = torch.randint(0, VOCAB, (a.batch, a.seq))
+    model, loss_fn = build(a)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    with FlopCounterMode(display=False) as counter:
+        loss_fn(idx).backward()
+    train_steps(model, loss_fn, opt, idx, a.warmup)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        train_steps(model, loss_fn, opt, idx, a.steps)
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    kernels = sum(e.self_cpu_time_total for e in events if MATMUL.search(e.key))
+    return kernels / total, counter.get_total_flops() * a.steps / (kernels / 1e6) / 1e9
+
+
+MATMUL = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|_scaled_dot_product_\w+attention\w*)$")
+
+
+def rows(a: argparse.Namespace) -> list[dict]:
+    size = f"d{a.d_model}, {a.layers} layers, seq {a.seq}, batch {a.batch}"
+    sgemm = sgemm_gflops()
+    rates = tokens_per_second(
+        {"ours": build_ours, "hf_gpt2": build_hf_gpt2, "ours_mamba2": build_ours_mamba2, "hf_mamba2": build_hf_mamba2},
+        a,
+    )
+    sgemm = max(sgemm, sgemm_gflops())  # before and after the training rounds: the better sample
+    share, kernel_rate = matmul_profile(build_ours, a)
+    evidence = (
+        f"{share:.0%} of our step's CPU time is in matmul/attention kernels, which run at {kernel_rate:.0f} GFLOP/s "
+        f"({kernel_rate / sgemm:.2f}x the 2048^2 sgemm): small ({a.batch * a.seq} x {a.d_model}) matmuls, "
+        "plus elementwise ops, layer norms and AdamW outside them (torch.profiler, same run)"
+    )
+    (ours, flops), (gpt2, _) = rates["ours"], rates["hf_gpt2"]
+    achieved = flops * ours / (a.batch * a.seq) / 1e9  # counted FLOPs per step x steps/s (AdamW uncounted)
+    training = row(
+        f"training tokens/s ({size})", ours, "tokens/s", "HF GPT2LMHeadModel, same size, same run", gpt2, ">= 1.5x"
+    )
+    gflops = row(
+        f"training GFLOP/s, our Transformer ({size})",
+        achieved,
+        "GFLOP/s",
+        "float32 2048^2 sgemm, same threads, same run",
+        sgemm,
+        ">= 0.75x",
+    )
+    for r in (training, gflops):
+        r["bound"] = None if r["met"] else evidence
+    mamba = row(
+        f"Mamba-2 LM training tokens/s ({size})",
+        rates["ours_mamba2"][0],
+        "tokens/s",
+        "HF Mamba2ForCausalLM, same blocks, same run",
+        rates["hf_mamba2"][0],
+    )
+    return [training, mamba, gflops]
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = parse_args(argv)
+    torch.set_num_threads(a.threads)
+    for r in rows(a):
+        print(f"{r['benchmark']}: {r['value']:,.0f} {r['unit']} vs {r['reference_value']:,.0f}: {r['ratio']:.3f}x")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ from importlib.metadata import packages_distributions
 
 from conftest import ROOT
 
-# the project's packages, and the modules beside the tests and the benchmarks (a script may import its sibling)
-LOCAL = {"emergence", "stages"} | {p.stem for folder in ("tests", "bench") for p in (ROOT / folder).rglob("*.py")}
+# the project's packages, and the modules beside the tests and the benchmarks (a script may import its sibling;
+# `python -m bench` imports them as bench.*, and reuses tests.conftest's project copy)
+LOCAL = {"emergence", "stages", "bench", "tests"}
+LOCAL |= {p.stem for folder in ("tests", "bench") for p in (ROOT / folder).rglob("*.py")}
 
 
 def third_party_imports(*folders: str) -> dict[str, str]:

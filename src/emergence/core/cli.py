@@ -18,6 +18,7 @@ from tqdm import tqdm
 from emergence.core.config import PARAMS_FILE, load_base, read_params
 from emergence.core.declared import DeclaredParams, known_sections, producer_of, reads_of_module, unknown_section
 from emergence.core.io import PipelineError
+from emergence.core.stage_record import recorded
 
 
 def stage_parser(
@@ -132,7 +133,7 @@ def stage_main(fn: Callable[[list[str] | None], None]) -> Callable[[list[str] | 
             signal.signal(signal.SIGTERM, previous)
         return 0
 
-    return main
+    return recorded(fn, main)  # run as a program: logs/stages/<key>.json at exit
 
 
 def _interrupt(signum, frame) -> None:

@@ -1,0 +1,102 @@
+"""The benchmark table: ratios, targets, validation, the written file, and the pipeline rows' grouping."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.pipeline import default_rows, per_study, study_of
+from bench.table import KEYS, not_measured, render, row, validate, write
+from emergence.core.io import PipelineError
+
+
+def test_ratio_and_target_on_the_ratio():
+    r = row("training", 12000.0, "tokens/s", "HF", 8000.0, ">= 1.5x")
+    assert list(r) == list(KEYS)
+    assert r["ratio"] == 1.5 and r["met"] is True  # 12000 / 8000, exactly at the target
+    assert row("training", 11999.0, "tokens/s", "HF", 8000.0, ">= 1.5x")["met"] is False
+
+
+def test_target_on_the_value_and_a_given_ratio():
+    assert row("no-op", 1.9, "s", target="< 2 s")["met"] is True
+    assert row("no-op", 2.0, "s", target="< 2 s")["met"] is False  # strict
+    r = row("basis", 0.5, "s", "Jacobian", 15.0, ">= 10x", ratio=15.0 / 0.5)  # a speed-up: reference over ours
+    assert r["ratio"] == 30.0 and r["met"] is True
+    assert row("peak", 300.0, "MiB")["ratio"] is None and row("peak", 300.0, "MiB")["met"] is None
+
+
+def test_not_measured_row_is_valid_and_says_why():
+    r = not_measured("end-to-end binding", "min", "no --default-run given")
+    validate([r])
+    assert r["value"] is None and r["met"] is None and r["bound"] == "not measured: no --default-run given"
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        ({"value": float("nan")}, "row 0 (x).value: must be a finite number or null, got nan"),
+        ({"ratio": float("inf")}, "row 0 (x).ratio: must be a finite number or null, got inf"),
+        ({"reference_value": True}, "row 0 (x).reference_value: must be a finite number or null, got True"),
+        ({"target": 2}, "row 0 (x).target: must be text or null, got 2"),
+        ({"met": "yes"}, "row 0 (x).met: must be true, false or null, got 'yes'"),
+        ({"value": None}, "row 0 (x).value: null only for a row whose bound says 'not measured: why'"),
+    ],
+)
+def test_validate_names_row_and_key(edit, message):
+    with pytest.raises(PipelineError) as e:
+        validate([row("x", 1.0, "s", "ref", 2.0) | edit])
+    assert str(e.value) == message
+
+
+def test_validate_refuses_missing_key():
+    r = row("x", 1.0, "s")
+    del r["bound"]
+    with pytest.raises(PipelineError, match=r"^row 0 \(x\): keys must be benchmark, value"):
+        validate([r])
+
+
+def test_write_is_the_interface_file(tmp_path):
+    rows = [row("training", 3.0, "tokens/s", "HF", 2.0, ">= 1.5x"), not_measured("e2e", "min", "no run")]
+    write(rows, "2026-11-26T08:00:00Z", "x86_64, 2 cores", tmp_path / "bench.json")
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    assert saved == {"measured": "2026-11-26T08:00:00Z", "machine": "x86_64, 2 cores", "rows": rows}
+    assert saved["rows"][0]["ratio"] == 1.5 and saved["rows"][0]["met"] is True
+    with pytest.raises(PipelineError):
+        write([row("bad", float("nan"), "s")], "t", "m", tmp_path / "bad.json")
+    assert not (tmp_path / "bad.json").exists()  # nothing half-written
+
+
+def test_render_one_line_per_row_and_the_bounds():
+    rows = [row("training", 12345.0, "tokens/s", "HF", 9000.0, ">= 1.5x", bound="matmul-bound")]
+    lines = render(rows).splitlines()
+    assert lines[0].split() == ["benchmark", "value", "unit", "reference", "ratio", "target", "met"]
+    assert lines[2].split() == ["training", "12,345", "tokens/s", "9,000", "1.37", ">=", "1.5x", "NO"]
+    assert lines[-1] == "  training: matmul-bound"
+
+
+def test_study_grouping_of_stage_records():
+    records = [
+        {"command": "python -m stages.binding.train --seed 0", "stage": "binding_train@0", "exit": 0, "wall_s": 60.0},
+        {"command": "python -m stages.binding.train --seed 1", "stage": "binding_train@1", "exit": 0, "wall_s": 90.0},
+        {"command": "python -m stages.binding.data", "stage": None, "exit": 0, "wall_s": 30.0},
+        {"command": "python -m stages.binding.report", "stage": None, "exit": 1, "wall_s": 999.0},  # failed
+        {"command": "python -m stages.index_report", "stage": None, "exit": 0, "wall_s": 6.0},
+    ]
+    assert study_of(records[0]["command"]) == "binding" and study_of(records[4]["command"]) == "index"
+    summed = per_study(records, "wall_s", sum)
+    assert summed == {"binding": (180.0, "binding_train@1"), "index": (6.0, "python -m stages.index_report")}
+    assert per_study(records, "wall_s", max)["binding"] == (90.0, "binding_train@1")
+
+
+def test_default_minutes_from_records(tmp_path):
+    folder = tmp_path / "logs/stages"
+    folder.mkdir(parents=True)
+    for i, wall in enumerate((600.0, 300.0)):
+        record = {"command": f"python -m stages.assoc.train --seed {i}", "stage": None, "exit": 0, "wall_s": wall}
+        (folder / f"{i}.json").write_text(json.dumps(record))
+    rows = {r["benchmark"].split(",")[0]: r for r in default_rows(tmp_path)}
+    assert rows["end-to-end assoc"]["value"] == 15.0  # (600 + 300) s / 60
+    assert rows["end-to-end binding"]["value"] is None
+    assert rows["end-to-end binding"]["bound"] == f"not measured: no stage record of this study in {tmp_path}"
+    assert all(r["value"] is None for r in default_rows(None))

@@ -4,6 +4,8 @@
 import sys
 
 from emergence.check import main as check_params
+from emergence.core.checkout import hold_checkout
+from emergence.core.io import PipelineError
 from emergence.core.pipeline import WILDCARD, is_directory, snakemake_rules
 
 # params.yaml checked as `make check` does, before Snakemake's own loader reads it (that loader keeps
@@ -14,6 +16,15 @@ if check_params(["params.yaml"]) != 0:
 configfile: "params.yaml"
 
 RULES = snakemake_rules(config)
+
+
+# One engine per checkout: the top-level run (not a dry run, not a job's own invocation: those have no
+# hooks) holds DVC's repository lock until it exits, or stops with one line while `dvc repro` runs.
+onstart:
+    try:
+        hold_checkout(".", "snakemake")
+    except PipelineError as e:
+        sys.exit(f"error: {e}")
 
 
 rule all:

@@ -109,3 +109,14 @@ def digest(root: Path, ignore_revision: bool = False) -> dict[str, str]:
         str(p.relative_to(root)): hashlib.sha256(comparable(p.read_bytes(), p.suffix, ignore_revision)).hexdigest()
         for p in files
     }
+
+
+def hash_table(runs: dict[str, dict[str, str]]) -> str:
+    """Every artifact of any run, one row each: path, sha256[:12] in each run (- when absent), equal?"""
+    paths = sorted(set().union(*runs.values()))
+    rows = [["path", *runs, "equal"]]
+    for path in paths:
+        hashes = [run.get(path, "-")[:12] for run in runs.values()]
+        rows.append([path, *hashes, "yes" if len(set(hashes)) == 1 and "-" not in hashes else "NO"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows) + "\n"

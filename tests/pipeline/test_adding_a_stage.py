@@ -89,4 +89,4 @@ def test_a_new_stage_is_one_script_one_entry_one_params_section(tmp_path):
     (root / "params.yaml").write_text(params + "\nbinding_hop_counts:\n  splt: test\n")
     check = run([sys.executable, "-m", "emergence", "check"], root, check=False)
     assert check.returncode == 1
-    assert "error: binding_hop_counts.splt: unknown key (known: split)" in check.stderr.splitlines()
+    assert "error: binding_hop_counts.splt: unknown key (did you mean split? known: split)" in check.stderr.splitlines()

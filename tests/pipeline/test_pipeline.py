@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from artifacts import ARTIFACTS, digest, ran_stages, set_param
+from artifacts import ARTIFACTS, digest, hash_table, ran_stages, set_param
 from conftest import copy_run, project_copy, run
 
 from emergence.core.pipeline import import_closure, resolve_jobs, stage_module
@@ -174,7 +174,11 @@ def test_snakemake_alone_matches_dvc(dvc_run, tmp_path):
     set_param(root, "binding_ablation", "n_programs", 12)  # as the param tests above left dvc_run
     set_param(root, "assoc_compare", "window_epochs", 3)
     run(["snakemake", "--cores", "2"], root)
-    assert digest(root, ignore_revision=True) == digest(dvc_run, ignore_revision=True)
+    hashes = {"snakemake": digest(root, ignore_revision=True), "dvc": digest(dvc_run, ignore_revision=True)}
+    table = hash_table(hashes)  # shown under `pytest -rA` (and kept beside the run)
+    (tmp_path / "hashes.txt").write_text(table)
+    print(f"every artifact of both runs ({tmp_path / 'hashes.txt'}):\n{table}")
+    assert hashes["snakemake"] == hashes["dvc"]
     assert (
         "Nothing to be done"
         in run(["snakemake", "--cores", "2", "-n"], root).stdout + run(["snakemake", "--cores", "2", "-n"], root).stderr

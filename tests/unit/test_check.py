@@ -267,3 +267,54 @@ def test_a_misspelt_section_is_named_with_its_closest_section():
 )
 def test_negative_seeds_are_refused_in_any_section(changes, expected):
     assert problems_of(edited(**changes)) == [expected]
+
+
+@pytest.mark.parametrize(
+    "where, key, closest",
+    [
+        ("binding_train", "stpes", "steps"),
+        ("assoc_corpus", "vocab_sise", "vocab_size"),
+        ("dino_features", "pool_gird", "pool_grid"),
+    ],
+)
+def test_a_misspelt_key_in_a_known_section_names_the_closest_key(where, key, closest):
+    params = copy.deepcopy(SHIPPED)
+    params[where][key] = 1
+    problems = problems_of(params)
+    assert len(problems) == 1 and problems[0].startswith(f"{where}.{key}: unknown key (did you mean {closest}? known: ")
+
+
+def test_a_misspelt_key_of_a_model_entry_names_the_closest_key():
+    params = copy.deepcopy(SHIPPED)
+    params["grounding_models"]["lstm4"]["n_layer"] = 3
+    assert problems_of(params) == [
+        "grounding_models.lstm4.n_layer: unknown key for architecture 'lstm' (did you mean n_layers?)"
+    ]
+
+
+@pytest.mark.parametrize("key", ["dense_until", "n_log_checkpoints"])
+def test_negative_checkpoint_counts_are_refused(key):
+    assert problems_of(edited(**{f"assoc_train__{key}": -1})) == [f"assoc_train.{key}: must be >= 0, got -1"]
+
+
+@pytest.mark.parametrize(
+    "profile, expected",
+    [
+        ("base:\n  threads: 1\n  threads: 2\n", r"line 3: invalid YAML \(duplicate key 'threads' \(first on line 2"),
+        ("binding_train:\n  stpes: 3\n", r"^error: binding_train\.stpes: unknown key \(did you mean steps\?"),
+        ("base: [\n", r"line 2: invalid YAML"),
+    ],
+)
+def test_a_bad_profile_is_one_line_and_writes_nothing(tmp_path, profile, expected):
+    params, overlay = tmp_path / "params.yaml", tmp_path / "mine.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    overlay.write_text(profile)
+    result = subprocess.run(
+        [sys.executable, "-m", "emergence.core.profile", str(overlay), "--params", str(params)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert re.search(expected, result.stderr), result.stderr
+    assert params.read_text() == (ROOT / "params.yaml").read_text()

@@ -10,6 +10,7 @@ reader stays as an @example below.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -202,3 +203,110 @@ def test_checkpoint(tmp_path, seed, target):
         data[i] = rng.integers(0, 256)
     path.write_bytes(bytes(data))
     reads_or_names_the_file(load_checkpoint, step_dir, shown=step_dir)
+
+
+def damage(data: bytes, seed: int, kind: str) -> bytes:
+    """`data` cut at a random offset, with 1-4 random bytes overwritten, or replaced by random bytes."""
+    rng = np.random.default_rng(seed)
+    out = bytearray(data)
+    if kind == "truncate":
+        out = out[: rng.integers(0, len(out))]
+    elif kind == "flip":
+        for i in rng.integers(0, len(out), size=rng.integers(1, 5)):
+            out[i] = rng.integers(0, 256)
+    else:
+        out = bytearray(rng.integers(0, 256, size=rng.integers(0, 300)).astype(np.uint8).tobytes())
+    return bytes(out)
+
+
+KINDS = st.sampled_from(["truncate", "flip", "arbitrary"])
+
+
+def no_new_files(folder: Path, before: set[Path]) -> None:
+    """A reader never writes: the folder holds exactly what the test put there."""
+    assert set(folder.rglob("*")) == before
+
+
+@PROPERTY
+@given(seed=st.integers(0, 2**16), kind=KINDS, target=st.sampled_from(["features.safetensors", "encoder.json"]))
+def test_features(tmp_path, seed, kind, target):
+    tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # one folder per example
+    from emergence.studies.grounding.visual_inputs import features
+
+    root = tmp_path / "features"
+    root.mkdir()
+    save_file({"features": torch.arange(24.0).reshape(2, 3, 4)}, str(root / "features.safetensors"))
+    (root / "encoder.json").write_text(json.dumps({"encoder_id": "dinov2-small", "pretrained": True}))
+    write_parquet(pd.DataFrame({"row": [0, 1], "image_id": [7, 9]}), root / "images.parquet")
+    (root / target).write_bytes(damage((root / target).read_bytes(), seed, kind))
+    before = set(tmp_path.rglob("*"))
+    reads_or_names_the_file(lambda _: features({"paths": {"visual_features": str(root)}}), root)
+    no_new_files(tmp_path, before)
+
+
+@PROPERTY
+@given(seed=st.integers(0, 2**16), kind=KINDS)
+def test_feature_cache_entry(tmp_path, seed, kind):
+    """A cache entry is no artifact: damaged, it reads as the features it held or as None (encode again)."""
+    tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # one folder per example
+    import warnings
+
+    from emergence.studies.grounding.dino_features import cached_features
+
+    feats = torch.arange(12.0).reshape(3, 4)
+    path = tmp_path / "entry.safetensors"
+    save_file({"features": feats}, str(path), metadata={"dino": "{}"})
+    path.write_bytes(damage(path.read_bytes(), seed, kind))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = cached_features(path)
+    assert got is None or got.shape == feats.shape
+
+
+@PROPERTY
+@given(seed=st.integers(0, 2**16), kind=KINDS, target=st.sampled_from(["state.safetensors", "state.json"]))
+@example(seed=13, kind="flip", target="state.safetensors")  # once left the weights half-restored
+@example(seed=1414, kind="flip", target="state.json")  # once an OverflowError (a negative RNG state word)
+def test_resume_state(tmp_path, seed, kind, target):
+    """Damaged resume state resumes or starts fresh; starting fresh leaves the model, the optimizer and
+    the random generators exactly as they were (not half-restored)."""
+    tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # one folder per example
+    from tiny_models import tiny
+
+    from emergence.core.train.checkpoint import load_resume_state, save_resume_state
+
+    model = tiny(seed=1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(torch.tensor([[1, 2]]))[0].sum().backward()
+    optimizer.step()
+    path = tmp_path / "resume"
+    save_resume_state(path, model=model, optimizer=optimizer, step=3, tokens=6, rows=[{"loss": 1.0}], fingerprint="f")
+    (path / target).write_bytes(damage((path / target).read_bytes(), seed, kind))
+    fresh = tiny(seed=2)
+    fresh_optimizer = torch.optim.AdamW(fresh.parameters(), lr=0.1)
+    weights = {k: v.clone() for k, v in fresh.state_dict().items()}
+    optim_state, rng = fresh_optimizer.state_dict(), torch.get_rng_state()
+    before = set(tmp_path.rglob("*"))
+    resumed = load_resume_state(path, "f", fresh, fresh_optimizer, "cpu")
+    no_new_files(tmp_path, before)
+    if resumed is None:
+        assert all(torch.equal(v, weights[k]) for k, v in fresh.state_dict().items())
+        assert fresh_optimizer.state_dict() == optim_state and torch.equal(torch.get_rng_state(), rng)
+    else:
+        assert isinstance(resumed["step"], int) and isinstance(resumed["tokens"], int)
+        assert isinstance(resumed["rows"], list)
+
+
+@PROPERTY
+@given(seed=st.integers(0, 2**16), kind=KINDS)
+@example(seed=1199, kind="flip")  # once a UnicodeDecodeError: a flipped byte inside a string column
+def test_parquet_table(tmp_path, seed, kind):
+    tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # one folder per example
+    from emergence.core.io import read_parquet
+
+    path = tmp_path / "table.parquet"
+    write_parquet(pd.DataFrame({"run": ["a", "b"], "step": [1, 2], "gain": [0.5, -1.0], "ok": [True, False]}), path)
+    path.write_bytes(damage(path.read_bytes(), seed, kind))
+    before = set(tmp_path.rglob("*"))
+    reads_or_names_the_file(lambda p: read_parquet(p, {"run": "OU", "step": "i", "gain": "f", "ok": "b"}), path)
+    no_new_files(tmp_path, before)

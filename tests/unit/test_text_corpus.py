@@ -1,9 +1,14 @@
+import tracemalloc
 from collections import Counter
+from unittest import mock
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from safetensors.numpy import save
 
+import emergence.studies.assoc.corpus as corpus_module
 from emergence.core.io import PipelineError, file_sha256
 from emergence.studies.assoc.corpus import (
     CorpusConfig,
@@ -11,6 +16,7 @@ from emergence.studies.assoc.corpus import (
     load_corpus,
     read_text_documents,
     save_corpus,
+    text_documents,
     word_tokens,
 )
 from emergence.studies.assoc.stories import StoryConfig, generate_stories, write_stories
@@ -212,3 +218,62 @@ def test_load_corpus_errors_name_the_file(tmp_path):
             load_corpus(tmp_path / f"{name}.safetensors")
     with pytest.raises(PipelineError, match="badids.safetensors: token ids outside the vocabulary of 1"):
         load_corpus(tmp_path / "badids.safetensors")
+
+
+SEP = "<|endoftext|>"
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from(["a", "b c", "é", "日本", "\n", SEP, "<|", "endoftext|>", "<|endof"]), max_size=40),
+    chunk=st.integers(1, 20),
+)
+def test_streamed_documents_equal_the_whole_file_split(tmp_path_factory, pieces, chunk):
+    """Whatever the chunk size (a separator or a character cut between chunks), streaming gives the
+    documents of the whole text split at once."""
+    text = "".join(pieces)
+    path = tmp_path_factory.mktemp("s") / "s.txt"
+    path.write_text(text, encoding="utf-8")
+    expected = [d.strip() for d in text.split(SEP) if d.strip()]
+    with mock.patch.object(corpus_module, "CHUNK", chunk):
+        assert list(text_documents(path)) == expected
+
+
+@pytest.mark.parametrize("at", [0, 6, 7, 8, 30])
+def test_a_bad_byte_is_named_at_its_file_offset_across_chunks(tmp_path, at):
+    data = bytearray("é story ".encode() * 5)
+    data[at] = 0xFF
+    path = tmp_path / "bad.txt"
+    path.write_bytes(bytes(data))
+    try:  # the offset Python names decoding the whole file at once
+        bytes(data).decode("utf-8")
+    except UnicodeDecodeError as e:
+        offset = e.start
+    with (
+        mock.patch.object(corpus_module, "CHUNK", 7),
+        pytest.raises(PipelineError, match=rf"bad.txt: not UTF-8 text \(invalid byte at offset {offset}\)$"),
+    ):
+        list(text_documents(path))
+
+
+def test_a_large_text_file_is_read_in_bounded_memory(tmp_path):
+    """A 24 MiB file of 1 KiB documents. Held at once while streaming: one CHUNK of bytes, its
+    decoded text (ASCII: 1 byte a character), the unfinished document's tail joined to it, the
+    split pieces (their bytes, plus ~50 bytes of object header each) and one document: at most five
+    buffers of <= CHUNK (1.25 MiB; measured 1.34 MB, 5.1 CHUNKs, with the decoder's own copy), under
+    6 CHUNKs = 1.5 MiB, against ~72 MiB to read, decode and split the whole file at once."""
+    doc = ("word " * 204)[:1020] + "\n"  # 1021 characters
+    n_docs = 24 * 1024
+    path = tmp_path / "big.txt"
+    with open(path, "w") as f:
+        for _ in range(n_docs // 1024):
+            f.write((doc + SEP) * 1024)
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in text_documents(path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == n_docs
+    assert peak < 6 * corpus_module.CHUNK < size / 16, (peak, size)

@@ -10,6 +10,7 @@ cross-field checks.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from pathlib import Path
@@ -74,7 +75,10 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
         raise PipelineError(f"{where}: must be a mapping, got {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     # every key's problem, one line each, so a user fixes a section in one pass
-    problems = [f"{where}.{name}: unknown key (known: {', '.join(fields)})" for name in sorted(set(data) - set(fields))]
+    problems = [
+        f"{where}.{name}: unknown key ({did_you_mean(name, fields)}known: {', '.join(fields)})"
+        for name in sorted(set(data) - set(fields), key=str)
+    ]
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, f in fields.items():
@@ -93,6 +97,12 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
     if hasattr(obj, "validate"):
         obj.validate(where)
     return obj
+
+
+def did_you_mean(name: Any, known: Any) -> str:
+    """'did you mean <closest>? ' when a known name is close to the misspelt `name`, else ''."""
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
+    return f"did you mean {close[0]}? " if close else ""
 
 
 def to_dict(obj: Any) -> dict[str, Any]:

@@ -13,7 +13,6 @@ artifact bytes); the generator declares it for every stage (`IMPLICIT`).
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import re
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from emergence.core.config import did_you_mean
 from emergence.core.io import PipelineError
 
 DECLARATION = "pipeline.yaml"
@@ -98,9 +98,7 @@ def known_sections(root: Path) -> list[str] | None:
 
 def unknown_section(name: str, known: list[str]) -> str:
     """One line for a section no schema knows, with the closest known name when one is close."""
-    close = difflib.get_close_matches(str(name), known, n=1)
-    hint = f"did you mean {close[0]}? " if close else ""
-    return f"{name}: unknown section ({hint}known: {', '.join(known)})"
+    return f"{name}: unknown section ({did_you_mean(name, known)}known: {', '.join(known)})"
 
 
 def producer_of(path: str | Path, root: Path, params: dict[str, Any]) -> str | None:

@@ -82,7 +82,7 @@ def read_parquet(path: str | os.PathLike, required: dict[str, str] | None = None
         raise PipelineError(f"{path}: file not found")
     try:
         df = pq.read_table(path).to_pandas()
-    except (pa.ArrowException, OSError) as e:
+    except (pa.ArrowException, OSError, ValueError) as e:  # ValueError: a damaged string column's UTF-8
         raise PipelineError(f"{path}: not a readable Parquet file ({e.__class__.__name__})") from e
     for col, kinds in (required or {}).items():
         if col not in df.columns:

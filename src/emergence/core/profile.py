@@ -16,7 +16,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from emergence.core.config import PARAMS_FILE
+from emergence.core.config import PARAMS_FILE, did_you_mean, read_params
 from emergence.core.io import PipelineError, write_text
 
 PROFILES_DIR = Path("profiles")
@@ -37,7 +37,7 @@ def merge_into(base: dict, overlay: dict, where: str = "") -> None:
     for key, value in overlay.items():
         name = f"{where}.{key}" if where else str(key)
         if key not in base:
-            raise PipelineError(f"{name}: unknown key (not in {PARAMS_FILE})")
+            raise PipelineError(f"{name}: unknown key ({did_you_mean(key, base)}not in {PARAMS_FILE})")
         if isinstance(value, dict) and isinstance(base[key], dict):
             merge_into(base[key], value, name)
         else:
@@ -47,8 +47,9 @@ def merge_into(base: dict, overlay: dict, where: str = "") -> None:
 def apply_profile(name: str, params_file: str | Path = PARAMS_FILE) -> None:
     yaml = YAML()  # round-trip mode keeps comments and key order
     yaml.width = 120
+    read_params(params_file)  # a duplicate key, bad YAML or bytes: one line, before the round-trip loader
     params: Any = yaml.load(Path(params_file).read_text())
-    overlay = YAML(typ="safe").load(profile_path(name).read_text()) or {}
+    overlay = read_params(profile_path(name))
     merge_into(params, overlay)
     out = io.StringIO()
     yaml.dump(params, out)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch.nn as nn
 
+from emergence.core.config import did_you_mean
 from emergence.core.io import PipelineError
 
 _ZOO: dict[str, tuple[type, type[nn.Module]]] = {}
@@ -42,7 +43,8 @@ def make_config(arch: str, values: dict[str, Any], where: str = "model") -> Any:
     names = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(values) - names)
     if unknown:
-        raise PipelineError(f"{where}.{unknown[0]}: unknown key for architecture '{arch}'")
+        hint = f" ({did_you_mean(unknown[0], sorted(names)).strip()})" if did_you_mean(unknown[0], names) else ""
+        raise PipelineError(f"{where}.{unknown[0]}: unknown key for architecture '{arch}'{hint}")
     config = config_cls(**values)
     if hasattr(config, "validate"):  # name the caller's key (binding_model.n_heads), not "model.n_heads"
         config.validate(where)

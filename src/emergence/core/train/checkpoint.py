@@ -2,13 +2,15 @@
 
 A checkpoint is a directory `step{N}/` with `model.safetensors` (weights) and
 `config.json` (format tag, architecture, model config, step, meta), enough to
-rebuild the model with no training code. Resume state is a torch.save of
-everything the loop needs to continue bit-exactly, tagged with a fingerprint
-of the run so a changed config never resumes from a stale run.
+rebuild the model with no training code. Resume state is a folder of
+safetensors + JSON holding everything the loop needs to continue bit-exactly,
+tagged with a fingerprint of the run so a changed config never resumes from a
+stale run; a damaged one is all or nothing (restored whole, or nothing touched).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -223,29 +225,63 @@ def load_resume_state(
     except Exception as e:  # any unreadable state (a file, a foreign format) just means "start over"
         _say(f"{path}: unreadable resume state ({e.__class__.__name__}); starting fresh")
         return None
-    if meta.get("fingerprint") != fingerprint:
+    if not isinstance(meta, dict) or meta.get("fingerprint") != fingerprint:
         _say(f"{path}: resume state is from a different run (fingerprint mismatch); starting fresh")
         return None
+    before = _snapshot(model, optimizer)  # put back if the state turns out unusable halfway
     try:
-        model.load_state_dict({k[len("model/") :]: v for k, v in tensors.items() if k.startswith("model/")})
-        state: dict[int, dict] = {int(i): dict(values) for i, values in meta["optim_scalars"].items()}
-        for key, value in tensors.items():
-            if key.startswith("optim/"):
-                _, idx, name = key.split("/", 2)
-                state.setdefault(int(idx), {})[name] = value.to(device)
-        optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-        torch.set_rng_state(tensors["rng/torch"])
-        if meta["n_cuda"]:
-            torch.cuda.set_rng_state_all([tensors[f"rng/cuda/{i}"] for i in range(meta["n_cuda"])])
-        name, pos, has_gauss, gauss = meta["rng_numpy"]
-        np.random.set_state((name, tensors["rng/numpy_keys"].numpy().astype(np.uint32), pos, has_gauss, gauss))
-        version, py_state, py_gauss = meta["rng_python"]
-        random.setstate((version, tuple(py_state), py_gauss))
-    except (KeyError, ValueError, RuntimeError, TypeError) as e:
+        _restore(meta, tensors, model, optimizer, device)
+        resumed = {key: meta[key] for key in ("step", "tokens", "rows")}
+        if not (_count(resumed["step"]) and _count(resumed["tokens"]) and isinstance(resumed["rows"], list)):
+            raise ValueError("step, tokens or rows")
+    except (KeyError, ValueError, RuntimeError, TypeError, OverflowError, IndexError, AttributeError) as e:
+        _put_back(before, model, optimizer)
         _say(f"{path}: unreadable resume state ({e.__class__.__name__}); starting fresh")
         return None
-    _say(f"{path}: resuming from step {meta['step']}")
-    return {key: meta[key] for key in ("step", "tokens", "rows")}
+    _say(f"{path}: resuming from step {resumed['step']}")
+    return resumed
+
+
+def _restore(meta: dict, tensors: dict[str, torch.Tensor], model: nn.Module, optimizer, device: str) -> None:
+    """Model, optimizer and RNGs from a resume state (raises on anything missing or malformed)."""
+    model.load_state_dict({k[len("model/") :]: v for k, v in tensors.items() if k.startswith("model/")})
+    state: dict[int, dict] = {int(i): dict(values) for i, values in meta["optim_scalars"].items()}
+    for key, value in tensors.items():
+        if key.startswith("optim/"):
+            _, idx, name = key.split("/", 2)
+            state.setdefault(int(idx), {})[name] = value.to(device)
+    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+    torch.set_rng_state(tensors["rng/torch"])
+    if meta["n_cuda"]:
+        torch.cuda.set_rng_state_all([tensors[f"rng/cuda/{i}"] for i in range(meta["n_cuda"])])
+    name, pos, has_gauss, gauss = meta["rng_numpy"]
+    np.random.set_state((name, tensors["rng/numpy_keys"].numpy().astype(np.uint32), pos, has_gauss, gauss))
+    version, py_state, py_gauss = meta["rng_python"]
+    random.setstate((version, tuple(py_state), py_gauss))
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _snapshot(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple:
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return (
+        copy.deepcopy(model.state_dict()),
+        copy.deepcopy(optimizer.state_dict()),
+        (torch.get_rng_state(), cuda, np.random.get_state(), random.getstate()),
+    )
+
+
+def _put_back(before: tuple, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    weights, optim, (torch_rng, cuda, np_rng, py_rng) = before
+    model.load_state_dict(weights)
+    optimizer.load_state_dict(optim)
+    torch.set_rng_state(torch_rng)
+    if cuda:
+        torch.cuda.set_rng_state_all(cuda)
+    np.random.set_state(np_rng)
+    random.setstate(py_rng)
 
 
 def _say(message: str) -> None:

@@ -289,7 +289,7 @@ class AssocTrainParams:
     def validate(self, where: str) -> None:
         if self.lr <= 0:
             raise PipelineError(f"{where}.lr: must be > 0, got {self.lr}")
-        for key in ("epochs", "batch_size", "checkpoint_every_epochs"):
+        for key in ("epochs", "batch_size", "dense_until", "n_log_checkpoints", "checkpoint_every_epochs"):
             if getattr(self, key) < (1 if key == "epochs" else 0):
                 raise PipelineError(
                     f"{where}.{key}: must be >= {1 if key == 'epochs' else 0}, got {getattr(self, key)}"

@@ -20,11 +20,13 @@ interchangeability statistics". Ours:
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import json
 import os
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -46,27 +48,69 @@ def word_tokens(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def _read_utf8(file: Path) -> str:
-    try:
-        return file.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise PipelineError(f"{file}: not UTF-8 text (invalid byte at offset {e.start})") from None
+CHUNK = 1 << 18  # bytes read at a time: a text file is streamed, never held whole
 
 
-def read_text_documents(path: str | os.PathLike) -> list[str]:
-    """Documents of a TinyStories-style .txt file, or of every *.txt under a directory
-    (sorted, recursive): split on `<|endoftext|>`, blank documents dropped."""
-    path = Path(path)
+def _utf8_chunks(file: Path) -> Iterator[str]:
+    """The text of `file`, CHUNK bytes at a time (a character split across two chunks decoded whole)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0  # bytes of the file read so far
+    with open(file, "rb") as f:
+        while True:
+            chunk = f.read(CHUNK)
+            held = len(decoder.getstate()[0])  # the start of a character, from the chunk before
+            try:
+                text = decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as e:
+                at = offset - held + e.start
+                raise PipelineError(f"{file}: not UTF-8 text (invalid byte at offset {at})") from None
+            yield text
+            if not chunk:
+                return
+            offset += len(chunk)
+
+
+def _split(texts: Iterator[str], separator: str) -> Iterator[str]:
+    """The pieces of the concatenated `texts` between separators, holding only the piece being read
+    (a separator that straddles two texts starts within the last len(separator) - 1 characters)."""
+    keep = len(separator) - 1
+    pieces: list[str] = []  # the current piece, minus its last `keep` characters (in `tail`)
+    tail = ""
+    for text in texts:
+        parts = (tail + text).split(separator)
+        for part in parts[:-1]:
+            yield "".join(pieces) + part
+            pieces = []
+        cut = max(len(parts[-1]) - keep, 0)
+        pieces.append(parts[-1][:cut])
+        tail = parts[-1][cut:]
+    yield "".join(pieces) + tail
+
+
+def _text_files(path: Path) -> list[Path]:
     if path.is_dir():
         files = inside(path, sorted(path.rglob("*.txt")))
         if not files:
             raise PipelineError(f"{path}: directory holds no .txt files")
-    elif path.exists():
-        files = [path]
-    else:
-        raise PipelineError(f"{path}: text file or directory not found")
-    documents = (doc.strip() for file in files for doc in _read_utf8(file).split(DOC_SEPARATOR))
-    return [doc for doc in documents if doc]
+        return files
+    if path.exists():
+        return [path]
+    raise PipelineError(f"{path}: text file or directory not found")
+
+
+def text_documents(path: str | os.PathLike) -> Iterator[str]:
+    """Documents of a TinyStories-style .txt file, or of every *.txt under a directory (sorted,
+    recursive), one at a time: split on `<|endoftext|>`, stripped, blank ones dropped. Memory: one
+    chunk and one document, whatever the size of the file."""
+    for file in _text_files(Path(path)):
+        for doc in _split(_utf8_chunks(file), DOC_SEPARATOR):
+            if doc := doc.strip():
+                yield doc
+
+
+def read_text_documents(path: str | os.PathLike) -> list[str]:
+    """Every document of `text_documents(path)`."""
+    return list(text_documents(path))
 
 
 @dataclass(frozen=True)

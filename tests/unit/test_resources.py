@@ -120,3 +120,10 @@ def test_snakefile_rule_resources_follow_wildcards():
         wildcards = {"model": model, "seed": 0}
         got = {name: f(wildcards) for name, f in functions.items()}
         assert got == resources(paper, "grounding_train", model=model, seed=0)
+
+
+def test_cluster_profile_holds_no_job_sizes():
+    """Partition, account and status command only: sizes in the profile would ignore the params profile."""
+    profile = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+    assert "set-resources" not in profile
+    assert set(profile["default-resources"]) <= {"slurm_partition", "slurm_account"}

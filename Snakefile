@@ -1,12 +1,15 @@
 # Every rule comes from dvc.yaml (generated from pipeline.yaml): one rule per DVC stage, its matrix
 # axes as wildcards (binding_train@0 is the job of rule binding_train with seed=0); same commands,
-# deps, outs and params as DVC. Cluster settings live in profiles/.
+# deps, outs and params as DVC. Cluster settings live in profiles/; what a job asks a cluster for
+# (memory, time, a GPU) comes from params.yaml (core/resources.py), and a stage that does not compute
+# on the device runs here, as a local rule.
 import sys
 
 from emergence.check import main as check_params
 from emergence.core.checkout import hold_checkout
 from emergence.core.io import PipelineError
 from emergence.core.pipeline import WILDCARD, is_directory, snakemake_rules
+from emergence.core.resources import on_device, rule_resources
 
 # params.yaml checked as `make check` does, before Snakemake's own loader reads it (that loader keeps
 # the later of two duplicate keys and ignores unknown sections): one line per problem, nothing runs
@@ -47,6 +50,9 @@ for r in RULES:
         wildcard_constraints:
             **{w: WILDCARD for w in r.wildcards},
         threads: config["base"]["threads"]
+        resources:
+            **(rule_resources(r, config) if on_device(list(r.params.values())) else {}),
+        localrule: not on_device(list(r.params.values()))
         log:
             r.log,
         shell:

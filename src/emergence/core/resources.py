@@ -1,0 +1,143 @@
+"""What a cluster job asks for (memory, wall time, a GPU), computed from the params profile.
+
+A stage runs on a GPU node when it declares `base.device` among its params: that is the param a stage
+reads to place its tensors (every training stage, the word-rule ablation's retraining, the basis and the
+DINOv2 features); the Snakefile makes every other stage a local rule. The Slurm profile
+(profiles/slurm/) names the partition and account; the numbers come from here, so the tiny, default and
+paper profiles each ask for what they need.
+
+The estimate reads the model and training sizes from the sections the stage declares (the params
+DVC hashes for it): n_layers, d_model, d_mlp, n_heads, d_head, the context (n_ctx or seq_len),
+batch_size and steps. Per training step, with P the weights of a GPT-2 block stack
+(attention 4 d d_attn + MLP 2 d d_mlp per layer; the Mamba-2 and LSTM blocks here hold no more):
+
+    memory  = BASE_MB + 2 x (16 P [+ 4 B T L (16 d + 2 d_mlp + 2 H T) on cpu]) bytes
+              (fp32 weights, grads and two Adam moments, which checkpoints copy to the host; the
+              activations kept for the backward pass are host memory only when training on cpu)
+    runtime = STARTUP_MIN + 2 x steps x (STEP_S + (6 P B T + 12 L T d_attn B T) / rate) seconds
+
+with B batch, T context, L layers, H heads, rate the device's assumed FLOP/s. A stage whose declared
+params give no model size (assoc_basis, assoc_train, dino_features) gets the floor. docs/slurm.md
+has the measurements behind the constants.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from emergence.core.declared import lookup
+from emergence.core.io import PipelineError
+
+DEVICE_PARAM = "base.device"
+BASE_MB = 1024  # the Python + torch process with its inputs loaded: tiny binding_train peaks at 430 MB
+FLOOR_MB = 2048  # a device stage the formula cannot size
+SAFETY = 2  # both estimates are doubled: a job killed at its limit costs more than an idle reservation
+STARTUP_MIN = 5  # imports, data loading, evaluation and checkpoint writing outside the steps
+STEP_S = 0.02  # per-step overhead (optimizer, logging) that does not scale with the model
+# FLOP/s assumed: cpu half the 83 GFLOP/s training reaches on 2 cores here; cuda a fraction of a
+# datacenter GPU's fp32 rate, as models this small keep it far from its peak. `auto` on a GPU node is cuda.
+RATE = {"cpu": 40e9, "cuda": 4e12}
+MEM_STEP_MB = 256  # requests are rounded up to this
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The sizes of one training job, read from its declared params."""
+
+    n_layers: int
+    d_model: int
+    d_mlp: int
+    d_attn: int  # n_heads x d_head
+    n_heads: int
+    context: int
+    batch: int
+    steps: int
+
+    @property
+    def weights(self) -> int:
+        return self.n_layers * (4 * self.d_model * self.d_attn + 2 * self.d_model * self.d_mlp)
+
+    @property
+    def activation_bytes(self) -> int:
+        per_token = self.n_layers * (16 * self.d_model + 2 * self.d_mlp + 2 * self.n_heads * self.context)
+        return 4 * self.batch * self.context * per_token
+
+    @property
+    def flops_per_step(self) -> int:
+        tokens = self.batch * self.context
+        return 6 * self.weights * tokens + 12 * self.n_layers * self.context * self.d_attn * tokens
+
+
+def workload(values: dict[str, Any]) -> Workload | None:
+    """The workload named by `values` (a stage's declared sections, merged), or None without a model size."""
+    context = values.get("n_ctx", values.get("seq_len"))
+    needed = (values.get("n_layers"), values.get("d_model"), context, values.get("batch_size"), values.get("steps"))
+    if not all(isinstance(v, int) and v > 0 for v in needed):
+        return None
+    n_layers, d_model, context, batch, steps = needed
+    n_heads = values.get("n_heads", 1)
+    return Workload(
+        n_layers=n_layers,
+        d_model=d_model,
+        d_mlp=values.get("d_mlp", 4 * d_model),
+        d_attn=n_heads * values.get("d_head", d_model // n_heads),
+        n_heads=n_heads,
+        context=context,
+        batch=batch,
+        steps=steps,
+    )
+
+
+def mem_mb(w: Workload | None, device: str) -> int:
+    """Host memory (Slurm's --mem): on a GPU the activations live in the GPU's own memory."""
+    if w is None:
+        return FLOOR_MB
+    need = BASE_MB + SAFETY * (16 * w.weights + (w.activation_bytes if device == "cpu" else 0)) / 2**20
+    return MEM_STEP_MB * math.ceil(need / MEM_STEP_MB)
+
+
+def runtime_min(w: Workload | None, device: str) -> int:
+    if w is None:
+        return STARTUP_MIN * 12  # an hour
+    rate = RATE["cpu" if device == "cpu" else "cuda"]
+    seconds = SAFETY * w.steps * (STEP_S + w.flops_per_step / rate)
+    return STARTUP_MIN + math.ceil(seconds / 60)
+
+
+def declared_values(params: dict, keys: list[str], where: str) -> dict[str, Any]:
+    """The stage's declared sections merged in order (later keys win), scalars under their last name.
+
+    A declared `model: <name>` (grounding_marking) also brings in the entry of that name of a declared
+    section of models (grounding_models), so the retraining is sized like the run it repeats."""
+    merged: dict[str, Any] = {}
+    for key in keys:
+        value = lookup(params, key, where)
+        merged.update(value if isinstance(value, dict) else {key.rsplit(".", 1)[-1]: value})
+    named = merged.get(merged.get("model"), None) if isinstance(merged.get("model"), str) else None
+    return {**merged, **named} if isinstance(named, dict) else merged
+
+
+def on_device(declared: list[str]) -> bool:
+    """A stage that declares base.device computes on the device: on a cluster, a GPU node."""
+    return DEVICE_PARAM in declared
+
+
+def job_resources(params: dict, keys: list[str], where: str) -> dict[str, int]:
+    """mem_mb, runtime (minutes) and one GPU for one job whose declared params are `keys` (resolved)."""
+    device = lookup(params, DEVICE_PARAM, where)
+    if device not in ("auto", "cpu", "cuda"):
+        raise PipelineError(f"{where}: {DEVICE_PARAM} must be auto, cpu or cuda, got {device!r}")
+    w = workload(declared_values(params, keys, where))
+    return {"mem_mb": mem_mb(w, device), "runtime": runtime_min(w, device), "gpu": 1}
+
+
+def rule_resources(rule, params: dict) -> dict[str, Any]:
+    """The Snakefile's `resources:` of a device rule, as functions of the job's wildcards."""
+    keys, where = list(rule.params.values()), f"rule {rule.name} resources"
+
+    def of(name: str):
+        return lambda wildcards: job_resources(params, [k.format(**wildcards) for k in keys], where)[name]
+
+    return {name: of(name) for name in ("mem_mb", "runtime", "gpu")}

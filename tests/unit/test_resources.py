@@ -1,0 +1,129 @@
+"""What a cluster job asks for follows the params profile (src/emergence/core/resources.py).
+
+Expected numbers are worked by hand from the formula in the module docstring."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from emergence.core.io import PipelineError
+from emergence.core.pipeline import rules_of
+from emergence.core.profile import merge_into
+from emergence.core.resources import declared_values, job_resources, on_device, rule_resources, workload
+
+DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+DEFAULT = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def profile(name: str) -> dict:
+    """params.yaml under profiles/<name>.yaml, as `python -m emergence.core.profile` merges it."""
+    params = copy.deepcopy(DEFAULT)
+    if name != "default":
+        merge_into(params, yaml.safe_load((ROOT / "profiles" / f"{name}.yaml").read_text()))
+    return params
+
+
+def resources(params: dict, stage: str, **wildcards) -> dict[str, int]:
+    """One job's requests: the stage's declared params with its matrix values put in."""
+    keys = [re.sub(r"\$\{item\.(\w+)\}", lambda m: str(wildcards[m[1]]), k) for k in DVC["stages"][stage]["params"]]
+    return job_resources(params, keys, stage)
+
+
+def test_tiny_binding_by_hand():
+    """tiny binding_train: L=2, d=32, 2 heads x 16, d_mlp=64, T=32, B=16, 30 steps.
+    weights 2 (4*32*32 + 2*32*64) = 16384; activations 4*16*32 * 2 (16*32 + 2*64 + 2*2*32) = 3145728 B;
+    host memory (auto: a GPU node) 1024 + 2*16*16384 / 2^20 = 1024.5 -> 1280 MB;
+    flops/step 6*16384*512 + 12*2*32*32*512 = 62914560; 2*30*(0.02 + 62914560/4e12) s -> 1 min + 5."""
+    w = workload(declared_values(profile("tiny"), ["binding_model", "binding_train"], "t"))
+    assert (w.weights, w.activation_bytes, w.flops_per_step) == (16384, 3145728, 62914560)
+    assert resources(profile("tiny"), "binding_train", seed=0) == {"mem_mb": 1280, "runtime": 6, "gpu": 1}
+
+
+def on(device: str, params: dict) -> dict:
+    params["base"]["device"] = device
+    return params
+
+
+def test_paper_binding_by_hand():
+    """paper binding_train: L=12, d=512, 8 heads x 64, d_mlp=2048, T=128, B=64, 105469 steps.
+    weights 12 (4*512*512 + 2*512*2048) = 37748736 (the profile says ~37.8M with embeddings);
+    activations 4*64*128 * 12 (16*512 + 2*2048 + 2*8*128) = 5637144576 B;
+    host memory on cuda 1024 + 2*16*37748736 / 2^20 = 2176 -> 2304 MB;
+    on cpu 1024 + 2 (16*37748736 + 5637144576) / 2^20 = 12928 -> 13056 MB (fits a 21 GB node);
+    flops/step 6*37748736*8192 + 12*12*128*512*8192 = 1932735283200;
+    cuda: 2*105469*(0.02 + 0.4831838) s = 106140.6 s -> 1770 + 5 = 1775 min."""
+    paper = profile("paper")
+    w = workload(declared_values(paper, ["binding_model", "binding_train"], "t"))
+    assert (w.weights, w.activation_bytes, w.flops_per_step) == (37748736, 5637144576, 1932735283200)
+    assert resources(paper, "binding_train", seed=0) == {"mem_mb": 2304, "runtime": 1775, "gpu": 1}
+    assert resources(on("cpu", paper), "binding_train", seed=0)["mem_mb"] == 13056
+
+
+def test_requests_grow_with_the_profile():
+    """The issue: 16 GB for every job and 32 GB for binding_train whatever the profile."""
+    for device in ("cuda", "cpu"):
+        tiny, default, paper = (on(device, profile(p)) for p in ("tiny", "default", "paper"))
+        t, d, p = (resources(params, "binding_train", seed=0) for params in (tiny, default, paper))
+        assert t["runtime"] < d["runtime"] < p["runtime"] and p["mem_mb"] < 21000
+        assert t["mem_mb"] < d["mem_mb"] < p["mem_mb"] if device == "cpu" else t["mem_mb"] < p["mem_mb"]
+        small, big = (resources(paper, "grounding_train", model=m, seed=0) for m in ("transformer4", "transformer18"))
+        assert small["mem_mb"] < big["mem_mb"] and small["runtime"] < big["runtime"]
+
+
+def test_cpu_device_is_timed_at_the_cpu_rate():
+    """default binding on cpu: flops/step 6*393216*4096 + 12*8*128*64*4096 = 12884901888;
+    2*13000*(0.02 + 12884901888/40e9) s = 8895.2 s -> 149 + 5 = 154 min (measured: ~27 min on 2 cores);
+    memory 1024 + 2 (16*393216 + 4*32*128 * 8 (16*64 + 2*256 + 2*4*128)) / 2^20 = 1676 -> 1792 MB."""
+    assert resources(on("cpu", profile("default")), "binding_train", seed=0) == {
+        "mem_mb": 1792,
+        "runtime": 154,
+        "gpu": 1,
+    }
+
+
+def test_retraining_is_sized_like_the_run_it_repeats():
+    params = profile("paper")
+    params["grounding_marking"]["model"] = "transformer18"
+    assert resources(params, "grounding_marking") == resources(params, "grounding_train", model="transformer18", seed=0)
+
+
+def test_unsized_stage_gets_the_floor():
+    assert resources(profile("paper"), "assoc_basis") == {"mem_mb": 2048, "runtime": 60, "gpu": 1}
+
+
+def test_every_training_stage_and_no_report_computes_on_the_device():
+    training = [n for n, s in DVC["stages"].items() if re.match(r"python -m stages\.\w+\.train\b", s["cmd"])]
+    reports = [n for n, s in DVC["stages"].items() if re.match(r"python -m stages\.(\w+\.)?\w*report\b", s["cmd"])]
+    assert len(training) == 4 and len(reports) == 5
+    assert all(on_device(DVC["stages"][n]["params"]) for n in training)
+    assert not any(on_device(DVC["stages"][n]["params"]) for n in reports)
+
+
+def test_bad_device_is_one_line():
+    params = profile("tiny")
+    params["base"]["device"] = "tpu"
+    with pytest.raises(PipelineError, match=r"^binding_train: base\.device must be auto, cpu or cuda, got 'tpu'$"):
+        resources(params, "binding_train", seed=0)
+
+
+def test_snakefile_rule_resources_follow_wildcards():
+    """What the Snakefile gives Snakemake: functions of a job's wildcards."""
+    paper = profile("paper")
+    rule = next(r for r in rules_of(DVC, paper) if r.name == "grounding_train")
+    functions = rule_resources(rule, paper)
+    for model in ("transformer4", "transformer18"):
+        wildcards = {"model": model, "seed": 0}
+        got = {name: f(wildcards) for name, f in functions.items()}
+        assert got == resources(paper, "grounding_train", model=model, seed=0)
+
+
+def test_cluster_profile_holds_no_job_sizes():
+    """Partition, account and status command only: sizes in the profile would ignore the params profile."""
+    profile = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+    assert "set-resources" not in profile
+    assert set(profile["default-resources"]) <= {"slurm_partition", "slurm_account"}

@@ -63,3 +63,13 @@ def test_make_push_and_pull_check_the_remote_first():
         # STAMP/BIN overridden: print the recipe without installing anything
         dry = run(["make", "-n", action, "STAMP=Makefile", "BIN=bin"], ROOT).stdout.splitlines()
         assert dry == [f"bin/python -m emergence remote --for {action}", f"bin/dvc {action}"]
+
+
+def test_ssh_test_server_without_sshd_fails_naming_the_debian_package(monkeypatch, tmp_path):
+    """The SSH remote test must fail, not skip, on a machine without the server, and say what to install."""
+    import ssh_server as helper
+
+    monkeypatch.setattr(helper, "SSHD", str(tmp_path / "no-sshd"))
+    with pytest.raises(RuntimeError, match=r"sshd \(Debian package openssh-server\)"):
+        with helper.ssh_server(tmp_path / "server"):
+            pass

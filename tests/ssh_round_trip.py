@@ -6,7 +6,7 @@ Starts a throwaway sshd on 127.0.0.1 (ssh_server.py), pushes CHECKOUT's DVC cach
 serves, then makes fresh `git clone`s of CHECKOUT and, in each, does what a teammate does: point the
 default remote at the server with `dvc remote modify --local`, `python -m emergence remote --for
 pull`, `dvc pull`; then `dvc status` must be clean, `dvc repro` must run nothing, and every artifact
-must equal the checkout's. A clone gets what is committed, so CHECKOUT's dvc.lock must be.
+must equal the checkout's. A clone gets what is committed: CHECKOUT's dvc.lock and params.yaml must be.
 
 CHECKOUT itself is never edited: its push goes to a remote defined in the DVC global config of the
 clients' private HOME. Prints one JSON object (seconds per step, files pushed, what differed);
@@ -28,6 +28,7 @@ from artifacts import digest, ran_stages
 from conftest import run
 from ssh_server import ssh_server
 
+RUN_FILES = ["dvc.yaml", "dvc.lock", "params.yaml", ".dvcignore"]  # what a clone needs committed to match
 PUSHED_FROM = "ssh-round-trip"  # the checkout's push target, in the private HOME's DVC global config
 
 
@@ -65,8 +66,9 @@ def point_remote(cwd: Path, name: str, scope: str, settings: dict[str, str], env
 
 def round_trip(checkout: Path, workdir: Path, clones: int = 2) -> RoundTrip:
     """Push `checkout` over SSH and pull it into `clones` fresh clones under `workdir` (sshd stopped after)."""
-    if run(["git", "status", "--porcelain", "dvc.lock"], checkout).stdout.strip():
-        raise SystemExit(f"{checkout / 'dvc.lock'}: not committed; a clone would not get it (commit it first)")
+    uncommitted = run(["git", "status", "--porcelain", *RUN_FILES], checkout).stdout.split()[1::2]
+    if uncommitted:
+        raise SystemExit(f"{checkout}: {', '.join(uncommitted)} not committed; a clone would not get them")
     baseline = digest(checkout)
     with ssh_server(workdir / "sshd") as server:
         env = server.env()

@@ -48,10 +48,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-## push / pull: share artifacts through the DVC remote (see README)
+## push / pull: share artifacts through the default DVC remote (docs/sharing.md); a missing one says how to set it
 push: $(STAMP)
+	$(BIN)/python -m emergence remote --for push
 	$(BIN)/dvc push
 pull: $(STAMP)
+	$(BIN)/python -m emergence remote --for pull
 	$(BIN)/dvc pull
 
 ## bench: every benchmark, one table (reports/bench.json); BENCH_ARGS="--default-run DIR" adds default minutes

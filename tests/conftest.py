@@ -41,8 +41,9 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def run(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, **GIT_DATES, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+def run(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`cmd` with the venv's tools first on PATH; `env` adds or overrides variables (e.g. HOME)."""
+    env = {**os.environ, **GIT_DATES, **(env or {}), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(

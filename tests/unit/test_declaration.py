@@ -16,6 +16,7 @@ from conftest import ROOT
 from emergence.core.declared import DeclaredParams, StageReads, reads_of_module
 from emergence.core.io import PipelineError
 from emergence.core.pipeline import import_closure, read_declaration, render, resolve_jobs, rules_of, stage_module
+from emergence.core.profile import merge_into
 
 
 def declared_stages() -> dict[str, dict]:
@@ -176,6 +177,37 @@ def test_a_stage_is_one_snakemake_rule_with_its_matrix_axes_as_wildcards():
 
 READS = StageReads("s", frozenset({"base", "s"}), frozenset({"corpus"}))
 PARAMS = {"base": {"threads": 1}, "s": {"n": 2}, "other": {"n": 3}, "paths": {"corpus": "c", "runs": "r"}}
+
+
+def folder_deps_holding_outputs(params: dict) -> dict[str, list[str]]:
+    """Every dep (under `params`) that is a folder other stage instances write files into -> those files."""
+    jobs = resolve_jobs(yaml.safe_load((ROOT / "dvc.yaml").read_text()), params)
+    owner = {out: job.name for job in jobs for out in job.outs}
+    found = {}
+    for job in jobs:
+        for dep in job.deps:
+            inside = [out for out, name in owner.items() if out.startswith(dep + "/") and name != job.name]
+            if inside:
+                found[dep] = inside
+    return found
+
+
+@pytest.mark.parametrize("profile", [None, "tiny", "paper"])
+def test_folder_deps_are_hashed_without_the_gitignore_dvc_writes_into_them(profile):
+    """A report depends on the folder its per-run inputs sit in (DVC cannot name a params-sized list
+    of files), and DVC appends each output it records to that folder's .gitignore: hashed with the
+    folder, those lines made a freshly pulled clone see the report as changed. DVC must skip them."""
+    from dvc.fs import LocalFileSystem
+    from dvc.ignore import DvcIgnoreFilter
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    if profile:
+        merge_into(params, yaml.safe_load((ROOT / "profiles" / f"{profile}.yaml").read_text()))
+    folders = folder_deps_holding_outputs(params)
+    assert "data/assoc/cosines" in folders and "data/binding/trajectory" in folders  # the cases found
+    ignore = DvcIgnoreFilter(LocalFileSystem(), str(ROOT))
+    hashed = sorted(f for f in folders if not ignore.is_ignored_file(str(ROOT / f / ".gitignore")))
+    assert not hashed, f"DVC hashes the .gitignore it rewrites inside these folder deps: {hashed} (see .dvcignore)"
 
 
 def test_reading_an_undeclared_section_names_the_stage_and_the_section():

@@ -1,0 +1,75 @@
+"""`python -m emergence remote`: the default DVC remote checked before `make push` / `make pull`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    """A fresh git + DVC repo whose committed config is the project's (remote `shared`, a sibling folder)."""
+    root = tmp_path / "project"
+    root.mkdir()
+    run(["git", "init", "-q"], root)
+    run(["dvc", "init", "-q"], root)
+    (root / ".dvc" / "config").write_text((ROOT / ".dvc" / "config").read_text())
+    return root
+
+
+def check(root: Path, action: str) -> tuple[int, str, str]:
+    proc = run([sys.executable, "-m", "emergence", "remote", "--for", action], root, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def one_line_error(root: Path, action: str) -> str:
+    code, out, err = check(root, action)
+    assert code == 1 and out == "", (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "dvc remote modify --local shared url" in lines[0] and "docs/sharing.md" in lines[0]
+    return lines[0]
+
+
+def test_default_sibling_store_takes_a_push_but_cannot_serve_a_pull_until_it_exists(repo):
+    store = repo.parent / "emergence-dvc-store"  # .dvc/config: ../../emergence-dvc-store from .dvc/
+    assert "does not exist, nothing to pull" in one_line_error(repo, "pull")
+    code, out, _ = check(repo, "push")  # DVC creates the store on the first push
+    assert code == 0 and f"shared ({store})" in out
+    store.mkdir()
+    assert check(repo, "pull")[0] == 0
+
+
+def test_a_push_into_a_folder_whose_parent_is_missing_is_refused(repo, tmp_path):
+    run(["dvc", "remote", "modify", "--local", "shared", "url", str(tmp_path / "no" / "store")], repo)
+    assert "does not exist, nothing to push" in one_line_error(repo, "push")
+
+
+def test_no_default_remote_names_the_config_key(repo):
+    run(["dvc", "remote", "default", "--unset"], repo)
+    assert "no default DVC remote (core.remote)" in one_line_error(repo, "pull")
+
+
+def test_s3_without_its_plugin_says_what_is_missing(repo):
+    run(["dvc", "remote", "modify", "--local", "shared", "url", "s3://bucket/emergence"], repo)
+    assert "s3" in one_line_error(repo, "push")
+
+
+def test_make_push_and_pull_check_the_remote_first():
+    for action in ("push", "pull"):
+        # -o: take the venv as installed, so the dry run prints only the target's own recipe
+        dry = run(["make", "-n", action, "-o", ".venv/.installed", "BIN=bin"], ROOT).stdout.splitlines()
+        assert dry == [f"bin/python -m emergence remote --for {action}", f"bin/dvc {action}"]
+
+
+def test_ssh_test_server_without_sshd_fails_naming_the_debian_package(monkeypatch, tmp_path):
+    """The SSH remote test must fail, not skip, on a machine without the server, and say what to install."""
+    import ssh_server as helper
+
+    monkeypatch.setattr(helper, "SSHD", str(tmp_path / "no-sshd"))
+    with pytest.raises(RuntimeError, match=r"sshd \(Debian package openssh-server\)"):
+        with helper.ssh_server(tmp_path / "server"):
+            pass

@@ -135,8 +135,8 @@ def write_bench(tmp_path, text: str):
 @pytest.mark.parametrize(
     "row, message",
     [
-        ({**ROW, "value": "fast"}, "rows[1].value: expected a finite number, got 'fast'"),
-        ({**ROW, "value": True}, "rows[1].value: expected a finite number, got True"),
+        ({**ROW, "value": "fast"}, "rows[1].value: expected a finite number or null, got 'fast'"),
+        ({**ROW, "value": True}, "rows[1].value: expected a finite number or null, got True"),
         ({**ROW, "ratio": "1.3"}, "rows[1].ratio: expected a finite number or null, got '1.3'"),
         ({**ROW, "met": "yes"}, "rows[1].met: expected true or false or null, got 'yes'"),
         ({k: v for k, v in ROW.items() if k != "unit"}, "rows[1].unit: missing, expected a string"),
@@ -165,6 +165,14 @@ def test_malformed_bench_row_is_one_line_naming_row_and_key(tmp_path, row, messa
 def test_malformed_bench_file_is_one_line(tmp_path, text, message):
     with pytest.raises(PipelineError, match=re.escape(message)):
         read_bench(write_bench(tmp_path, text))
+
+
+def test_bench_row_not_measured_shows_its_reason(tmp_path):
+    """make bench writes value null for a row it could not measure; the page says why, no number."""
+    row = {**ROW, "value": None, "reference_value": None, "ratio": None, "met": None, "bound": "not measured: no run"}
+    table = read_bench(write_bench(tmp_path, json.dumps({"measured": None, "machine": None, "rows": [row]})))
+    html = bench_section(table, "reports/bench.json")
+    assert "not measured: no run" in html and "12345" not in html
 
 
 def test_bench_absent_or_empty_is_not_measured_yet(tmp_path):

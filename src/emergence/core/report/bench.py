@@ -1,7 +1,7 @@
 """reports/bench.json (written by `make bench`, committed): read, checked, and shown on the index.
 
 Format (docs/index_page.md): {"measured": str | null, "machine": str | null, "rows": [row, ...]},
-each row {"benchmark": str, "value": number, "unit": str, "reference": str | null,
+each row {"benchmark": str, "value": number | null, "unit": str, "reference": str | null,
 "reference_value": number | null, "ratio": number | null, "target": str | null,
 "met": bool | null, "bound": str | null}. Numbers are finite. A malformed file is refused with one
 line naming the row and key.
@@ -21,7 +21,7 @@ from emergence.core.report import html as H
 TEXT, NUMBER, FLAG = "a string", "a finite number", "true or false"
 ROW_KEYS = {  # key -> (kind, may be null)
     "benchmark": (TEXT, False),
-    "value": (NUMBER, False),
+    "value": (NUMBER, True),  # null: not measured (the row's bound says why)
     "unit": (TEXT, False),
     "reference": (TEXT, True),
     "reference_value": (NUMBER, True),

@@ -60,8 +60,11 @@ def test_s3_without_its_plugin_says_what_is_missing(repo):
 
 def test_make_push_and_pull_check_the_remote_first():
     for action in ("push", "pull"):
-        # -o: take the venv as installed, so the dry run prints only the target's own recipe
-        dry = run(["make", "-n", action, "-o", ".venv/.installed", "BIN=bin"], ROOT).stdout.splitlines()
+        # -o: take the venv as installed, so the dry run prints only the target's own recipe;
+        # --no-print-directory: under `make test` this make is nested and would print its directory
+        dry = run(
+            ["make", "--no-print-directory", "-n", action, "-o", ".venv/.installed", "BIN=bin"], ROOT
+        ).stdout.splitlines()
         assert dry == [f"bin/python -m emergence remote --for {action}", f"bin/dvc {action}"]
 
 

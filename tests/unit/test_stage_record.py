@@ -63,7 +63,7 @@ def test_failed_stage_records_its_exit(tmp_path):
     )
     assert saved["exit"] == 1 and saved["engine"] == "dvc" and saved["stage"] == "binding_train@0"
     assert saved["command"] == "python -m stages.binding.train --seed 0 --params missing.yaml"
-    assert 0 < saved["wall_s"] <= outer + 0.01  # counted from the process start, inside the outer clock
+    assert 0 < saved["wall_s"] <= outer + 0.03  # from the process start, inside the outer clock (1/100 s ticks)
     child_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # >= the stage process's peak
     assert 50 < saved["max_rss_mb"] <= child_peak + 0.1  # torch imported: tens of MiB at least
 

@@ -51,12 +51,15 @@ def record_key(command: str) -> str:
 
 
 def process_start() -> float:
-    """Epoch seconds when this process started (Linux /proc; else now): wall time counts the imports."""
+    """Epoch seconds when this process started (Linux /proc; else now): wall time counts the imports.
+
+    The age comes from /proc/uptime and the start tick (both 1/100 s); /proc/stat's btime is whole
+    seconds, so boot time + start tick could put the start up to 1 s late or early."""
     try:
         ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22: starttime
-        boot = next(float(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
         return time.time()
 
 

@@ -83,7 +83,7 @@ def cosine_table(
 
 
 def min_cosine_table(cosines: pd.DataFrame) -> pd.DataFrame:
-    """The paper's Table 1: minimum cosine over the window, per run, layer and weight."""
+    """Minimum cosine over the window, per run, layer and weight (the paper's Table 2 reports it over all epochs)."""
     window = cosines[cosines["in_window"]]
     keys = ["n_layers", "seed", "layer", "weight"]
     at_min = window.loc[window.groupby(keys)["cosine"].idxmin(), keys + ["cosine", "step"]]
@@ -157,7 +157,7 @@ def corpus_loss(model: torch.nn.Module, sequences: np.ndarray, rows: int = 256) 
 
 @torch.no_grad()
 def causal_table(model: torch.nn.Module, basis: Basis, sequences: np.ndarray) -> pd.DataFrame:
-    """The paper's Table 3: training loss after removing each weight's theoretical direction."""
+    """The paper's causal intervention: training loss after removing each weight's theoretical direction."""
     rows = [{"layer": -1, "weight": "none", "loss": corpus_loss(model, sequences), "cosine": float("nan")}]
     for layer, name, learned in layer_weights(model):
         original = learned.detach().clone()

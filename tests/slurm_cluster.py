@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from daemons import stop_process
+
 ETC_CONF = Path("/etc/slurm/slurm.conf")
 N_GPUS = 2
 PARTITION = "gpu"
@@ -137,12 +139,7 @@ def stop(cluster: Cluster) -> None:
         except subprocess.TimeoutExpired:
             pass  # the daemons are stopped below all the same
     for proc in reversed(list(cluster.procs.values())):
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace_s=20)
 
 
 def wait_until(cluster: Cluster, what: str, ready, timeout_s: float) -> None:

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemons import stop_process
+
 HOST = "127.0.0.1"
 # program -> the Debian package that installs it
 PROGRAMS = {"sshd": "openssh-server", "ssh-keygen": "openssh-client"}
@@ -115,9 +117,4 @@ def ssh_server(root: Path) -> Iterator[SSHServer]:
         wait_for_banner(port, proc, log)
         yield SSHServer(port, user, root / "client_ed25519", home)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace_s=10)

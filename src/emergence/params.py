@@ -29,7 +29,7 @@ from emergence.core.models import make_config
 from emergence.core.pipeline import read_declaration
 from emergence.core.train import TrainConfig
 from emergence.interp.tuned_lens import LensParams
-from emergence.studies.assoc.corpus import CorpusConfig, CorpusParams
+from emergence.studies.assoc.corpus import CorpusParams
 from emergence.studies.binding.train_config import model_params, train_params
 from emergence.studies.grounding.tokens import model_entry
 
@@ -62,8 +62,7 @@ def check_binding_train(params: dict, name: str) -> None:
 
 
 def check_assoc_corpus(params: dict, name: str) -> None:
-    p = from_dict(CorpusParams, section(params, name), name)
-    from_dict(CorpusConfig, {k: v for k, v in vars(p).items() if k != "format"}, name)
+    from_dict(CorpusParams, section(params, name), name)
 
 
 def _schema_plus_int(params: dict, name: str, schema: type, key: str, minimum: int, **fixed) -> None:

@@ -7,13 +7,11 @@ TinyStories-style file or directory (stories separated by <|endoftext|>),
 
 from __future__ import annotations
 
-import dataclasses
-
 from emergence.core.chat import speech_documents
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_json
-from emergence.studies.assoc.corpus import CorpusConfig, CorpusParams, build_corpus, read_text_documents, save_corpus
+from emergence.studies.assoc.corpus import CorpusParams, build_corpus, read_text_documents, save_corpus
 
 READERS = {"text": read_text_documents, "chat": speech_documents}
 
@@ -22,15 +20,14 @@ READERS = {"text": read_text_documents, "chat": speech_documents}
 def main(argv: list[str] | None = None) -> None:
     _, params = start_stage(__doc__, argv)
     p = from_dict(CorpusParams, section(params, "assoc_corpus"), "assoc_corpus")
-    cfg = from_dict(CorpusConfig, {k: v for k, v in dataclasses.asdict(p).items() if k != "format"}, "assoc_corpus")
     source = path_of(params, "assoc_source")
-    corpus = build_corpus(READERS[p.format](source), cfg, str(source))
+    corpus = build_corpus(READERS[p.format](source), p, str(source))
     summary = {
         "source": str(source),
         "format": p.format,
         "tokenizer": corpus.tokenizer,
-        "sequences": cfg.sequences,
-        "min_count": cfg.min_count,
+        "sequences": p.sequences,
+        "min_count": p.min_count,
         "vocab_size": len(corpus.vocab),
         "seq_len": int(corpus.sequences.shape[1] - 1),
         "n_sequences": int(len(corpus.sequences)),

@@ -248,12 +248,8 @@ def load_corpus(path: str | os.PathLike) -> Corpus:
     return corpus
 
 
-@dataclasses.dataclass
-class CorpusParams:
+@dataclass(frozen=True, kw_only=True)
+class CorpusParams(CorpusConfig):
+    """params.yaml assoc_corpus: the corpus settings plus the source's format."""
+
     format: Literal["text", "chat"]  # text: TinyStories-style file/dir; chat: CHAT main-tier speech
-    vocab_size: int
-    seq_len: int
-    tokenizer: str = "word"
-    max_sequences: int = 0
-    sequences: Literal["stories", "windows"] = "windows"
-    min_count: int = 1

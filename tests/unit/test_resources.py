@@ -14,7 +14,14 @@ from conftest import ROOT
 from emergence.core.io import PipelineError
 from emergence.core.pipeline import rules_of
 from emergence.core.profile import merge_into
-from emergence.core.resources import declared_values, job_resources, on_device, rule_resources, workload
+from emergence.core.resources import (
+    attn_only_workload,
+    declared_values,
+    job_resources,
+    on_device,
+    rule_resources,
+    workload,
+)
 
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
 DEFAULT = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -31,7 +38,7 @@ def profile(name: str) -> dict:
 def resources(params: dict, stage: str, **wildcards) -> dict[str, int]:
     """One job's requests: the stage's declared params with its matrix values put in."""
     keys = [re.sub(r"\$\{item\.(\w+)\}", lambda m: str(wildcards[m[1]]), k) for k in DVC["stages"][stage]["params"]]
-    return job_resources(params, keys, stage)
+    return job_resources(params, keys, stage, wildcards)
 
 
 def test_tiny_binding_by_hand():
@@ -96,6 +103,46 @@ def test_unsized_stage_gets_the_floor():
     assert resources(profile("paper"), "assoc_basis") == {"mem_mb": 2048, "runtime": 60, "gpu": 1}
 
 
+def test_tiny_association_run_by_hand():
+    """tiny assoc_train, 2 layers: V=64, T=12, N=64, full batch B=64, 12 epochs of one step, float32.
+    weights 2 (2*64^2 + 12^2) + 64^2 = 20768; state 3*4*20768 = 249216 B;
+    activations 4*64*12 (2 (6*64 + 3*12) + 3*64) = 3072*1032 = 3170304 B;
+    flops/step 6*64*12 (2 (2*64^2 + 2*12*64) + 64^2) = 4608*23552 = 108527616;
+    host memory (auto) 1024 + 2*249216 / 2^20 = 1024.48 -> 1280 MB; 2*12*(0.02 + 108527616/4e12) s -> 1 + 5 min;
+    on cpu 1024 + 2 (249216 + 3170304) / 2^20 = 1030.5 -> 1280 MB."""
+    w = attn_only_workload({"vocab_size": 64, "seq_len": 12, "max_sequences": 64}, {"epochs": 12}, n_layers=2)
+    assert (w.weights, w.state_bytes, w.activation_bytes, w.flops_per_step, w.steps) == (
+        20768,
+        249216,
+        3170304,
+        108527616,
+        12,
+    )
+    assert resources(profile("tiny"), "assoc_train", layers=2, seed=0) == {"mem_mb": 1280, "runtime": 6, "gpu": 1}
+
+
+def test_paper_association_run_by_hand():
+    """paper assoc_train, 3 layers: V=3000, T=200, N=65536, B=2048 (32 steps an epoch), 100 epochs, float32.
+    weights 3 (2*3000^2 + 200^2) + 3000^2 = 63120000; state 12*63120000 = 757440000 B;
+    on cuda 1024 + 2*757440000 / 2^20 = 2468.7 -> 2560 MB;
+    flops/step 6*2048*200 (3 (2*3000^2 + 2*200*3000) + 3000^2) = 2457600*66600000 = 163676160000000;
+    2*3200*(0.02 + 40.91904) s = 262009.9 s -> 4367 + 5 = 4372 min;
+    on cpu the (B, T, V) activations, 4*2048*200 (3 (6*3000 + 3*200) + 3*3000) = 106168320000 B, need
+    1024 + 2 (757440000 + 106168320000) / 2^20 = 204968.7 -> 205056 MB: no 2-core node holds it."""
+    paper = profile("paper")
+    w = attn_only_workload(paper["assoc_corpus"], paper["assoc_train"], n_layers=3)
+    assert (w.batch, w.steps, w.flops_per_step) == (2048, 3200, 163676160000000)
+    assert resources(paper, "assoc_train", layers=3, seed=42) == {"mem_mb": 2560, "runtime": 4372, "gpu": 1}
+    assert resources(on("cpu", paper), "assoc_train", layers=3, seed=42)["mem_mb"] == 205056
+
+
+def test_association_run_over_an_unbounded_corpus_gets_the_floor():
+    """max_sequences 0 (all): N is only known once the corpus is built."""
+    params = profile("paper")
+    params["assoc_corpus"]["max_sequences"] = 0
+    assert resources(params, "assoc_train", layers=3, seed=42) == {"mem_mb": 2048, "runtime": 60, "gpu": 1}
+
+
 def test_every_training_stage_and_no_report_computes_on_the_device():
     training = [n for n, s in DVC["stages"].items() if re.match(r"python -m stages\.\w+\.train\b", s["cmd"])]
     reports = [n for n, s in DVC["stages"].items() if re.match(r"python -m stages\.(\w+\.)?\w*report\b", s["cmd"])]
@@ -120,6 +167,11 @@ def test_snakefile_rule_resources_follow_wildcards():
         wildcards = {"model": model, "seed": 0}
         got = {name: f(wildcards) for name, f in functions.items()}
         assert got == resources(paper, "grounding_train", model=model, seed=0)
+    assoc = rule_resources(next(r for r in rules_of(DVC, paper) if r.name == "assoc_train"), paper)
+    for layers in (1, 3):  # the layer count is a wildcard, not a declared param
+        got = {name: f({"layers": str(layers), "seed": "42"}) for name, f in assoc.items()}
+        assert got == resources(paper, "assoc_train", layers=layers, seed=42)
+    assert assoc["runtime"]({"layers": "1", "seed": "42"}) < assoc["runtime"]({"layers": "3", "seed": "42"})
 
 
 def test_cluster_profile_holds_no_job_sizes():

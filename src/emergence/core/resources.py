@@ -16,16 +16,29 @@ batch_size and steps. Per training step, with P the weights of a GPT-2 block sta
               activations kept for the backward pass are host memory only when training on cpu)
     runtime = STARTUP_MIN + 2 x steps x (STEP_S + (6 P B T + 12 L T d_attn B T) / rate) seconds
 
-with B batch, T context, L layers, H heads, rate the device's assumed FLOP/s. A stage whose declared
-params give no model size (assoc_basis, assoc_train, dino_features) gets the floor. docs/slurm.md
-has the measurements behind the constants.
+with B batch, T context, L layers, H heads, rate the device's assumed FLOP/s.
+
+An association run (assoc_train) is shaped by the corpus assoc_corpus built: its attention-only model
+carries a one-hot (B, T, V) residual stream through L vocabulary-sized layers (W, V: V x V, P: T x T per
+layer; W_O: V x V), with V = assoc_corpus.vocab_size (an upper bound: rarer types may leave it smaller),
+T = seq_len, N = max_sequences, B = assoc_train.batch_size (0: all N) and steps = epochs x (N // B):
+
+    P        = L (2 V^2 + T^2) + V^2
+    memory   = BASE_MB + 2 x (3 P [+ B T (L (6 V + 3 T) + 3 V)]) x dtype bytes
+               (weights, gradients and a checkpoint's copy under plain SGD; per layer the kept
+               (B, T, V) products and (B, T, T) scores, plus the logits, on cpu only)
+    FLOPs    = 6 B T (L (2 V^2 + 2 T V) + V^2) per step
+
+With max_sequences 0 (all) N is only known once the corpus is built, and the run gets the floor, as do
+the stages whose declared params give no model size at all (assoc_basis, dino_features).
+docs/slurm.md has the measurements behind the constants.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from emergence.core.declared import lookup
 from emergence.core.io import PipelineError
@@ -40,6 +53,24 @@ STEP_S = 0.02  # per-step overhead (optimizer, logging) that does not scale with
 # datacenter GPU's fp32 rate, as models this small keep it far from its peak. `auto` on a GPU node is cuda.
 RATE = {"cpu": 40e9, "cuda": 4e12}
 MEM_STEP_MB = 256  # requests are rounded up to this
+DTYPE_BYTES = {"float32": 4, "float64": 8}
+# a stage whose model is shaped by a corpus built upstream -> (the corpus's section, the layers wildcard)
+CORPUS_SHAPED = {"assoc_train": ("assoc_corpus", "layers")}
+
+
+class Sized(Protocol):
+    """What the memory and time estimates read from a job."""
+
+    steps: int
+
+    @property
+    def state_bytes(self) -> int: ...  # weights and optimizer state, held on the host too
+
+    @property
+    def activation_bytes(self) -> int: ...  # kept for the backward pass
+
+    @property
+    def flops_per_step(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -60,6 +91,10 @@ class Workload:
         return self.n_layers * (4 * self.d_model * self.d_attn + 2 * self.d_model * self.d_mlp)
 
     @property
+    def state_bytes(self) -> int:
+        return 16 * self.weights  # fp32 weights, grads and two Adam moments
+
+    @property
     def activation_bytes(self) -> int:
         per_token = self.n_layers * (16 * self.d_model + 2 * self.d_mlp + 2 * self.n_heads * self.context)
         return 4 * self.batch * self.context * per_token
@@ -68,6 +103,52 @@ class Workload:
     def flops_per_step(self) -> int:
         tokens = self.batch * self.context
         return 6 * self.weights * tokens + 12 * self.n_layers * self.context * self.d_attn * tokens
+
+
+@dataclass(frozen=True)
+class AttnOnlyWorkload:
+    """One association run: a one-hot (B, T, V) stream through L vocabulary-sized attention layers."""
+
+    n_layers: int
+    d_vocab: int
+    context: int
+    batch: int
+    steps: int
+    dtype_bytes: int
+
+    @property
+    def weights(self) -> int:
+        return self.n_layers * (2 * self.d_vocab**2 + self.context**2) + self.d_vocab**2
+
+    @property
+    def state_bytes(self) -> int:
+        return 3 * self.dtype_bytes * self.weights
+
+    @property
+    def activation_bytes(self) -> int:
+        L, V, T = self.n_layers, self.d_vocab, self.context
+        return self.dtype_bytes * self.batch * T * (L * (6 * V + 3 * T) + 3 * V)
+
+    @property
+    def flops_per_step(self) -> int:
+        L, V, T = self.n_layers, self.d_vocab, self.context
+        return 6 * self.batch * T * (L * (2 * V**2 + 2 * T * V) + V**2)
+
+
+def attn_only_workload(corpus: dict[str, Any], train: dict[str, Any], n_layers: int) -> AttnOnlyWorkload | None:
+    """The run's sizes from its corpus section and its training section; None while N is unknown."""
+    n = corpus.get("max_sequences", 0)
+    if not (isinstance(n, int) and n > 0):
+        return None
+    batch = train.get("batch_size", 0) or n
+    return AttnOnlyWorkload(
+        n_layers=n_layers,
+        d_vocab=corpus["vocab_size"],
+        context=corpus["seq_len"],
+        batch=batch,
+        steps=train["epochs"] * max(n // batch, 1),
+        dtype_bytes=DTYPE_BYTES[train.get("dtype", "float32")],
+    )
 
 
 def workload(values: dict[str, Any]) -> Workload | None:
@@ -90,15 +171,15 @@ def workload(values: dict[str, Any]) -> Workload | None:
     )
 
 
-def mem_mb(w: Workload | None, device: str) -> int:
+def mem_mb(w: Sized | None, device: str) -> int:
     """Host memory (Slurm's --mem): on a GPU the activations live in the GPU's own memory."""
     if w is None:
         return FLOOR_MB
-    need = BASE_MB + SAFETY * (16 * w.weights + (w.activation_bytes if device == "cpu" else 0)) / 2**20
+    need = BASE_MB + SAFETY * (w.state_bytes + (w.activation_bytes if device == "cpu" else 0)) / 2**20
     return MEM_STEP_MB * math.ceil(need / MEM_STEP_MB)
 
 
-def runtime_min(w: Workload | None, device: str) -> int:
+def runtime_min(w: Sized | None, device: str) -> int:
     if w is None:
         return STARTUP_MIN * 12  # an hour
     rate = RATE["cpu" if device == "cpu" else "cuda"]
@@ -124,12 +205,18 @@ def on_device(declared: list[str]) -> bool:
     return DEVICE_PARAM in declared
 
 
-def job_resources(params: dict, keys: list[str], where: str) -> dict[str, int]:
-    """mem_mb, runtime (minutes) and one GPU for one job whose declared params are `keys` (resolved)."""
+def job_resources(params: dict, keys: list[str], where: str, wildcards: dict | None = None) -> dict[str, int]:
+    """mem_mb, runtime (minutes) and one GPU for one job whose declared params are `keys` (resolved);
+    `wildcards` are the job's matrix values (the layer count of a corpus-shaped run)."""
     device = lookup(params, DEVICE_PARAM, where)
     if device not in ("auto", "cpu", "cuda"):
         raise PipelineError(f"{where}: {DEVICE_PARAM} must be auto, cpu or cuda, got {device!r}")
-    w = workload(declared_values(params, keys, where))
+    shaped = next((s for s in CORPUS_SHAPED if s in keys), None)
+    if shaped is not None:
+        corpus, layers = CORPUS_SHAPED[shaped]
+        w = attn_only_workload(lookup(params, corpus, where), lookup(params, shaped, where), int(wildcards[layers]))
+    else:
+        w = workload(declared_values(params, keys, where))
     return {"mem_mb": mem_mb(w, device), "runtime": runtime_min(w, device), "gpu": 1}
 
 
@@ -138,6 +225,6 @@ def rule_resources(rule, params: dict) -> dict[str, Any]:
     keys, where = list(rule.params.values()), f"rule {rule.name} resources"
 
     def of(name: str):
-        return lambda wildcards: job_resources(params, [k.format(**wildcards) for k in keys], where)[name]
+        return lambda wildcards: job_resources(params, [k.format(**wildcards) for k in keys], where, wildcards)[name]
 
     return {name: of(name) for name in ("mem_mb", "runtime", "gpu")}

@@ -1,4 +1,4 @@
-"""Training loss after removing each learned weight's theoretical direction (the paper's Table 3)."""
+"""Training loss after removing each learned weight's theoretical direction (the paper's causal intervention)."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ def cosine_table(
     steps_per_epoch: int,
     window_epochs: int,
 ) -> pd.DataFrame:
-    """Rows per (step, layer, weight); `in_window` marks epoch ends inside the Table-1 window
+    """Rows per (step, layer, weight); `in_window` marks epoch ends inside the minimum-cosine window
     at which the weight is already non-zero."""
     rows = [row for step, model in checkpoints for row in weight_rows(model, basis, step, eta)]
     table = pd.DataFrame(rows)

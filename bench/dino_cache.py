@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from bench.table import row
+from bench.table import print_comparison, row
 from emergence.studies.grounding.dino_features import EncoderParams, encode_images, load_encoder
 
 
@@ -68,10 +68,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     r = measure(args)
-    print(r["benchmark"] + f", pool_grid {args.pool_grid}, threads {args.threads}")
-    print(f"batch {args.batch:3d}:        {r['value']:8.1f} images/s")
-    print(f"one at a time:    {r['reference_value']:8.1f} images/s")
-    print(f"speed-up: {r['ratio']:.2f}x")
+    print_comparison(
+        f"{r['benchmark']}, pool_grid {args.pool_grid}, threads {args.threads}",
+        r,
+        f"batch {args.batch}",
+        "one at a time",
+    )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from bench.table import row
+from bench.table import print_comparison, row
 from emergence.core.models import build_model
 from emergence.interp.saliency import head_saliency, head_saliency_per_layer
 
@@ -75,10 +75,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     r = measure(args)
-    print(f"{args.layers} layers, d_model {args.d_model}, seq {args.seq}, batch {args.batch}, threads {args.threads}")
-    print(f"one backward pass:          {r['value']:8.1f} examples/s")
-    print(f"per-layer loop, retain_grad: {r['reference_value']:8.1f} examples/s")
-    print(f"speed-up: {r['ratio']:.1f}x")
+    setting = (
+        f"{args.layers} layers, d_model {args.d_model}, seq {args.seq}, batch {args.batch}, threads {args.threads}"
+    )
+    print_comparison(setting, r, "one backward pass", "per-layer loop, retain_grad")
 
 
 if __name__ == "__main__":

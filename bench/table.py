@@ -107,3 +107,12 @@ def render(rows: list[dict]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     notes = [f"  {r['benchmark']}: {r['bound']}" for r in rows if r["bound"]]
     return "\n".join(lines + (["", "bounds / notes:", *notes] if notes else []))
+
+
+def print_comparison(setting: str, row: dict, ours: str, reference: str) -> None:
+    """A single benchmark's own report: its setting, both rates, the ratio."""
+    width = max(len(ours), len(reference)) + 1
+    print(setting)
+    print(f"{ours + ':':{width}} {row['value']:8.1f} {row['unit']}")
+    print(f"{reference + ':':{width}} {row['reference_value']:8.1f} {row['unit']}")
+    print(f"speed-up: {row['ratio']:.2f}x")

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+# ../shared beside the checkout; EMERGENCE_SHARED names it where the tests run from a copy elsewhere
+# (`make mutation` runs them inside mutants/, one folder deeper).
+SHARED = Path(os.environ.get("EMERGENCE_SHARED") or ROOT.parent / "shared")
+SHARED_DATA = SHARED / "data"
 BIN = Path(sys.executable).parent  # the venv's dvc / snakemake / python
 
 
@@ -81,7 +84,10 @@ def tiny_run(tmp_path_factory) -> Path:
     Under pytest-xdist the workers share it: the first to ask builds it under a file lock, the others
     wait and reuse it; a failed build is recorded and reported by every worker, not retried.
     Read-only by convention: a test that edits params or reruns stages works on `copy_run(tiny_run, ...)`.
+    EMERGENCE_TINY_RUN names a finished one to reuse instead (a copy's stages still run this checkout's code).
     """
+    if prebuilt := os.environ.get("EMERGENCE_TINY_RUN"):  # a finished tiny run reused while developing
+        return Path(prebuilt)
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         base = base.parent  # the session's folder, above each worker's own

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import ROOT
+from conftest import SHARED
 
 from emergence.claims import FIGURES
 from emergence.studies.assoc.report import PAPER_CAUSAL, PAPER_MIN_COSINE
@@ -18,7 +18,7 @@ from emergence.studies.binding.report_mechanisms import PAPER_PATCHING
 from emergence.studies.grounding.report_mech import PAPER_ABLATION
 
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
-SHARED_PAPERS = ROOT.parent / "shared" / "papers"
+SHARED_PAPERS = SHARED / "papers"
 
 
 def numbers(text: str) -> set[str]:

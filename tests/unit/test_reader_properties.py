@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import ROOT, SHARED_DATA
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save_file
@@ -34,8 +35,7 @@ from emergence.studies.grounding.templates import read_templates
 from emergence.studies.grounding.tokens import read_vocab
 from emergence.studies.grounding.visdial import extract_dialogs
 
-ROOT = Path(__file__).parents[2]
-SHARED = ROOT.parent / "shared" / "data"
+SHARED = SHARED_DATA
 PROPERTY = settings(
     max_examples=40, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

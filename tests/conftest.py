@@ -112,7 +112,15 @@ def tiny_run(tmp_path_factory) -> Path:
 def pytest_configure(config):
     """Test files share module fixtures and edit them in file order, so a file must run whole on one
     worker: `--dist loadfile` (what `make test` uses). In workers torch takes one thread (two workers
-    on two cores)."""
+    on two cores). Under a mutation run, see below."""
+    if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+        # `make mutation`, while mutmut maps tests to functions: record calls in this process only. A
+        # child process (a stage run as a program) would look for mutmut's config in its own working
+        # directory and fail; it runs the original code instead. Each mutant's run keeps the variable,
+        # so children run the mutant too.
+        from mutmut.mutation import trampoline
+
+        trampoline._mutant_under_test = os.environ.pop("MUTANT_UNDER_TEST")
     dist = config.getoption("dist", "no")
     if dist not in ("no", "loadfile"):
         raise pytest.UsageError(f"--dist {dist}: use --dist loadfile (each test file runs whole on one worker)")

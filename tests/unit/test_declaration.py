@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -54,7 +55,12 @@ def test_every_module_a_stage_loads_is_among_its_deps():
     stages = declared_stages()
     modules = sorted({stage_module(s["cmd"], n) for n, s in stages.items()})
     proc = subprocess.run(
-        [sys.executable, "-c", LOADED, *modules], cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "-c", LOADED, *modules],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])},  # this checkout's code
+        capture_output=True,
+        text=True,
+        check=True,
     )
     loaded = json.loads(proc.stdout)
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]

@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PROFILE ?=
 
-.PHONY: repro test unit lint check snakemake push pull bench profile clean-venv
+.PHONY: repro test unit lint check snakemake push pull bench profile mutation clean-venv
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -59,6 +59,13 @@ pull: $(STAMP)
 ## bench: every benchmark, one table (reports/bench.json); BENCH_ARGS="--default-run DIR" adds default minutes
 bench: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m bench $(BENCH_ARGS)
+
+## mutation: which mutants of the science core the unit suite kills (mutmut; hours on 2 cores, not in CI);
+## writes the per-module table into docs/testing.md. `mutants/` keeps the results: a rerun checks only what changed.
+SHARED ?= $(abspath $(CURDIR)/../shared)
+mutation: $(STAMP)
+	EMERGENCE_SHARED="$(SHARED)" "$(CURDIR)/$(BIN)/mutmut" run --max-children $(WORKERS)
+	"$(CURDIR)/$(BIN)/python" tests/mutation_table.py --write docs/testing.md
 
 clean-venv:
 	rm -rf $(VENV)

@@ -107,8 +107,8 @@ def probes_in_embedded_corpus(params: dict) -> list[str]:
     stories = _typed(StoryConfig, params, "assoc_stories")
     if corpus is None or words is None or stories is None or corpus.format != "text":
         return []
-    source = path_of(params, "assoc_source")
-    if source != path_of(params, "assoc_stories") or stories.n_stories > CHEAP_STORIES:
+    source, embedded = (_loaded(lambda key=key: path_of(params, key)) for key in ("assoc_source", "assoc_stories"))
+    if source is None or source != embedded or stories.n_stories > CHEAP_STORIES:
         return []
     try:
         vocab = build_corpus(generate_stories(stories), corpus, str(source)).vocab

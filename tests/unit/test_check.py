@@ -400,8 +400,8 @@ def test_dino_memory_bound_is_exact_at_its_boundary(monkeypatch):
 
     small = bounds.RANDOM_INIT_SHAPES["facebook/dinov2-small"]
     # by hand, image 112 batch 16: 8 x 8 + 1 = 65 tokens; weights 12 (4 + 8) 384^2; pixels 2 x 16 x 3 x 112^2;
-    # activations 16 x 65 x 10 x 384; scores 16 x 6 x 65^2; 4 bytes each
-    need = 4 * (12 * 12 * 384**2 + 2 * 16 * 3 * 112**2 + 16 * 65 * 10 * 384 + 16 * 6 * 65**2)
+    # activations 16 x 65 x 10 x 384; scores 16 x 65^2; 4 bytes each
+    need = 4 * (12 * 12 * 384**2 + 2 * 16 * 3 * 112**2 + 16 * 65 * 10 * 384 + 16 * 65**2)
     assert bounds.dino_batch_bytes(112, 16, small) == need
     params = edited(dino_features__image_size=112)
     monkeypatch.setattr(bounds, "machine_memory", lambda: need)

@@ -10,10 +10,13 @@ not load is skipped here (its schema reports it).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from PIL import Image
 
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError
@@ -26,6 +29,7 @@ from emergence.studies.binding.sets import DataParams, split_sizes
 from emergence.studies.binding.train_config import train_params
 from emergence.studies.binding.trajectory import PhaseParams
 from emergence.studies.grounding.dino_features import RANDOM_INIT_SHAPES, EncoderParams
+from emergence.studies.grounding.scenes import SceneParams
 
 
 def _loaded(load: Callable[[], Any]) -> Any:
@@ -117,7 +121,7 @@ def probes_in_embedded_corpus(params: dict) -> list[str]:
         return [str(e)]
 
 
-# ---- DINOv2 images against this machine's memory ----------------------------------------------------
+# ---- images against this machine's memory and what PIL reads ----------------------------------------------------
 
 
 def machine_memory() -> int:
@@ -181,4 +185,22 @@ def dino_fits_memory(params: dict) -> list[str]:
     ]
 
 
-CHECKS = [eval_sets_fit_their_splits, assoc_sizes_fit_the_corpus, probes_in_embedded_corpus, dino_fits_memory]
+def scenes_are_readable(params: dict) -> list[str]:
+    """The embedded scenes are read back through PIL, which refuses (or warns about) an image of more
+    than Image.MAX_IMAGE_PIXELS pixels as a decompression bomb."""
+    p, cap = _typed(SceneParams, params, "visual_scenes"), Image.MAX_IMAGE_PIXELS
+    if p is None or cap is None or p.image_size**2 <= cap:
+        return []
+    return [
+        f"visual_scenes.image_size: {p.image_size} makes images of {p.image_size**2:,} pixels, more than PIL "
+        f"reads without a decompression-bomb warning (Image.MAX_IMAGE_PIXELS {cap:,}); at most {math.isqrt(cap)}"
+    ]
+
+
+CHECKS = [
+    eval_sets_fit_their_splits,
+    assoc_sizes_fit_the_corpus,
+    probes_in_embedded_corpus,
+    dino_fits_memory,
+    scenes_are_readable,
+]

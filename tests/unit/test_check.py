@@ -448,3 +448,12 @@ def test_chained_profiles_apply_and_give_the_merge(tmp_path):
         result = run_profile(params, name)
         assert result.returncode == 0, result.stderr
     assert yaml.safe_load(params.read_text()) == with_profile("paper", "paper_bpe")
+
+
+def test_scene_images_beyond_what_pil_reads_are_refused():
+    side = 9459  # floor(sqrt(89,478,485)), PIL's Image.MAX_IMAGE_PIXELS
+    assert problems_of(edited(visual_scenes__image_size=side)) == []
+    assert problems_of(edited(visual_scenes__image_size=side + 1)) == [
+        f"visual_scenes.image_size: {side + 1} makes images of {(side + 1) ** 2:,} pixels, more than PIL reads "
+        "without a decompression-bomb warning (Image.MAX_IMAGE_PIXELS 89,478,485); at most 9459"
+    ]

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from emergence.bounds import CHECKS as SIZE_CHECKS
 from emergence.core.config import PARAMS_FILE, read_params
 from emergence.core.declared import unknown_section
 from emergence.core.io import PipelineError
@@ -123,6 +124,7 @@ CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
     marking_run_is_a_default_run,
     seeds_are_non_negative,
 ]
+CROSS_CHECKS += SIZE_CHECKS  # eval sets, top_k, probe words and image sizes against what they draw on
 
 
 def problems_of(params: dict[str, Any], schemas: dict[str, Checker] | None = None) -> list[str]:

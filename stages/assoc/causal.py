@@ -7,7 +7,7 @@ from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_parquet
 from emergence.core.train import load_named_checkpoint
 from emergence.studies.assoc.compare import CausalParams, causal_table, run_name
-from emergence.studies.assoc.corpus import load_corpus
+from emergence.studies.assoc.corpus import first_sequences, load_corpus
 from emergence.studies.assoc.theory import load_basis
 
 
@@ -17,8 +17,9 @@ def main(argv: list[str] | None = None) -> None:
     p = from_dict(CausalParams, section(params, "assoc_causal"), "assoc_causal")
     run = run_name(args.layers, args.seed)
     step, model = load_named_checkpoint(path_of(params, "assoc_runs") / run, p.checkpoint, "assoc_causal.checkpoint")
-    sequences = load_corpus(path_of(params, "assoc_corpus")).sequences
-    table = causal_table(model, load_basis(path_of(params, "assoc_basis")), sequences[: p.n_sequences or None])
+    corpus = load_corpus(corpus_path := path_of(params, "assoc_corpus"))
+    sequences = first_sequences(corpus, p.n_sequences, "assoc_causal.n_sequences", corpus_path)
+    table = causal_table(model, load_basis(path_of(params, "assoc_basis")), sequences)
     for i, (key, value) in enumerate((("n_layers", args.layers), ("seed", args.seed), ("step", step))):
         table.insert(i, key, value)
     write_parquet(table, path_of(params, "assoc_causal") / f"{run}.parquet")

@@ -2,7 +2,9 @@
 
 Source (paths.assoc_source) by assoc_corpus.format: `text` reads a
 TinyStories-style file or directory (stories separated by <|endoftext|>),
-`chat` reads the main-tier speech of a CHAT .cha file or directory.
+`chat` reads the main-tier speech of a CHAT .cha file or directory. The
+first stage to know the vocabulary, it refuses one that lacks a probe word
+of assoc_words (rather than assoc_words failing after training).
 """
 
 from __future__ import annotations
@@ -10,8 +12,15 @@ from __future__ import annotations
 from emergence.core.chat import speech_documents
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
-from emergence.core.io import write_json
-from emergence.studies.assoc.corpus import CorpusParams, build_corpus, read_text_documents, save_corpus
+from emergence.core.io import PipelineError, write_json
+from emergence.studies.assoc.corpus import (
+    CorpusParams,
+    WordsParams,
+    build_corpus,
+    missing_probes,
+    read_text_documents,
+    save_corpus,
+)
 
 READERS = {"text": read_text_documents, "chat": speech_documents}
 
@@ -21,7 +30,10 @@ def main(argv: list[str] | None = None) -> None:
     _, params = start_stage(__doc__, argv)
     p = from_dict(CorpusParams, section(params, "assoc_corpus"), "assoc_corpus")
     source = path_of(params, "assoc_source")
+    probes = from_dict(WordsParams, section(params, "assoc_words"), "assoc_words").probes
     corpus = build_corpus(READERS[p.format](source), p, str(source))
+    if missing := missing_probes(corpus.vocab, probes, str(source)):
+        raise PipelineError(missing[0])
     summary = {
         "source": str(source),
         "format": p.format,

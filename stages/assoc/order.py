@@ -20,7 +20,7 @@ from emergence.core.io import write_parquet
 from emergence.core.models import build_model
 from emergence.core.train import TrainConfig, list_checkpoints, load_checkpoint, train
 from emergence.studies.assoc.compare import OrderParams, weight_rows
-from emergence.studies.assoc.corpus import load_corpus
+from emergence.studies.assoc.corpus import first_sequences, load_corpus
 from emergence.studies.assoc.theory import Basis, compute_basis
 
 
@@ -53,8 +53,8 @@ def order_run(sequences: np.ndarray, basis: Basis, n_layers: int, eta: float, st
 def main(argv: list[str] | None = None) -> None:
     _, params = start_stage(__doc__, argv)
     p = from_dict(OrderParams, section(params, "assoc_order"), "assoc_order")
-    corpus = load_corpus(path_of(params, "assoc_corpus"))
-    sequences = corpus.sequences[: p.n_sequences]
+    corpus = load_corpus(corpus_path := path_of(params, "assoc_corpus"))
+    sequences = first_sequences(corpus, p.n_sequences, "assoc_order.n_sequences", corpus_path)
     basis = compute_basis(sequences, len(corpus.vocab))
     rows = []
     for eta in sorted(p.etas):

@@ -96,7 +96,7 @@ def test_every_job_logs():
         ),
         (
             lambda t: re.sub(
-                r"^  eval_programs: 500.*$", "  eval_programs: 500\n  eval_programs: 3", t, count=1, flags=re.M
+                r"^  eval_programs: 120.*$", "  eval_programs: 120\n  eval_programs: 3", t, count=1, flags=re.M
             ),
             "invalid YAML (duplicate key 'eval_programs'",
         ),

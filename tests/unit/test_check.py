@@ -318,3 +318,142 @@ def test_a_bad_profile_is_one_line_and_writes_nothing(tmp_path, profile, expecte
     assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
     assert re.search(expected, result.stderr), result.stderr
     assert params.read_text() == (ROOT / "params.yaml").read_text()
+
+
+# ---- sizes bounded by what they draw on (emergence.bounds) -------------------------------------------
+
+# the default's splits, worked out by hand: 60000 x 0.002 = 120 val programs, 60000 - 54000 - 120 test
+VAL, TEST = 120, 5880
+SPLIT_OF = "binding_data.n_programs 60000 x split [0.9, 0.002, 0.098]"
+
+
+@pytest.mark.parametrize(
+    "section, key, split, bound",
+    [
+        ("binding_train", "eval_programs", "val", VAL),
+        ("binding_trajectory", "n_programs", "test", TEST),
+        ("binding_ablation", "n_programs", "test", TEST),
+        ("binding_patching", "n_pairs", "test", TEST),
+    ],
+)
+def test_an_eval_set_larger_than_its_split_is_refused(section, key, split, bound):
+    assert problems_of(edited(**{f"{section}__{key}": bound})) == []
+    assert problems_of(edited(**{f"{section}__{key}": bound + 1})) == [
+        f"{section}.{key}: {bound + 1} is more than the {bound} programs of the {split} split ({SPLIT_OF}); "
+        f"at most {bound}"
+    ]
+
+
+def test_the_splits_follow_binding_data():
+    # 1000 programs: 900 train, 2 val, 98 test
+    split = "(binding_data.n_programs 1000 x split [0.9, 0.002, 0.098])"
+    assert problems_of(edited(binding_data__n_programs=1000, binding_train__eval_programs=3)) == [
+        f"binding_train.eval_programs: 3 is more than the 2 programs of the val split {split}; at most 2",
+        f"binding_trajectory.n_programs: 1000 is more than the 98 programs of the test split {split}; at most 98",
+        f"binding_ablation.n_programs: 500 is more than the 98 programs of the test split {split}; at most 98",
+        f"binding_patching.n_pairs: 200 is more than the 98 programs of the test split {split}; at most 98",
+    ]
+
+
+@pytest.mark.parametrize(
+    "section, key, bound, expected",
+    [
+        ("assoc_words", "top_k", 128, "is more than the vocabulary it ranks (assoc_corpus.vocab_size 128)"),
+        ("assoc_order", "n_sequences", 512, "is more than the corpus holds (assoc_corpus.max_sequences 512)"),
+        ("assoc_causal", "n_sequences", 512, "is more than the corpus holds (assoc_corpus.max_sequences 512)"),
+    ],
+)
+def test_assoc_sizes_are_bounded_by_the_corpus(section, key, bound, expected):
+    assert problems_of(edited(**{f"{section}__{key}": bound})) == []
+    assert problems_of(edited(**{f"{section}__{key}": bound + 1})) == [
+        f"{section}.{key}: {bound + 1} {expected}; at most {bound}"
+    ]
+
+
+def test_n_sequences_is_unbounded_when_the_corpus_keeps_every_sequence():
+    assert problems_of(edited(assoc_corpus__max_sequences=0, assoc_order__n_sequences=10**6)) == []
+
+
+@pytest.mark.parametrize("tokenizer", ["word", "bpe"])
+def test_probe_words_missing_from_the_embedded_corpus_are_named(tokenizer):
+    params = edited(assoc_words__probes=["dog", "zebra", "park", "qq"], assoc_corpus__tokenizer=tokenizer)
+    problems = problems_of(params)
+    assert len(problems) == 1
+    assert problems[0].startswith("assoc_words.probes: 'zebra', 'qq' not in the ")
+    assert problems[0].endswith("vocabulary built from the embedded stories (data/assoc/stories.txt, assoc_stories)")
+
+
+def test_probe_words_of_a_user_corpus_wait_for_the_corpus_stage():
+    params = edited(assoc_words__probes=["zebra"])
+    params["paths"]["assoc_source"] = "data/user/TinyStories-train.txt"
+    assert problems_of(params) == []
+
+
+def test_dino_image_size_beyond_memory_is_refused():
+    (line,) = problems_of(edited(dino_features__image_size=5000))
+    assert line.startswith("dino_features.image_size: 5000 needs about ")
+    assert "GiB for one batch of 16 (127449 patches of 14 px, width 384), more than this machine's " in line
+
+
+def test_dino_memory_bound_is_exact_at_its_boundary(monkeypatch):
+    from emergence import bounds
+
+    small = bounds.RANDOM_INIT_SHAPES["facebook/dinov2-small"]
+    # by hand, image 112 batch 16: 8 x 8 + 1 = 65 tokens; weights 12 (4 + 8) 384^2; pixels 2 x 16 x 3 x 112^2;
+    # activations 16 x 65 x 10 x 384; scores 16 x 65^2; 4 bytes each
+    need = 4 * (12 * 12 * 384**2 + 2 * 16 * 3 * 112**2 + 16 * 65 * 10 * 384 + 16 * 65**2)
+    assert bounds.dino_batch_bytes(112, 16, small) == need
+    params = edited(dino_features__image_size=112)
+    monkeypatch.setattr(bounds, "machine_memory", lambda: need)
+    assert problems_of(params) == []
+    monkeypatch.setattr(bounds, "machine_memory", lambda: need - 1)
+    assert problems_of(params) == [
+        "dino_features.image_size: 112 needs about 0 GiB for one batch of 16 (64 patches of 14 px, width 384), "
+        "more than this machine's 0 GiB of RAM; at most 98 fits at this batch_size"
+    ]
+    largest = bounds.largest_image(16, small, need - 1)
+    assert bounds.dino_batch_bytes(largest, 16, small) <= need - 1 < bounds.dino_batch_bytes(largest + 14, 16, small)
+
+
+def run_profile(params: Path, *names: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "emergence", "profile", *names, "--params", str(params)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+
+
+def test_a_profile_with_bad_values_lists_every_problem_and_writes_nothing(tmp_path):
+    params, overlay = tmp_path / "params.yaml", tmp_path / "bad.yaml"
+    params.write_bytes((ROOT / "params.yaml").read_bytes())
+    overlay.write_text("binding_train:\n  eval_programs: 121\nbase:\n  threads: 0\nassoc_words:\n  top_k: 129\n")
+    result = run_profile(params, str(overlay))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "error: base.threads: must be >= 1, got 0",
+        f"error: binding_train.eval_programs: 121 is more than the 120 programs of the val split ({SPLIT_OF}); "
+        "at most 120",
+        "error: assoc_words.top_k: 129 is more than the vocabulary it ranks (assoc_corpus.vocab_size 128); at most 128",
+        f"{params}: profile {overlay} not applied (3 problem(s)), left as it was",
+    ]
+    assert params.read_bytes() == (ROOT / "params.yaml").read_bytes()
+
+
+def test_chained_profiles_apply_and_give_the_merge(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_bytes((ROOT / "params.yaml").read_bytes())
+    for name in ("paper", "paper_bpe"):
+        result = run_profile(params, name)
+        assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(params.read_text()) == with_profile("paper", "paper_bpe")
+
+
+def test_scene_images_beyond_what_pil_reads_are_refused():
+    side = 9459  # floor(sqrt(89,478,485)), PIL's Image.MAX_IMAGE_PIXELS
+    assert problems_of(edited(visual_scenes__image_size=side)) == []
+    assert problems_of(edited(visual_scenes__image_size=side + 1)) == [
+        f"visual_scenes.image_size: {side + 1} makes images of {(side + 1) ** 2:,} pixels, more than PIL reads "
+        "without a decompression-bomb warning (Image.MAX_IMAGE_PIXELS 89,478,485); at most 9459"
+    ]

@@ -13,7 +13,9 @@ from emergence.core.io import PipelineError, file_sha256
 from emergence.studies.assoc.corpus import (
     CorpusConfig,
     build_corpus,
+    first_sequences,
     load_corpus,
+    missing_probes,
     read_text_documents,
     save_corpus,
     text_documents,
@@ -277,3 +279,22 @@ def test_a_large_text_file_is_read_in_bounded_memory(tmp_path):
         tracemalloc.stop()
     assert count == n_docs
     assert peak < 6 * corpus_module.CHUNK < size / 16, (peak, size)
+
+
+# --- what the association stages take from a built corpus -------------------------------------
+
+
+def test_first_sequences_refuses_more_than_the_corpus_holds():
+    corpus = word_corpus(["a b a b a b"], seq_len=1)  # windows of 2 tokens: 3 sequences
+    assert len(first_sequences(corpus, 3, "x.n_sequences", "c.safetensors")) == 3
+    assert len(first_sequences(corpus, 0, "x.n_sequences", "c.safetensors")) == 3  # 0: all
+    assert first_sequences(corpus, 2, "x.n_sequences", "c.safetensors").tolist() == [[0, 1], [0, 1]]
+    with pytest.raises(PipelineError, match=r"^x\.n_sequences: 4 is more than the 3 sequences of c\.safetensors$"):
+        first_sequences(corpus, 4, "x.n_sequences", "c.safetensors")
+
+
+def test_missing_probes_names_every_missing_word_in_one_line():
+    assert missing_probes(["a", "b"], ["b", "a"], "src.txt") == []
+    assert missing_probes(["a", "b"], ["z", "a", "y"], "src.txt") == [
+        "assoc_words.probes: 'z', 'y' not in the 2-type vocabulary built from src.txt"
+    ]

@@ -4,13 +4,22 @@ A profile (profiles/NAME.yaml) holds only the keys that differ from the
 embedded default. Applying it deep-merges those keys into params.yaml in
 place, keeping params.yaml's comments, so DVC and Snakemake both see one
 params file. `git checkout params.yaml` returns to the embedded default.
+
+The merged result is checked as `python -m emergence check` checks params.yaml
+(schemas and cross-section checks: it runs that command on it), and written only
+when it passes; otherwise every problem is printed and params.yaml is left as it
+was. The check runs in its own process because it loads every study's schemas,
+which core may not import.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +53,26 @@ def merge_into(base: dict, overlay: dict, where: str = "") -> None:
             base[key] = value
 
 
-def apply_profile(name: str, params_file: str | Path = PARAMS_FILE) -> None:
+def check_problems(text: str) -> list[str]:
+    """The lines `python -m emergence check` prints for params `text` (relative paths in it, and
+    pipeline.yaml, are read from the working directory, as for params.yaml); [] when it passes."""
+    src = str(Path(__file__).resolve().parents[2])  # this emergence package, whatever sys.path says
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
+    with tempfile.TemporaryDirectory() as tmp:
+        merged = Path(tmp) / "params.yaml"
+        merged.write_text(text, encoding="utf-8")
+        proc = subprocess.run(
+            [sys.executable, "-m", "emergence", "check", str(merged)], capture_output=True, text=True, env=env
+        )
+    if proc.returncode == 0:
+        return []
+    lines = [line.removeprefix("error: ") for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    return lines or [f"python -m emergence check failed on the merged params (exit {proc.returncode})"]
+
+
+def apply_profile(name: str, params_file: str | Path = PARAMS_FILE) -> list[str]:
+    """Merge profile `name` into `params_file` and write it if the result passes the check; else
+    return its problems and leave the file untouched. A profile that cannot be read or merged raises."""
     yaml = YAML()  # round-trip mode keeps comments and key order
     yaml.width = 120
     read_params(params_file)  # a duplicate key, bad YAML or bytes: one line, before the round-trip loader
@@ -53,7 +81,10 @@ def apply_profile(name: str, params_file: str | Path = PARAMS_FILE) -> None:
     merge_into(params, overlay)
     out = io.StringIO()
     yaml.dump(params, out)
+    if problems := check_problems(out.getvalue()):
+        return problems
     write_text(out.getvalue(), params_file)
+    return []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,9 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", default=PARAMS_FILE)
     args = parser.parse_args(argv)
     try:
-        apply_profile(args.profile, args.params)
+        problems = apply_profile(args.profile, args.params)
     except PipelineError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    if problems:
+        print(
+            f"{args.params}: profile {args.profile} not applied ({len(problems)} problem(s)), left as it was",
+            file=sys.stderr,
+        )
         return 1
     print(f"{args.params}: applied profile {args.profile}")
     return 0

@@ -179,7 +179,8 @@ def causal_table(model: torch.nn.Module, basis: Basis, sequences: np.ndarray) ->
 def top_associations(
     matrices: dict[str, torch.Tensor], vocab: Sequence[str], probes: Sequence[str], k: int, where: str = "probes"
 ) -> pd.DataFrame:
-    """For each probe word and matrix: the k tokens with the largest entries in the probe's row."""
+    """For each probe word and matrix: the k tokens with the largest entries in the probe's row (k is at
+    most the vocabulary size)."""
     index = {token: i for i, token in enumerate(vocab)}
     for i, probe in enumerate(probes):
         if probe not in index:
@@ -188,7 +189,7 @@ def top_associations(
     for name, matrix in matrices.items():
         for probe in probes:
             scores = matrix[index[probe]].detach().double()
-            top = torch.topk(scores, min(k, len(vocab)))
+            top = torch.topk(scores, k)
             for rank, (score, j) in enumerate(zip(top.values.tolist(), top.indices.tolist()), start=1):
                 rows.append({"probe": probe, "matrix": name, "rank": rank, "token": vocab[j], "score": score})
     return pd.DataFrame(rows)
@@ -232,21 +233,6 @@ class CompareParams:
     def validate(self, where: str) -> None:
         if self.window_epochs < 1:
             raise PipelineError(f"{where}.window_epochs: must be >= 1, got {self.window_epochs}")
-
-
-@dataclasses.dataclass
-class WordsParams:
-    probes: list[str]
-    top_k: int = 8
-    n_layers: int = 3
-    seed: int = 0
-    checkpoint: str = "final"
-
-    def validate(self, where: str) -> None:
-        if not self.probes:
-            raise PipelineError(f"{where}.probes: at least one probe word")
-        if self.top_k < 1:
-            raise PipelineError(f"{where}.top_k: must be >= 1, got {self.top_k}")
 
 
 @dataclasses.dataclass

@@ -26,7 +26,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -248,8 +248,46 @@ def load_corpus(path: str | os.PathLike) -> Corpus:
     return corpus
 
 
+def first_sequences(corpus: Corpus, n: int, where: str, path: str | os.PathLike) -> np.ndarray:
+    """The corpus's first `n` sequences (0: all); `n` beyond the corpus (`path`) is refused, not clipped:
+    a table would otherwise report a measurement on fewer sequences than its params say."""
+    if n > len(corpus.sequences):
+        raise PipelineError(f"{where}: {n} is more than the {len(corpus.sequences)} sequences of {path}")
+    return corpus.sequences[: n or None]
+
+
 @dataclass(frozen=True, kw_only=True)
 class CorpusParams(CorpusConfig):
     """params.yaml assoc_corpus: the corpus settings plus the source's format."""
 
     format: Literal["text", "chat"]  # text: TinyStories-style file/dir; chat: CHAT main-tier speech
+
+
+@dataclasses.dataclass
+class WordsParams:
+    """params.yaml assoc_words: probe words whose top associations are shown. assoc_corpus checks the
+    probes against the vocabulary it builds (the first stage that knows it)."""
+
+    probes: list[str]
+    top_k: int = 8
+    n_layers: int = 3
+    seed: int = 0
+    checkpoint: str = "final"
+
+    def validate(self, where: str) -> None:
+        if not self.probes:
+            raise PipelineError(f"{where}.probes: at least one probe word")
+        if self.top_k < 1:
+            raise PipelineError(f"{where}.top_k: must be >= 1, got {self.top_k}")
+
+
+def missing_probes(vocab: Sequence[str], probes: Sequence[str], source: str) -> list[str]:
+    """One line naming every probe word outside `vocab` (the vocabulary built from `source`), or []."""
+    known = set(vocab)
+    missing = [p for p in probes if p not in known]
+    if not missing:
+        return []
+    return [
+        f"assoc_words.probes: {', '.join(map(repr, missing))} not in the {len(vocab)}-type vocabulary "
+        f"built from {source}"
+    ]

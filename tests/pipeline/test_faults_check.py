@@ -1,0 +1,110 @@
+"""Fault cases of `python -m emergence check`, `python -m emergence profile` and the association study's
+vocabulary checks, each on a copy of the tiny run (binding val split: 400 x 0.05 = 20 programs; the
+tiny corpus: 64 types, 64 sequences, built from the embedded stories)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, copy_run
+from faults import assert_only_changed, assert_outcome, run_command, snapshot
+
+
+@pytest.fixture
+def run(tiny_run, tmp_path) -> Path:
+    """A copy of the tiny run with this checkout's stage scripts and declaration (`python -m stages.x`
+    imports the copy's stages/, the working directory coming first on sys.path)."""
+    root = copy_run(tiny_run, tmp_path / "run")
+    shutil.rmtree(root / "stages")
+    shutil.copytree(ROOT / "stages", root / "stages")
+    for name in ("pipeline.yaml", "dvc.yaml"):
+        shutil.copy2(ROOT / name, root / name)
+    return root
+
+
+def edit_params(root: Path, **changes) -> None:
+    """`section__key=value` changes to the copy's params.yaml."""
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    for dotted, value in changes.items():
+        name, key = dotted.split("__")
+        params[name][key] = value
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+@pytest.mark.parametrize(
+    "changes, says",
+    [
+        (
+            dict(binding_train__eval_programs=21),
+            "binding_train.eval_programs: 21 is more than the 20 programs of the val split "
+            "(binding_data.n_programs 400 x split [0.8, 0.05, 0.15]); at most 20",
+        ),
+        (
+            dict(assoc_words__top_k=65),
+            "assoc_words.top_k: 65 is more than the vocabulary it ranks (assoc_corpus.vocab_size 64); at most 64",
+        ),
+        (dict(dino_features__image_size=5000), "dino_features.image_size: 5000 needs about "),
+        (
+            dict(assoc_words__probes=["the", "zebra"]),
+            "assoc_words.probes: 'zebra' not in the 64-type vocabulary built from the embedded stories",
+        ),
+    ],
+    ids=["eval_programs", "top_k", "image_size", "probes"],
+)
+def test_check_refuses_sizes_beyond_their_bounds(run, changes, says):
+    edit_params(run, **changes)
+    before = snapshot(run)
+    assert_outcome(run_command(run, "python", "-m", "emergence", "check", timeout=120), "error", says)
+    assert_only_changed(run, before)
+
+
+def test_corpus_stage_names_probe_words_missing_from_a_user_corpus(run):
+    corpus = run / "data" / "user" / "stories.txt"
+    corpus.parent.mkdir(parents=True)
+    corpus.write_text("the cat sat on the mat and the dog ran to the cat .\n<|endoftext|>\n" * 50)  # 10 types
+    params = yaml.safe_load((run / "params.yaml").read_text())
+    params["paths"]["assoc_source"] = "data/user/stories.txt"
+    params["assoc_words"]["probes"] = ["the", "zebra", "dog", "moon"]
+    (run / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    before = snapshot(run)
+    proc = run_command(run, "python", "-m", "stages.assoc.corpus", timeout=120)
+    assert_outcome(
+        proc,
+        "error",
+        "assoc_words.probes: 'zebra', 'moon' not in the 10-type vocabulary built from data/user/stories.txt",
+    )
+    assert_only_changed(run, before)  # the corpus of the tiny run is still there, as it was
+
+
+@pytest.mark.parametrize(
+    "stage, changes, says",
+    [
+        ("words", dict(assoc_words__top_k=65), "assoc_words.top_k: 65 is more than the 64 types of data/assoc/corpus"),
+        ("order", dict(assoc_order__n_sequences=65), "assoc_order.n_sequences: 65 is more than the 64 sequences of"),
+    ],
+)
+def test_assoc_stages_refuse_sizes_beyond_the_built_corpus(run, stage, changes, says):
+    edit_params(run, **changes)
+    before = snapshot(run)
+    assert_outcome(run_command(run, "python", "-m", f"stages.assoc.{stage}", timeout=120), "error", says)
+    assert_only_changed(run, before)
+
+
+def test_a_profile_with_bad_values_leaves_params_yaml_as_it_was(run):
+    (run / "mine.yaml").write_text("dino_features:\n  image_size: 5000\nassoc_words:\n  top_k: 900\n")
+    before = snapshot(run)
+    proc = run_command(run, "python", "-m", "emergence", "profile", "mine.yaml", timeout=120)
+    assert_outcome(proc, "error", "assoc_words.top_k: 900 is more than the vocabulary it ranks")
+    assert_outcome(proc, "error", "dino_features.image_size: 5000 needs about")
+    assert_only_changed(run, before)
+
+
+def test_chained_profiles_change_params_yaml_only(run):
+    before = snapshot(run)
+    for name in ("paper", "paper_bpe"):
+        assert_outcome(run_command(run, "python", "-m", "emergence", "profile", name, timeout=120), "ok")
+    assert_outcome(run_command(run, "python", "-m", "emergence", "check", timeout=120), "ok")
+    assert_only_changed(run, before, allowed=("params.yaml",))

@@ -138,7 +138,7 @@ def train(
         resumed = {"step": 0, "tokens": 0, "rows": []}
     start, tokens, rows = resumed["step"], resumed["tokens"], resumed["rows"]
     saved = start if start > 0 else None  # the step of the resume state on disk
-    diverged = first_nonfinite(rows)
+    diverged = _first_nonfinite(rows)
     scratch_dir.mkdir(parents=True, exist_ok=True)
     plan = CheckpointPlan(cfg.steps, cfg.dense_until, cfg.n_log_checkpoints, cfg.checkpoint_every)
     meta = {"train": train_dict, "data_fingerprint": data_fingerprint}
@@ -185,7 +185,7 @@ def train(
     return metrics
 
 
-def first_nonfinite(rows: list[dict]) -> int | None:
+def _first_nonfinite(rows: list[dict]) -> int | None:
     """The first step whose training loss is nan or inf (None: none is)."""
     return next((row["step"] for row in rows if "loss" in row and not math.isfinite(row["loss"])), None)
 

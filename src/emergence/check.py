@@ -19,6 +19,8 @@ from emergence.bounds import CHECKS as SIZE_CHECKS
 from emergence.core.config import PARAMS_FILE, read_params
 from emergence.core.declared import unknown_section
 from emergence.core.io import PipelineError
+from emergence.core.train.loop import SEED_MAX
+from emergence.core.train.schedule import CheckpointPlan
 from emergence.params import Checker, load_schemas
 from emergence.studies.grounding.tokens import model_entry
 
@@ -102,18 +104,66 @@ def marking_run_is_a_default_run(params: dict) -> list[str]:
 
 
 def seeds_are_non_negative(params: dict) -> list[str]:
-    """Every `seed` and every item of `seeds`, in any section: an integer >= 0 (random generators
-    refuse negative seeds, deep inside a stage)."""
+    """Every `seed` and every item of `seeds`, in any section: an integer in numpy's seed range
+    [0, 2**32 - 1] (random generators refuse others, deep inside a stage; torch takes up to 2**64 - 1)."""
     problems = []
     for name, section in params.items():
         if not isinstance(section, dict):
             continue
         for key, value in section.items():
             values = value if key == "seeds" and isinstance(value, list) else [value] if key == "seed" else []
-            bad = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v < 0]
-            if bad:
+            ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+            if any(v < 0 for v in ints):
                 problems.append(f"{name}.{key}: seeds are integers >= 0, got {value}")
+            elif any(v > SEED_MAX for v in ints):
+                problems.append(f"{name}.{key}: seeds are at most {SEED_MAX} (2**32 - 1, numpy's range), got {value}")
     return problems
+
+
+# One metrics row per step lives in memory and in every resume state (10x the paper profile's 105,469
+# steps); a checkpoint is a copy of the weights (the paper's association model: ~250 MB each).
+MAX_STEPS, MAX_CHECKPOINTS = 1_000_000, 10_000
+
+
+def training_is_bounded(params: dict) -> list[str]:
+    """Each training section's steps and the checkpoints its plan would save, counted before anything
+    trains: `steps: 1000000000000` would otherwise train for ever and fill the disk with checkpoints."""
+    problems = []
+    for name in ("binding_train", "grounding_train", "visual_train", "assoc_train"):
+        train = params.get(name)
+        if not isinstance(train, dict):
+            continue
+        if name == "assoc_train":  # steps = epochs x batches per epoch (at most max_sequences / batch_size)
+            key, per_epoch = "epochs", _assoc_batches_per_epoch(params.get("assoc_corpus", {}), train)
+            given = [train.get("epochs"), train.get("checkpoint_every_epochs", 0)]
+            given = [v * per_epoch if _is_count(v) else v for v in given]
+            what = f"{train['epochs']} epochs of up to {per_epoch} steps"
+        else:
+            key, what = "steps", f"{train.get('steps')} steps"
+            given = [train.get("steps"), train.get("checkpoint_every", 0)]
+        given += [train.get("dense_until", 0), train.get("n_log_checkpoints", 20)]
+        if not all(_is_count(v) for v in given) or given[0] < 1:
+            continue  # the section's schema says what is wrong
+        steps, every, dense, n_log = given
+        n_checkpoints = CheckpointPlan(steps, dense, n_log, every).count()
+        if steps > MAX_STEPS or n_checkpoints > MAX_CHECKPOINTS:
+            problems.append(
+                f"{name}.{key}: {what} would save {n_checkpoints} checkpoints; "
+                f"the limits are {MAX_STEPS} steps and {MAX_CHECKPOINTS} checkpoints per run "
+                "(lower it, or save fewer checkpoints)"
+            )
+    return problems
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _assoc_batches_per_epoch(corpus: dict, train: dict) -> int:
+    batch, n = train.get("batch_size", 0), corpus.get("max_sequences", 0) if isinstance(corpus, dict) else 0
+    if not (_is_count(batch) and _is_count(n)) or batch == 0 or n == 0:
+        return 1  # full batch, or a corpus of unknown size: one batch per epoch at least
+    return max(1, n // batch)
 
 
 CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
@@ -123,6 +173,7 @@ CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
     stream_overrides_apply,
     marking_run_is_a_default_run,
     seeds_are_non_negative,
+    training_is_bounded,
 ]
 CROSS_CHECKS += SIZE_CHECKS  # eval sets, top_k, probe words and image sizes against what they draw on
 

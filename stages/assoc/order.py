@@ -40,7 +40,15 @@ def order_run(sequences: np.ndarray, basis: Basis, n_layers: int, eta: float, st
         n_log_checkpoints=0,
         device="cpu",
     )
-    train(model, lambda step: (block[:, :-1], block[:, 1:]), cfg, work / "run", work / "scratch", progress=False)
+    train(
+        model,
+        lambda step: (block[:, :-1], block[:, 1:]),
+        cfg,
+        work / "run",
+        work / "scratch",
+        progress=False,
+        where="assoc_order",
+    )
     return [
         {"eta": eta, **row}
         for step, path in list_checkpoints(work / "run")

@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> None:
         n_log_checkpoints=p.n_log_checkpoints,
         checkpoint_every=p.checkpoint_every_epochs * per_epoch,
         device=load_base(params).device,
+        on_nonfinite=p.on_nonfinite,
     )
     model = build_model(
         "attn_only",
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         scratch_dir=path_of(params, "assoc_scratch") / run,
         eval_fn=eval_fn,
         data_fingerprint=file_sha256(corpus_path),
+        where="assoc_train",
     )
 
 

@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         scratch_dir=path_of(params, "binding_scratch") / run,
         eval_fn=eval_fn,
         data_fingerprint=fingerprint,
+        where="binding_train",
     )
 
 

@@ -9,6 +9,7 @@ from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, read_parquet, write_parquet
 from emergence.core.train import list_checkpoints, load_checkpoint
+from emergence.core.train.checkpoint import diverged_at
 from emergence.studies.binding.batches import encode_programs, predict_answers
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.tokenizer import CharTokenizer
@@ -36,13 +37,14 @@ def main(argv: list[str] | None = None) -> None:
         raise PipelineError(f"{run_dir}: no step{{N}} checkpoints in the run directory")
     models = ((step, load_checkpoint(path)[0]) for step, path in tqdm(ckpts, desc="checkpoints"))
     traj = trajectory_table(models, data, test, tok, args.seed)
+    last_step, last_path = ckpts[-1]
+    final, info = load_checkpoint(last_path)
     metrics = read_parquet(run_dir / "metrics.parquet", {"step": "i", "loss": "f"})
-    traj = pd.concat([traj, training_rows(metrics, args.seed)], ignore_index=True)
+    traj = pd.concat([traj, training_rows(metrics, args.seed, diverged_at(info))], ignore_index=True)
     phases = detect_phases(traj, p)
 
-    last_step, last_path = ckpts[-1]
     evaluated = pd.concat([test, subset(programs, "test", "gen")])
-    preds = final_predictions(load_checkpoint(last_path)[0], evaluated, tok, args.seed, last_step)
+    preds = final_predictions(final, evaluated, tok, args.seed, last_step)
     name = f"seed{args.seed}.parquet"
     write_parquet(traj, path_of(params, "binding_trajectory") / name)
     write_parquet(phases, path_of(params, "binding_phases") / name)

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         out_dir=out / run,
         scratch_dir=path_of(params, "grounding_scratch") / f"marking_{run}",
         data_fingerprint=f"marking:all:{fingerprint}",
+        where="grounding_train",
     )
     step, last = list_checkpoints(out / run)[-1]
     training = [tokens for i, tokens in zip(table.index, table["tokens"]) if i not in held_out]

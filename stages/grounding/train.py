@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         out_dir=path_of(params, setting.key("runs")) / run,
         scratch_dir=path_of(params, setting.key("scratch")) / run,
         data_fingerprint=fingerprint,
+        where=where,
     )
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import re
+import shutil
+from pathlib import Path
 
 import pytest
 import safetensors.torch
@@ -182,3 +186,43 @@ def test_resume_state_fingerprint_mismatch_or_garbage(tmp_path, capsys):
     path.write_bytes(b"a file where the folder should be, e.g. a pickle")  # never unpickled
     assert load_resume_state(path, "fp", model, opt, "cpu") is None
     assert "unreadable resume state" in capsys.readouterr().err
+
+
+# ---- a full disk ----------------------------------------------------------------
+
+
+def _no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("writer", ["safetensors", "json"])
+def test_a_full_disk_is_one_line_and_keeps_the_resume_state(tmp_path, monkeypatch, writer):
+    model, opt = _trained_pair()
+    path = tmp_path / "resume"
+    save_resume_state(path, model=model, optimizer=opt, step=4, tokens=32, rows=[{"step": 0}], fingerprint="fp")
+    before = {p.name: p.read_bytes() for p in path.iterdir()}
+    if writer == "safetensors":
+        monkeypatch.setattr(safetensors.torch, "save_file", _no_space)
+    else:
+        monkeypatch.setattr(Path, "write_text", _no_space)
+    with pytest.raises(PipelineError) as full:
+        save_resume_state(path, model=model, optimizer=opt, step=8, tokens=64, rows=[{"step": 0}], fingerprint="fp")
+    tensors = safetensors.torch.load_file(path / "state.safetensors")
+    needed = sum(t.numel() * t.element_size() for t in tensors.values()) + len((path / "state.json").read_bytes())
+    message, free = str(full.value), shutil.disk_usage(tmp_path).free  # others write meanwhile: roughly
+    assert message.startswith(f"{path}: cannot write the resume state: no space left on device (needs {needed:,} ")
+    assert message.endswith(" free); the previous resume state is kept; free space and run again")
+    said = int(re.search(r"bytes, ([\d,]+) free", message).group(1).replace(",", ""))
+    assert abs(said - free) < 0.01 * free
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["resume"]  # no temporary left behind
+
+
+def test_another_write_failure_is_one_line_naming_it(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", broken)
+    with pytest.raises(PipelineError, match=r"step3: cannot write the checkpoint: \[Errno 5\] Input/output error \("):
+        save_checkpoint(tiny(), tmp_path, 3, {})
+    assert list(tmp_path.iterdir()) == []

@@ -4,10 +4,14 @@ publication, and bit-exact resume after an exception or a SIGKILL."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
 import math
 import os
+import re
 import subprocess
 import sys
+import tracemalloc
 
 import numpy as np
 import pandas as pd
@@ -49,6 +53,73 @@ def test_decay_endpoints_and_shape(kind, mid):
 def test_unknown_schedule():
     with pytest.raises(ValueError, match="unknown schedule 'step'"):
         lr_factor(0, 10, 0, "step")
+
+
+def _listed_steps(total, dense_until, n_log, every):
+    """The checkpoint steps as e89780e listed them: a set of every step of every rule."""
+    steps = {0, total, *range(1, min(dense_until, total) + 1)}
+    if n_log > 0:
+        steps.update(round((total ** (1.0 / max(1, n_log - 1))) ** i) for i in range(n_log))
+    if every > 0:
+        steps.update(range(every, total + 1, every))
+    return sorted(s for s in steps if 0 <= s <= total)
+
+
+PROFILE_PLANS = {  # (steps, dense_until, n_log_checkpoints, checkpoint_every) of the shipped training sections
+    "binding default": (13000, 0, 30, 500),
+    "binding paper": (105469, 0, 60, 5000),
+    "binding tiny": (30, 0, 4, 10),
+    "grounding default": (1500, 0, 12, 150),
+    "grounding paper": (20000, 0, 30, 1000),
+    "grounding tiny": (12, 0, 3, 0),
+    "visual default": (600, 0, 8, 100),
+    "assoc default": (300, 20, 30, 10),
+    "assoc paper": (3200, 20, 30, 160),
+}
+
+
+@pytest.mark.parametrize("plan", PROFILE_PLANS.values(), ids=PROFILE_PLANS.keys())
+def test_checkpoint_plan_keeps_the_profiles_checkpoints(plan):
+    from emergence.core.train.schedule import CheckpointPlan
+
+    listed = _listed_steps(*plan)
+    assert checkpoint_steps(*plan) == listed and CheckpointPlan(*plan).count() == len(listed)
+    assert [s for s in range(-1, plan[0] + 2) if s in CheckpointPlan(*plan)] == listed
+
+
+def test_checkpoint_plan_agrees_with_the_listing_everywhere():
+    from emergence.core.train.schedule import CheckpointPlan
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        total = int(rng.integers(1, 2000))
+        args = (total, int(rng.integers(0, 40)), int(rng.integers(0, 40)), int(rng.choice([0, 1, 2, 3, 7, 10, 150])))
+        listed, plan = _listed_steps(*args), CheckpointPlan(*args)
+        assert list(plan) == listed and plan.count() == len(listed), args
+        assert [s for s in range(total + 2) if s in plan] == listed, args
+
+
+def test_checkpoint_plan_never_lists_every_step():
+    from emergence.core.train.schedule import CheckpointPlan
+
+    plan = CheckpointPlan(10**12, dense_until=0, n_log=30, every=10)
+    sparse = {0, 10**12} | {round(((10**12) ** (1 / 29)) ** i) for i in range(30)}  # first, last, log-spaced
+    assert plan.count() == 10**11 + len({s for s in sparse if s % 10 or s == 0})  # + the multiples of 10
+    assert 10**12 - 10 in plan and 10**12 - 11 not in plan and 10**12 in plan and 10**12 + 10 not in plan
+    assert list(itertools.islice(plan, 6)) == sorted({s for s in sparse if s < 20} | {10})[:6]
+
+
+def test_the_loop_does_not_materialise_the_plan(tmp_path):
+    # 3 million steps saving every one: a plan held as a set of steps costs ~200 MB before step 0.
+    run(tmp_path, "warm", steps=2, n_log_checkpoints=0, eval_every=0)  # lazy imports and caches, once
+    tracemalloc.start()
+    try:
+        with pytest.raises(Interrupt):
+            run(tmp_path, fail_at=0, steps=3_000_000, checkpoint_every=1, n_log_checkpoints=0, eval_every=0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5e6, peak
 
 
 def test_checkpoint_steps_contents():
@@ -121,8 +192,9 @@ class Interrupt(Exception):
     pass
 
 
-def run(tmp_path, name="run", fail_at=None, kill_at=None, seen=None, model_kw=None, **overrides):
-    """Train a fresh tiny model into tmp_path/name; optionally die at step `fail_at`/`kill_at`."""
+def run(tmp_path, name="run", fail_at=None, kill_at=None, nan_at=None, seen=None, model_kw=None, **overrides):
+    """Train a fresh tiny model into tmp_path/name; optionally die at step `fail_at`/`kill_at`, or
+    make the loss nan at step `nan_at` (every target ignored: a mean over no token)."""
     model = tiny(seed=0, **(model_kw or {"dropout": 0.2}))
 
     def batch_fn(step):
@@ -133,7 +205,8 @@ def run(tmp_path, name="run", fail_at=None, kill_at=None, seen=None, model_kw=No
             raise Interrupt
         if step == kill_at:
             os.kill(os.getpid(), 9)
-        return batches(step)
+        idx, targets = batches(step)
+        return (idx, torch.full_like(targets, -1)) if step == nan_at else (idx, targets)
 
     metrics = train(
         model,
@@ -288,3 +361,95 @@ def test_epoch_batches_visit_every_window_once_per_epoch():
     assert not torch.equal(batch_fn(0)[0], epoch_batches(windows, 3, seed=1)(0)[0])
     full = epoch_batches(windows, 10, seed=0)
     assert torch.equal(full(0)[0], full(7)[0])
+
+
+# ---- a nan or inf loss --------------------------------------------------------
+
+
+def test_nonfinite_loss_stops_and_keeps_the_resume_state_before_it(tmp_path):
+    # resume states fall due at steps 1, 2, 3, 5 (checkpoints, every 3): the one of step 6, captured
+    # before its nan update, must not replace that of step 5
+    with pytest.raises(PipelineError) as stop:
+        run(tmp_path, "stopped", nan_at=6)
+    message = str(stop.value)
+    assert message.startswith("train: loss is nan at step 6 (lr 0.05)") and "\n" not in message
+    assert "the resume state of step 5 is kept" in message and "train.on_nonfinite: continue" in message
+    assert json.loads((tmp_path / "stopped.scratch" / "resume" / "state.json").read_text())["step"] == 5
+    assert not (tmp_path / "stopped").exists()
+    # the same run under `continue` resumes from it and ends with the bits of a run never stopped
+    run(tmp_path, "straight", nan_at=6, on_nonfinite="continue")
+    seen = []
+    run(tmp_path, "stopped", nan_at=6, on_nonfinite="continue", seen=seen)
+    assert seen[0] == 5
+    assert_same_run(tmp_path / "straight", tmp_path / "stopped")
+
+
+def test_nonfinite_loss_at_the_first_step_keeps_no_resume_state(tmp_path):
+    with pytest.raises(PipelineError, match=r"^train: loss is nan at step 0 .*no resume state was saved"):
+        run(tmp_path, nan_at=0)
+    assert not (tmp_path / "run.scratch" / "resume").exists()
+
+
+def test_continue_records_the_first_diverged_step(tmp_path, capfd):
+    _, metrics = run(tmp_path, nan_at=6, on_nonfinite="continue")
+    losses = metrics.set_index("step")["loss"]
+    assert [step for step in range(12) if not np.isfinite(losses[step])] == [6]
+    assert capfd.readouterr().err.count("warning: train: loss is nan at step 6; training goes on") == 1
+    meta = {step: load_checkpoint(path)[1]["meta"] for step, path in list_checkpoints(tmp_path / "run")}
+    assert {step: m.get("diverged_at") for step, m in meta.items()} == {0: None, 1: None, 2: None, 5: None, 12: 6}
+    assert all("on_nonfinite" not in m["train"] for m in meta.values())
+
+
+def test_the_policy_changes_nothing_in_a_finite_run(tmp_path):
+    run(tmp_path, "stop")
+    run(tmp_path, "continue", on_nonfinite="continue")
+    assert_same_run(tmp_path / "stop", tmp_path / "continue")
+    for _, path in list_checkpoints(tmp_path / "stop"):
+        assert "diverged_at" not in load_checkpoint(path)[1]["meta"]
+
+
+# ---- seeds --------------------------------------------------------------------
+
+
+def test_seeds_up_to_numpys_limit_train_and_beyond_it_are_refused(tmp_path):
+    top = 2**32 - 1  # np.random.seed's limit; torch.manual_seed takes up to 2**64 - 1
+    run(tmp_path, "top", seed=top, steps=2, n_log_checkpoints=0, eval_every=0)
+    with pytest.raises(PipelineError, match=rf"^train\.seed: must be <= {top} .*got {top + 1}$"):
+        run(tmp_path, "over", seed=top + 1, steps=2)
+    assert not (tmp_path / "over.scratch").exists()
+
+
+# ---- a full disk ----------------------------------------------------------------
+
+# What safetensors raises when the disk fills up mid-write.
+DISK_FULL = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+
+
+def test_a_full_disk_while_saving_resume_state_keeps_the_last_good_one(tmp_path, monkeypatch):
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    real, calls = safetensors.torch.save_file, []
+
+    def fill_disk(tensors, filename, *args, **kwargs):
+        if filename.endswith("state.safetensors"):
+            calls.append(filename)
+            if len(calls) == 4:  # the resume state of step 5 (after those of steps 1, 2, 3)
+                open(filename, "wb").write(b"half a state")
+                raise SafetensorError(DISK_FULL)
+        return real(tensors, filename, *args, **kwargs)
+
+    run(tmp_path, "ref")
+    monkeypatch.setattr(safetensors.torch, "save_file", fill_disk)
+    with pytest.raises(PipelineError) as full:
+        run(tmp_path, "full")
+    message, resume = str(full.value), tmp_path / "full.scratch" / "resume"
+    assert message.startswith(f"{resume}: cannot write the resume state: no space left on device (needs ")
+    assert re.search(r"needs [\d,]+ bytes, [\d,]+ free\); the previous resume state is kept", message), message
+    assert json.loads((resume / "state.json").read_text())["step"] == 3
+    assert sorted(p.name for p in resume.parent.iterdir() if p.name.startswith(".")) == []  # no temporaries
+    monkeypatch.setattr(safetensors.torch, "save_file", real)  # space freed: the rerun resumes from step 3
+    seen = []
+    run(tmp_path, "full", seen=seen)
+    assert seen[0] == 3
+    assert_same_run(tmp_path / "ref", tmp_path / "full")

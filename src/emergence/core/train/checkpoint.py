@@ -11,6 +11,7 @@ stale run; a damaged one is all or nothing (restored whole, or nothing touched).
 from __future__ import annotations
 
 import copy
+import errno
 import hashlib
 import json
 import os
@@ -18,6 +19,7 @@ import random
 import re
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,11 +44,17 @@ def save_checkpoint(model: nn.Module, path_dir: str | os.PathLike, step: int, me
     """Write `{path_dir}/step{step}/` atomically and return its path."""
     step_dir = Path(path_dir) / step_dirname(step)
     config = {"format": FORMAT, **model_spec(model), "step": step, "meta": meta}
-    with atomic_path(step_dir) as tmp:
-        tmp.mkdir()
-        # save_model drops duplicate names of tied weights (safetensors forbids shared storage).
-        safetensors.torch.save_model(model, str(tmp / WEIGHTS))
-        write_json(config, tmp / CONFIG)
+    try:
+        with atomic_path(step_dir) as tmp:
+            tmp.mkdir()
+            # save_model drops duplicate names of tied weights (safetensors forbids shared storage).
+            safetensors.torch.save_model(model, str(tmp / WEIGHTS))
+            write_json(config, tmp / CONFIG)
+    except (OSError, SafetensorError) as e:
+        needed = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+        raise write_failed(
+            step_dir, "checkpoint", needed, e, "nothing half-written is left; free space and run again"
+        ) from e
     return step_dir
 
 
@@ -82,6 +90,14 @@ def _read_config(path: Path) -> dict:
         if not isinstance(info.get(key), kind):
             raise PipelineError(f"{path}: key '{key}' missing or not a {kind.__name__}")
     return info
+
+
+def diverged_at(info: dict) -> int | None:
+    """The first step whose loss was nan or inf, as the loop records it in the meta of every later
+    checkpoint (on_nonfinite: continue); None for a run that stayed finite. `info`: a config.json dict."""
+    meta = info.get("meta")
+    step = meta.get("diverged_at") if isinstance(meta, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 def list_checkpoints(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
@@ -166,8 +182,19 @@ def run_fingerprint(train_config: dict, model: nn.Module, data_fingerprint: str)
 STATE_TENSORS, STATE_JSON = "state.safetensors", "state.json"
 
 
-def save_resume_state(
-    path: Path,
+@dataclass(frozen=True)
+class ResumeState:
+    """Everything the loop needs to continue from a step, captured in memory and written later (the loop
+    writes it only once that step's loss has turned out finite): tensors for safetensors, JSON for the rest."""
+
+    tensors: dict[str, torch.Tensor]
+    meta_json: str
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.tensors.values()) + len(self.meta_json.encode())
+
+
+def capture_resume_state(
     *,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -175,10 +202,9 @@ def save_resume_state(
     tokens: int,
     rows: list[dict],
     fingerprint: str,
-) -> None:
-    """Atomically save everything the loop needs to continue from `step`: a folder of tensors
-    (safetensors: weights, optimizer moments, RNG states) and JSON (the rest). Nothing is pickled,
-    so a state file planted in a shared workspace cannot run code."""
+) -> ResumeState:
+    """Copy the model, optimizer moments, RNG states and the rows so far. Nothing is pickled, so a state
+    file planted in a shared workspace cannot run code."""
     tensors = {f"model/{k}": v.detach().clone().contiguous().cpu() for k, v in model.state_dict().items()}
     optim = optimizer.state_dict()
     scalars: dict[str, dict] = {}  # per parameter index: its non-tensor state (JSON)
@@ -206,10 +232,38 @@ def save_resume_state(
         "rng_numpy": [np_name, int(np_pos), int(np_has_gauss), float(np_gauss)],
         "rng_python": [py_version, list(py_state), py_gauss],
     }
-    with atomic_path(path) as tmp:
-        tmp.mkdir()
-        safetensors.torch.save_file(tensors, str(tmp / STATE_TENSORS))
-        (tmp / STATE_JSON).write_text(json.dumps(meta))
+    return ResumeState(tensors, json.dumps(meta))  # JSON now: later rows must not leak in
+
+
+def write_resume_state(path: Path, state: ResumeState) -> None:
+    """Atomically replace the resume state at `path`; when the disk is full (or any write fails) the
+    previous one stays whole, and the failure is one line with the bytes needed and free."""
+    try:
+        with atomic_path(path) as tmp:
+            tmp.mkdir()
+            safetensors.torch.save_file(state.tensors, str(tmp / STATE_TENSORS))
+            (tmp / STATE_JSON).write_text(state.meta_json)
+    except (OSError, SafetensorError) as e:
+        kept = "the previous resume state is kept" if path.exists() else "no earlier resume state exists"
+        raise write_failed(path, "resume state", state.nbytes(), e, f"{kept}; free space and run again") from e
+
+
+def save_resume_state(path: Path, **state) -> None:
+    """Capture and write at once (keyword arguments of capture_resume_state)."""
+    write_resume_state(path, capture_resume_state(**state))
+
+
+def write_failed(path: Path, what: str, needed: int, error: Exception, then: str) -> PipelineError:
+    """One line for a failed write (a full disk, most often): the path, the bytes it needed, the bytes free."""
+    text = " ".join(str(error).split())
+    full = (isinstance(error, OSError) and error.errno == errno.ENOSPC) or "StorageFull" in text
+    cause = "no space left on device" if full or "No space left" in text else text
+    where = next((p for p in Path(path).absolute().parents if p.exists()), Path("/"))
+    try:
+        free = f", {shutil.disk_usage(where).free:,} free"
+    except OSError:
+        free = ""
+    return PipelineError(f"{path}: cannot write the {what}: {cause} (needs {needed:,} bytes{free}); {then}")
 
 
 def load_resume_state(

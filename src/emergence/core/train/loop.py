@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,18 +26,20 @@ from tqdm import tqdm
 
 from emergence.core.io import PipelineError, write_parquet
 from emergence.core.train.checkpoint import (
+    capture_resume_state,
     clear_run_files,
     load_resume_state,
     publish_run,
     run_fingerprint,
     save_checkpoint,
-    save_resume_state,
+    write_resume_state,
 )
-from emergence.core.train.schedule import SCHEDULES, checkpoint_steps, lr_factor
+from emergence.core.train.schedule import SCHEDULES, CheckpointPlan, lr_factor
 
 BatchFn = Callable[[int], tuple[torch.Tensor | dict[str, torch.Tensor], torch.Tensor]]  # (inputs, targets)
 EvalFn = Callable[[nn.Module, int], dict[str, Any]]
 RESUME, METRICS = "resume", "metrics.parquet"  # resume: a folder of safetensors + JSON
+SEED_MAX = 2**32 - 1  # np.random.seed's limit; torch.manual_seed takes up to 2**64 - 1
 
 
 @dataclass
@@ -59,6 +62,7 @@ class TrainConfig:
     resume_every: int = 200  # steps between resume-state saves
     eval_every: int = 0  # call eval_fn every N steps (and at every checkpoint)
     device: str = "auto"  # auto -> cuda if available else cpu
+    on_nonfinite: str = "stop"  # a nan/inf loss: stop (keeping the last good resume state) | continue (recorded)
 
     def validate(self, where: str = "train") -> None:
         def check(key: str, ok: bool, rule: str) -> None:
@@ -88,6 +92,8 @@ class TrainConfig:
         check("warmup_steps", self.warmup_steps <= self.steps, "must be <= steps")
         device_ok = isinstance(self.device, str) and (self.device in ("auto", "cpu") or self.device.startswith("cuda"))
         check("device", device_ok, "must be auto, cpu or cuda[:N]")
+        check("on_nonfinite", self.on_nonfinite in ("stop", "continue"), "must be stop or continue")
+        check("seed", self.seed <= SEED_MAX, f"must be <= {SEED_MAX} (2**32 - 1, numpy's range; from the run's seeds)")
 
 
 def train(
@@ -100,6 +106,7 @@ def train(
     eval_fn: EvalFn | None = None,
     data_fingerprint: str = "",
     progress: bool = True,
+    where: str = "train",
 ) -> pd.DataFrame:
     """Train `model` for cfg.steps updates; publish checkpoints + metrics.parquet as `out_dir`.
 
@@ -109,11 +116,18 @@ def train(
     (of the update made at that step) plus eval_fn's keys where it ran; the
     row of the final step exists only if eval_fn ran there. No wall-clock
     columns, so metrics.parquet is byte-identical across reruns.
+
+    A nan or inf loss stops the run (cfg.on_nonfinite "stop": a PipelineError
+    naming the step, `where` naming the params section) keeping the resume
+    state of an earlier step; "continue" trains on and records the first such
+    step as `diverged_at` in the meta of every later checkpoint.
     """
-    cfg.validate()
+    cfg.validate(where)
     out_dir, scratch_dir = Path(out_dir), Path(scratch_dir)
     _seed_everything(cfg.seed)
-    train_dict = dataclasses.asdict(cfg)
+    # on_nonfinite is a policy, not part of the run: the bits are the same until a loss goes non-finite,
+    # so a run stopped there resumes under "continue", and a finite run's checkpoints do not depend on it.
+    train_dict = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "on_nonfinite"}
     fingerprint = run_fingerprint(train_dict, model, data_fingerprint)  # before .to(): hashes init weights
     device = resolve_device(cfg.device)
     model.to(device).train()
@@ -123,33 +137,45 @@ def train(
         clear_run_files(scratch_dir, [RESUME, METRICS])  # leftovers of another run must not be published
         resumed = {"step": 0, "tokens": 0, "rows": []}
     start, tokens, rows = resumed["step"], resumed["tokens"], resumed["rows"]
+    saved = start if start > 0 else None  # the step of the resume state on disk
+    diverged = _first_nonfinite(rows)
     scratch_dir.mkdir(parents=True, exist_ok=True)
-    ckpts = set(checkpoint_steps(cfg.steps, cfg.dense_until, cfg.n_log_checkpoints, cfg.checkpoint_every))
+    plan = CheckpointPlan(cfg.steps, cfg.dense_until, cfg.n_log_checkpoints, cfg.checkpoint_every)
     meta = {"train": train_dict, "data_fingerprint": data_fingerprint}
     with tqdm(total=cfg.steps, initial=start, disable=None if progress else True, desc="train") as bar:
         for step in range(start, cfg.steps + 1):
-            if step != start and (step % cfg.resume_every == 0 or step in ckpts):
-                save_resume_state(
-                    scratch_dir / RESUME,
-                    model=model,
-                    optimizer=optimizer,
-                    step=step,
-                    tokens=tokens,
-                    rows=rows,
-                    fingerprint=fingerprint,
+            pending = None  # written only once this step's loss is known to be finite
+            if step != start and (step % cfg.resume_every == 0 or step in plan):
+                pending = capture_resume_state(
+                    model=model, optimizer=optimizer, step=step, tokens=tokens, rows=rows, fingerprint=fingerprint
                 )
             row: dict[str, Any] = {"step": step, "tokens": tokens}
-            evaluate = eval_fn is not None and (step in ckpts or (cfg.eval_every > 0 and step % cfg.eval_every == 0))
+            evaluate = eval_fn is not None and (step in plan or (cfg.eval_every > 0 and step % cfg.eval_every == 0))
             if evaluate:
                 row.update(_evaluate(model, eval_fn, step))
-            if step in ckpts:
-                save_checkpoint(model, scratch_dir, step, meta)
+            if step in plan:
+                save_checkpoint(
+                    model, scratch_dir, step, meta if diverged is None else {**meta, "diverged_at": diverged}
+                )
             if step < cfg.steps:
                 stats, n_tokens = _train_step(model, optimizer, batch_fn, cfg, step, device)
+                if not math.isfinite(stats["loss"]):
+                    if cfg.on_nonfinite == "stop":
+                        raise _diverged(where, stats, step, saved, scratch_dir / RESUME)
+                    if diverged is None:
+                        diverged = step
+                        tqdm.write(
+                            f"warning: {where}: loss is {stats['loss']} at step {step}; training goes on "
+                            "(on_nonfinite: continue), the run records diverged_at",
+                            file=sys.stderr,
+                        )
                 row.update(stats)
                 tokens += n_tokens
                 bar.update(1)
                 bar.set_postfix(loss=f"{stats['loss']:.4f}")  # the bar itself shows elapsed time
+            if pending is not None:
+                write_resume_state(scratch_dir / RESUME, pending)
+                saved = step
             if step < cfg.steps or evaluate:
                 rows.append(row)
     metrics = pd.DataFrame(rows)
@@ -157,6 +183,19 @@ def train(
     publish_run(scratch_dir, out_dir, [METRICS])
     clear_run_files(scratch_dir, [RESUME, METRICS])
     return metrics
+
+
+def _first_nonfinite(rows: list[dict]) -> int | None:
+    """The first step whose training loss is nan or inf (None: none is)."""
+    return next((row["step"] for row in rows if "loss" in row and not math.isfinite(row["loss"])), None)
+
+
+def _diverged(where: str, stats: dict, step: int, saved: int | None, resume: Path) -> PipelineError:
+    kept = f"the resume state of step {saved} is kept in {resume}" if saved is not None else "no resume state was saved"
+    return PipelineError(
+        f"{where}: loss is {stats['loss']} at step {step} (lr {stats['lr']:g}): training diverged; stopped, "
+        f"{kept} (lower {where}.lr, or set {where}.on_nonfinite: continue to train on and record the step)"
+    )
 
 
 def _train_step(

@@ -271,8 +271,11 @@ class AssocTrainParams:
     n_log_checkpoints: int = 30
     checkpoint_every_epochs: int = 0
     dtype: str = "float32"
+    on_nonfinite: str = "stop"  # as TrainConfig.on_nonfinite
 
     def validate(self, where: str) -> None:
+        if self.on_nonfinite not in ("stop", "continue"):
+            raise PipelineError(f"{where}.on_nonfinite: must be stop or continue, got {self.on_nonfinite!r}")
         if self.lr <= 0:
             raise PipelineError(f"{where}.lr: must be > 0, got {self.lr}")
         for key in ("epochs", "batch_size", "dense_until", "n_log_checkpoints", "checkpoint_every_epochs"):

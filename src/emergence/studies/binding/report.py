@@ -63,6 +63,12 @@ def _last_steps(trajectory: pd.DataFrame) -> pd.Series:
     return trajectory.groupby("seed")["step"].max()
 
 
+def _diverged(trajectory: pd.DataFrame) -> dict[str, int]:
+    """seed -> the first step whose training loss was nan or inf (seeds that stayed finite: absent)."""
+    rows = trajectory[trajectory["metric"] == "diverged_at"]
+    return {str(s): int(step) for s, step in zip(rows["seed"], rows["step"])}
+
+
 def _agreement(trajectory: pd.DataFrame, kind: str = "agree") -> pd.DataFrame:
     """Overall `agree_*` (or `follow_*`) rows, with the heuristic's name in a `heuristic` column."""
     t = trajectory[(trajectory["hops"] == -1) & trajectory["metric"].str.startswith(f"{kind}_")]
@@ -132,6 +138,7 @@ def binding_metrics(
             "heuristic_agreement": {h: _stats(g.set_index("seed")["value"]) for h, g in agree.groupby("heuristic")},
             "best_heuristic": {"name": best["heuristic"], "match_rate": float(best["match_rate"])},
             "final_step": {s: int(v) for s, v in _last_steps(trajectory).items()},
+            "diverged_at": _diverged(trajectory),
             "n_test_programs": int(test.groupby("seed").size().max()),
             "phases": {
                 str(s): {
@@ -185,8 +192,16 @@ def _headline(m: dict) -> str:
         }
     )
     df.loc[len(df)] = [f"best heuristic ({best['name']}), training match rate", f"{best['match_rate']:.3f}", ""]
+    diverged = [
+        H.para(
+            f"Seed {seed}: training diverged at step {step} (the loss was nan or inf and training went on, "
+            "binding_train.on_nonfinite: continue); its numbers describe a broken model."
+        )
+        for seed, step in m["diverged_at"].items()
+    ]
     return "\n".join(
         [
+            *diverged,
             H.para(
                 f"Final-checkpoint accuracy of the model on {m['n_test_programs']} held-out test programs "
                 f"per seed, against the best shortcut heuristic: {best['name']} matches the answer on "

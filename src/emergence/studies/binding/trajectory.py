@@ -87,13 +87,16 @@ def trajectory_table(
     return pd.DataFrame(rows)
 
 
-def training_rows(metrics: pd.DataFrame, seed: int) -> pd.DataFrame:
-    """The training loop's logged loss (and validation accuracy) as tidy rows."""
+def training_rows(metrics: pd.DataFrame, seed: int, diverged_at: int | None = None) -> pd.DataFrame:
+    """The training loop's logged loss (and validation accuracy) as tidy rows; a `diverged_at` row
+    (value: the step) when the run's loss went nan or inf and training went on."""
     rows = []
     for col, name in (("loss", "train_loss"), ("val_accuracy", "val_accuracy")):
         if col in metrics:
             logged = metrics[["step", col]].dropna()
             rows += [_row(seed, int(s), name, -1, v, 0) for s, v in logged.itertuples(index=False)]
+    if diverged_at is not None:
+        rows.append(_row(seed, diverged_at, "diverged_at", -1, diverged_at, 0))
     return pd.DataFrame(rows)
 
 

@@ -318,3 +318,19 @@ def test_a_bad_profile_is_one_line_and_writes_nothing(tmp_path, profile, expecte
     assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
     assert re.search(expected, result.stderr), result.stderr
     assert params.read_text() == (ROOT / "params.yaml").read_text()
+
+
+def test_a_path_starting_with_home_shorthand_is_refused_with_the_full_path(monkeypatch):
+    """DVC reads a dep `~/corpora` as ./~/corpora and no stage expands it: refused before anything runs."""
+    monkeypatch.setenv("HOME", "/home/alice")
+    params = copy.deepcopy(SHIPPED)
+    params["paths"]["childes_source"] = "~/corpora/childes"
+    params["dino_features"]["local_dir"] = "~/models/dinov2-small"
+    assert problems_of(params) == [
+        "paths.childes_source: '~/corpora/childes' starts with ~, which nothing expands (DVC neither): "
+        "write the full path, '/home/alice/corpora/childes'",
+        "dino_features.local_dir: '~/models/dinov2-small' starts with ~, which nothing expands (DVC neither): "
+        "write the full path, '/home/alice/models/dinov2-small'",
+    ]
+    params["paths"]["childes_source"] = "data/user/~draft/childes"  # a ~ inside a name is a plain character
+    assert len(problems_of(params)) == 1

@@ -72,6 +72,12 @@ def main(argv: list[str] | None = None) -> None:
         )
         write_parquet(images, tmp / "images.parquet")
         write_json(record, tmp / "encoder.json")
+    if record["skipped"]:  # skip_bad_images: the later stages drop these images' dialogs (visual_inputs.raw_dialogs)
+        print(
+            f"warning: dino_features: {len(record['skipped'])} image(s) skipped (skip_bad_images), their dialogs "
+            f"are left out of every later stage: {', '.join(record['skipped'][:5])}",
+            file=sys.stderr,
+        )
     print(
         f"dino_features: {info['n_encoded']} images encoded, {info['n_cached']} read from the cache"
         + ("" if info["pretrained"] else f" ({NOT_PRETRAINED})"),

@@ -20,13 +20,13 @@ check: $(STAMP) profile
 
 ## repro: install, check params, run the whole pipeline with DVC, print where the report is
 repro: check
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dvc repro
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 	@echo "Report: file://$(CURDIR)/reports/index.html"
 
 ## snakemake: the same pipeline through Snakemake (CORES=2 by default)
 CORES ?= 2
 snakemake: check
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
 	@echo "Report: file://$(CURDIR)/reports/index.html"
 
 ## profile: with PROFILE=paper (or tiny), write that profile's params into params.yaml
@@ -39,9 +39,9 @@ endif
 ## unit: without the pipeline tests (a few minutes)
 WORKERS ?= 2
 test: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile
 unit: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q -m "not pipeline"
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "not pipeline"
 
 ## lint: ruff lint and format check (configuration in pyproject.toml)
 lint: $(STAMP)
@@ -58,7 +58,7 @@ pull: $(STAMP)
 
 ## bench: every benchmark, one table (reports/bench.json); BENCH_ARGS="--default-run DIR" adds default minutes
 bench: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m bench $(BENCH_ARGS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench $(BENCH_ARGS)
 
 ## mutation: which mutants of the science core the unit suite kills (mutmut; hours on 2 cores, not in CI);
 ## writes the per-module table into docs/testing.md. `mutants/` keeps the results: a rerun checks only what changed.

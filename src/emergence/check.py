@@ -10,6 +10,7 @@ first one only when it starts, possibly after an hour of training upstream.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -166,6 +167,27 @@ def _assoc_batches_per_epoch(corpus: dict, train: dict) -> int:
     return max(1, n // batch)
 
 
+def _strings(value: Any, where: str) -> list[tuple[str, str]]:
+    """(dotted key, value) of every string in a params section, nested mappings included."""
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in _strings(item, f"{where}.{key}")]
+    return [(where, value)] if isinstance(value, str) else []
+
+
+def no_home_shorthand(params: dict) -> list[str]:
+    """A path written `~/...`: DVC reads a dependency `~/corpora` as the folder `~` in the checkout, and
+    no stage expands it either; one line with the full path to write instead. Refused here, before
+    anything runs, because `dvc repro` deletes a stage's outputs before it starts the stage: the stage
+    failing on its input would leave its last good outputs deleted."""
+    return [
+        f"{key}: {value!r} starts with ~, which nothing expands (DVC neither): write the full path, "
+        f"{os.path.expanduser(value)!r}"
+        for name, section in params.items()
+        for key, value in _strings(section, name)
+        if value.startswith("~")
+    ]
+
+
 CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
     runs_use_defined_models,
     attention_analyses_have_heads,
@@ -174,6 +196,7 @@ CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
     marking_run_is_a_default_run,
     seeds_are_non_negative,
     training_is_bounded,
+    no_home_shorthand,
 ]
 CROSS_CHECKS += SIZE_CHECKS  # eval sets, top_k, probe words and image sizes against what they draw on
 

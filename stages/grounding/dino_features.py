@@ -20,7 +20,7 @@ from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, load_base, path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_parquet
 from emergence.core.train.loop import resolve_device
-from emergence.studies.grounding.dino_features import EncoderParams, encode_images, image_key, load_encoder
+from emergence.studies.grounding.dino_features import EncoderParams, encode_images, image_key, load_encoder, skip_hint
 from emergence.studies.grounding.visdial import find_images
 
 NOT_PRETRAINED = "encoder not pretrained"
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     if missing and not p.skip_bad_images:
         raise PipelineError(
             f"{path_of(params, 'visual_images')}: no image file for image_id {missing[0]} "
-            f"({len(missing)} missing; set dino_features.skip_bad_images to skip them)"
+            f"({len(missing)} missing){skip_hint('dino_features')}"
         )
     present = [(i, f) for i, f in zip(image_ids, files) if f is not None]
     encoder = load_encoder(p, resolve_device(load_base(params).device), where="dino_features")
@@ -72,6 +72,12 @@ def main(argv: list[str] | None = None) -> None:
         )
         write_parquet(images, tmp / "images.parquet")
         write_json(record, tmp / "encoder.json")
+    if record["skipped"]:  # skip_bad_images: the later stages drop these images' dialogs (visual_inputs.raw_dialogs)
+        print(
+            f"warning: dino_features: {len(record['skipped'])} image(s) skipped (skip_bad_images), their dialogs "
+            f"are left out of every later stage: {', '.join(record['skipped'][:5])}",
+            file=sys.stderr,
+        )
     print(
         f"dino_features: {info['n_encoded']} images encoded, {info['n_cached']} read from the cache"
         + ("" if info["pretrained"] else f" ({NOT_PRETRAINED})"),

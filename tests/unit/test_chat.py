@@ -2,7 +2,7 @@ import shutil
 
 import pytest
 
-from emergence.core.chat import read_chat_file, speech_documents, speech_words
+from emergence.core.chat import cha_files, read_chat_file, speech_documents, speech_words
 from emergence.core.io import PipelineError
 
 EVE = "childes/Brown-Eve-010600a.cha"
@@ -74,3 +74,24 @@ def test_bad_inputs_name_the_file(tmp_path):
     (tmp_path / "latin1.cha").write_bytes(HEADER.encode() + "*MOT:\tcaf\xe9 .\n@End\n".encode("latin-1"))
     with pytest.raises(PipelineError, match="latin1.cha: not a readable CHAT file"):
         read_chat_file(tmp_path / "latin1.cha")
+
+
+@pytest.mark.parametrize("links", [{"self.cha": "self.cha"}, {"a.cha": "b.cha", "b.cha": "a.cha"}])
+def test_a_symbolic_link_loop_is_named_in_a_folder_or_as_the_source(tmp_path, links):
+    """Path.resolve raises RuntimeError on a loop (Python 3.11): one line naming the link instead."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "good.cha").write_text(HEADER + "*MOT:\thello .\n@End\n")
+    for name, target in links.items():
+        (corpus / name).symlink_to(target)
+    first = sorted(links)[0]
+    with pytest.raises(PipelineError, match=rf"corpus/{first}: symbolic link loop$"):
+        cha_files(corpus)
+    with pytest.raises(PipelineError, match=rf"corpus/{first}: symbolic link loop$"):
+        cha_files(corpus / first)
+
+
+def test_a_dangling_link_is_named_before_it_is_read(tmp_path):
+    (tmp_path / "gone.cha").symlink_to(tmp_path / "deleted.cha")
+    with pytest.raises(PipelineError, match=r"gone.cha: cannot follow it \(No such file or directory\)"):
+        cha_files(tmp_path)

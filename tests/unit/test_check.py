@@ -457,3 +457,19 @@ def test_scene_images_beyond_what_pil_reads_are_refused():
         f"visual_scenes.image_size: {side + 1} makes images of {(side + 1) ** 2:,} pixels, more than PIL reads "
         "without a decompression-bomb warning (Image.MAX_IMAGE_PIXELS 89,478,485); at most 9459"
     ]
+
+
+def test_a_path_starting_with_home_shorthand_is_refused_with_the_full_path(monkeypatch):
+    """DVC reads a dep `~/corpora` as ./~/corpora and no stage expands it: refused before anything runs."""
+    monkeypatch.setenv("HOME", "/home/alice")
+    params = copy.deepcopy(SHIPPED)
+    params["paths"]["childes_source"] = "~/corpora/childes"
+    params["dino_features"]["local_dir"] = "~/models/dinov2-small"
+    assert problems_of(params) == [
+        "paths.childes_source: '~/corpora/childes' starts with ~, which nothing expands (DVC neither): "
+        "write the full path, '/home/alice/corpora/childes'",
+        "dino_features.local_dir: '~/models/dinov2-small' starts with ~, which nothing expands (DVC neither): "
+        "write the full path, '/home/alice/models/dinov2-small'",
+    ]
+    params["paths"]["childes_source"] = "data/user/~draft/childes"  # a ~ inside a name is a plain character
+    assert len(problems_of(params)) == 1

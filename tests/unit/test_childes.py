@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from emergence.core.io import PipelineError
-from emergence.studies.grounding.childes import ExtractParams, extract_turns, turn_counts, validate_chat
+from emergence.studies.grounding.childes import ExtractParams, extract_turns, turn_counts, validate_chat, without_child
 
 EVE = "childes/Brown-Eve-010600a.cha"
 HEADER = """@UTF8
@@ -261,3 +261,13 @@ def test_a_plain_transcript_over_the_member_cap_is_one_line(tmp_path):
 def test_zip_limits_are_checked_as_params():
     with pytest.raises(PipelineError, match=r"^childes_extract\.max_ratio: must be >= 1, got 0$"):
         ExtractParams(max_ratio=0).validate()
+
+
+def test_transcripts_where_the_child_never_speaks_are_listed(tmp_path):
+    src = tmp_path / "corpus"
+    cha(src, "*MOT:\tball ?\n*CHI:\tball .\n@End\n", "talks.cha")
+    cha(src, "*MOT:\thello .\n*MOT:\tlook .\n@End\n", "mother_only.cha")
+    # the child declared and even named on a dependent tier, but no *CHI: main tier
+    cha(src, "*MOT:\tlook .\n%act:\tCHI points\n@End\n", "Eve/silent.cha")
+    assert without_child(extract_turns(src)) == ["Eve/silent.cha", "mother_only.cha"]
+    assert without_child(extract_turns(src / "talks.cha")) == []

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, run
+from tcp_server import tcp_server
+
+from emergence.core import remote
+from emergence.core.io import PipelineError
 
 
 @pytest.fixture
@@ -76,3 +82,47 @@ def test_ssh_test_server_without_sshd_fails_naming_the_debian_package(monkeypatc
     with pytest.raises(RuntimeError, match=r"sshd \(Debian package openssh-server\)"):
         with helper.ssh_server(tmp_path / "server"):
             pass
+
+
+def test_an_ssh_server_that_never_answers_is_named_then_one_error_line(repo):
+    """It accepts the connection and never greets: DVC alone would sit silent for its 120 s login timeout."""
+    with tcp_server(None) as port:
+        run(["dvc", "remote", "modify", "--local", "shared", "url", f"ssh://127.0.0.1:{port}/store"], repo)
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "emergence", "remote", "--for", "pull"],
+            cwd=repo,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        first = proc.stderr.readline()  # the line saying what it waits for, before the timeout
+        said_after = time.monotonic() - start
+        rest = proc.stderr.read()
+        code = proc.wait(timeout=60)
+    elapsed = time.monotonic() - start
+    where = f"DVC remote 'shared' (ssh://127.0.0.1:{port}/store)"
+    assert f"{where}: waiting for the SSH server at 127.0.0.1:{port}" in first
+    assert said_after < remote.SSH_TIMEOUT, said_after
+    assert code == 1 and rest.count("\n") == 1 and rest.startswith("error: "), rest
+    assert f"127.0.0.1:{port} did not send its SSH greeting within 10 s" in rest
+    assert remote.SSH_TIMEOUT <= elapsed < remote.SSH_TIMEOUT + 20, elapsed
+
+
+def test_the_probe_passes_a_greeting_and_names_a_hang_up():
+    with tcp_server(b"SSH-2.0-OpenSSH_9.2\r\n") as port:
+        remote.ssh_answers(("127.0.0.1", port), "DVC remote 'shared'", "shared")
+    with tcp_server(b"") as port, pytest.raises(PipelineError, match=f"127.0.0.1:{port} closed the connection"):
+        remote.ssh_answers(("127.0.0.1", port), "DVC remote 'shared'", "shared")
+
+
+def test_the_probe_reads_host_and_port_through_the_ssh_config(tmp_path, monkeypatch):
+    """A Host alias in ~/.ssh/config (what DVC's asyncssh connects to), or no probe behind a proxy."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "config").write_text(
+        "Host store\n  HostName 127.0.0.1\n  Port 2222\nHost hidden\n  ProxyJump gateway\n"
+    )
+    assert remote.ssh_address({"host": "store"}) == ("127.0.0.1", 2222)
+    assert remote.ssh_address({"host": "store", "port": 2200}) == ("127.0.0.1", 2200)  # the URL's port wins
+    assert remote.ssh_address({"host": "elsewhere.example.org"}) == ("elsewhere.example.org", 22)
+    assert remote.ssh_address({"host": "hidden"}) is None

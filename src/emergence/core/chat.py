@@ -76,6 +76,8 @@ def cha_files(path: Path) -> list[Path]:
             raise PipelineError(f"{path}: directory holds no .cha files")
         return files
     if not path.exists():
+        if path.is_symlink():  # a link loop or a dangling link: named as such by `inside`
+            inside(path.parent, [path])
         raise PipelineError(f"{path}: CHAT file or directory not found")
     return [path]
 

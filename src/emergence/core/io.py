@@ -7,6 +7,7 @@ when complete, so an interrupted stage never leaves a partial file behind.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -57,7 +58,13 @@ def inside(root: str | os.PathLike, files: list[Path]) -> list[Path]:
     folder must not read, say, a system file through a link)."""
     base = Path(root).resolve()
     for f in files:
-        target = f.resolve()
+        try:
+            target = f.resolve(strict=True)  # strict: a dangling link is named here, not read later
+        except RuntimeError:  # how Python < 3.13 reports a link that leads back to itself
+            raise PipelineError(f"{f}: symbolic link loop") from None
+        except OSError as e:
+            why = "symbolic link loop" if e.errno == errno.ELOOP else f"cannot follow it ({e.strerror})"
+            raise PipelineError(f"{f}: {why}") from None
         if not target.is_relative_to(base):
             raise PipelineError(f"{f}: a symbolic link to {target}, outside {root}: refused")
     return files

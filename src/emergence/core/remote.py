@@ -11,12 +11,20 @@ A push needs the remote's parent folder (DVC creates the store itself); a pull n
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
+import socket
 import sys
+import threading
+import time
 from pathlib import Path
 
 from emergence.core.io import PipelineError
 
 DOC = "docs/sharing.md"
+# An SSH server greets within a second of accepting; DVC's own login timeout is 120 s of silence.
+SSH_TIMEOUT = 10.0  # seconds for the TCP connection and the server's greeting together
+NOTICE_AFTER = 2.0  # seconds of silence before saying what it waits for
 
 
 def how_to_set(name: str) -> str:
@@ -41,6 +49,8 @@ def check_remote(root: Path, action: str) -> str:
             remote = repo.cloud.get_remote(name, action)
         except (DvcException, ImportError) as e:  # e.g. s3:// without dvc-s3 installed
             raise PipelineError(f"{where}: {str(e).splitlines()[0]}; {how_to_set(name)}") from e
+        if remote.fs.protocol == "ssh":
+            ssh_answers(ssh_address(remote.fs.fs_args), where, name)
         path = remote.path if action == "pull" else remote.fs.parent(remote.path)
         try:
             found = remote.fs.exists(path)
@@ -50,6 +60,56 @@ def check_remote(root: Path, action: str) -> str:
         if not found:
             raise PipelineError(f"{where}: {path} does not exist, nothing to {action}; {how_to_set(name)}")
         return f"{name} ({url})"
+
+
+def ssh_address(fs_args: dict) -> tuple[str, int] | None:
+    """(host, port) an SSH remote connects to, read through ~/.ssh/config as asyncssh reads it (a Host
+    alias, its HostName and Port); None behind a ProxyJump or ProxyCommand, which no direct probe sees."""
+    from asyncssh.config import SSHClientConfig
+
+    host, port, user = fs_args["host"], fs_args.get("port"), fs_args.get("username")
+    user_config = Path("~", ".ssh", "config").expanduser()
+    try:
+        local_user = getpass.getuser()
+    except (KeyError, OSError):  # no user name in the environment: asyncssh itself would refuse
+        return host, int(port or 22)
+    paths = [user_config] if os.access(user_config, os.R_OK) else []
+    # load(last_config, paths, reload, canonical, final, local_user, user, host, port) as asyncssh.connect
+    # calls it; () is its "not given", which lets the config's User and Port apply
+    config = SSHClientConfig.load(None, paths, False, False, False, local_user, user or (), host, port or ())
+    if config.get("ProxyJump") or config.get("ProxyCommand"):
+        return None
+    return config.get("Hostname") or host, int(port or config.get("Port") or 22)
+
+
+def ssh_answers(address: tuple[str, int] | None, where: str, name: str, timeout: float = SSH_TIMEOUT) -> None:
+    """PipelineError, one line, unless the SSH server at `address` greets within `timeout` seconds; after
+    NOTICE_AFTER seconds of silence, one line says what it waits for. A server that accepts and never
+    answers would otherwise hold `dvc pull` silent until its login timeout (121 s)."""
+    if address is None:
+        return
+    host, port = address
+    waiting = f"{where}: waiting for the SSH server at {host}:{port} (up to {timeout:.0f} s)"
+    notice = threading.Timer(NOTICE_AFTER, lambda: print(waiting, file=sys.stderr, flush=True))
+    notice.start()
+    deadline, step = time.monotonic() + timeout, "accept a connection"
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            step = "send its SSH greeting"
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            greeting = sock.recv(256)
+    except TimeoutError:
+        raise PipelineError(
+            f"{where}: {host}:{port} did not {step} within {timeout:.0f} s; {how_to_set(name)}"
+        ) from None
+    except OSError as e:  # refused, no route, unknown host
+        raise PipelineError(
+            f"{where}: cannot reach it ({host}:{port}: {e.strerror or e}); {how_to_set(name)}"
+        ) from None
+    finally:
+        notice.cancel()
+    if not greeting:
+        raise PipelineError(f"{where}: {host}:{port} closed the connection without an SSH greeting; {how_to_set(name)}")
 
 
 def main(argv: list[str] | None = None) -> int:

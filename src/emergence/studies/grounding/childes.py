@@ -293,6 +293,16 @@ def turn_counts(path: str | os.PathLike, limits: ExtractParams | None = None) ->
     return counts
 
 
+CHILD = "CHI"  # the CHAT code of the target child's main tier
+
+
+def without_child(turns: pd.DataFrame) -> list[str]:
+    """The transcripts (extract_turns' `file`) with no utterance of the child: a corpus of child-directed
+    speech with the child never speaking is usually a wrong file or a speaker coded otherwise."""
+    spoke = turns.groupby("file", sort=True)["speaker"].agg(lambda s: bool((s == CHILD).any()))
+    return spoke.index[~spoke].tolist()
+
+
 @dataclasses.dataclass
 class ExtractParams:
     split_compounds: bool = False  # teddy_bear -> teddy, bear (else one word)

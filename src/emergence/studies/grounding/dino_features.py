@@ -230,6 +230,10 @@ def cached_features(path: Path) -> torch.Tensor | None:
     return feats
 
 
+def skip_hint(where: str) -> str:
+    return f"; set {where}.skip_bad_images: true to leave bad images and their dialogs out"
+
+
 def encode_images(
     paths: Sequence[str | Path],
     params: EncoderParams,
@@ -249,7 +253,7 @@ def encode_images(
             keys[i] = image_key(p)
         except OSError as e:
             if not params.skip_bad_images:
-                raise PipelineError(f"{p}: image file not readable ({e.__class__.__name__})") from e
+                raise PipelineError(f"{p}: image file not readable ({e.__class__.__name__}){skip_hint(where)}") from e
     feats = {k: f for k in set(keys.values()) if (f := cached_features(key_dir / f"{k}.safetensors")) is not None}
     n_cached = len(feats)
     first: dict[str, int] = {}  # new image sha -> its first path: duplicate images are encoded once
@@ -272,9 +276,9 @@ def encode_images(
                 try:
                     images.append(load_image(paths[i], params.image_size))
                     done.append(k)
-                except PipelineError:
+                except PipelineError as e:
                     if not params.skip_bad_images:
-                        raise
+                        raise PipelineError(f"{e}{skip_hint(where)}") from e
             if images:
                 out = encode_padded(encoder, images, params, where)  # (b, n_tokens, d)
                 for k, f in zip(done, out):

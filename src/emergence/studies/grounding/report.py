@@ -125,8 +125,21 @@ def _data_section(counts: dict, targets: pd.DataFrame, eval_set: pd.DataFrame) -
     examples = pd.DataFrame(
         {"word": examples["word"], "context": examples["context"].map(" ".join), "target": examples["word"] + "<LAN>"}
     )
+    silent = counts.get("files_without_child", 0)
+    warning = (
+        [
+            H.para(
+                f"Warning: {silent} of the {counts.get('files')} transcripts have no child speech (no *CHI: line): "
+                "check that they are the transcripts meant, and that the child is coded CHI.",
+                "bad",
+            )
+        ]
+        if silent
+        else []
+    )
     return "\n".join(
         [
+            *warning,
             H.table(summary, caption="Extracted transcripts"),
             targets_part(targets, "transcripts"),
             H.para(

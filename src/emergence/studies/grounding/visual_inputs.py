@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 
 import pandas as pd
@@ -50,8 +51,23 @@ def attention_models(params: dict) -> SaliencyParams:
 
 
 def raw_dialogs(params: dict) -> pd.DataFrame:
-    """The extracted dialogs: caption words w<ENV>, spoken words w<LAN>, `env` the caption's tokens."""
-    return read_parquet(path_of(params, "visual_dialogs"), {"file": "O", "image_id": "i", "env": "O", "tokens": "O"})
+    """The extracted dialogs whose image has features: caption words w<ENV>, spoken words w<LAN>, `env` the
+    caption's tokens. A dialog whose image dino_features skipped (skip_bad_images) is dropped here, so
+    every later stage (vocabulary, held-out set, training in both settings) reads the same dialogs; one
+    warning line counts them."""
+    dialogs = read_parquet(path_of(params, "visual_dialogs"), {"file": "O", "image_id": "i", "env": "O", "tokens": "O"})
+    root = path_of(params, "visual_features")
+    encoded = set(read_parquet(root / "images.parquet", {"image_id": "i"})["image_id"].tolist())
+    kept = dialogs["image_id"].isin(encoded)
+    if not kept.all():
+        skipped = sorted(set(dialogs.loc[~kept, "image_id"].tolist()))
+        print(
+            f"warning: {root}: {int((~kept).sum())} of {len(dialogs)} dialogs dropped, their "
+            f"{len(skipped)} image(s) have no features (skipped by dino_features.skip_bad_images: "
+            f"image_id {', '.join(map(str, skipped[:5]))}{', ...' if len(skipped) > 5 else ''})",
+            file=sys.stderr,
+        )
+    return dialogs[kept].reset_index(drop=True)
 
 
 def dialogs(params: dict) -> pd.DataFrame:

@@ -1,0 +1,148 @@
+"""Fault cases of the input readers and the commands around them, each in a copy of the tiny run: a
+transcript that links to itself, images skipped by dino_features, a corpus where the child never speaks,
+a DVC remote that never answers, and paths as users write them (a folder name with a space, `~/...`)."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from conftest import BIN, ROOT, copy_run
+from faults import assert_only_changed, assert_outcome, run_command, snapshot
+from tcp_server import tcp_server
+
+CHAT = "data/grounding/chat"
+SCENE_IMAGES = "data/visual/scenes/images"
+# `make` in a copy: the venv is this checkout's, taken as installed (-o: never rebuilt from a copy)
+MAKE = ("make", "--no-print-directory", "-o", ".venv/.installed")
+
+
+def edit_params(root: Path, section: str, key: str, value) -> None:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params[section][key] = value
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def copy_with_checkout(tiny_run: Path, root: Path) -> Path:
+    """A copy of the tiny run holding this checkout's stage scripts, Makefile and declaration (the run
+    holds those it was built with, and `python -m stages.X` imports the copy's), its venv linked in."""
+    copy_run(tiny_run, root)
+    shutil.rmtree(root / "stages")
+    shutil.copytree(ROOT / "stages", root / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("Makefile", "pipeline.yaml", "dvc.yaml"):
+        shutil.copy(ROOT / name, root / name)
+    (root / ".venv").symlink_to(BIN.parent)
+    return root
+
+
+def test_a_transcript_linking_to_itself_is_one_line_naming_it(tiny_run, tmp_path):
+    root = copy_with_checkout(tiny_run, tmp_path / "run")
+    (root / CHAT / "loop.cha").symlink_to("loop.cha")
+    before = snapshot(root)
+    proc = run_command(root, "python", "-m", "stages.grounding.childes_extract")
+    assert_outcome(proc, "error", f"{CHAT}/loop.cha: symbolic link loop")
+    assert_only_changed(root, before)
+
+
+def test_skipped_images_are_left_out_of_every_later_stage_to_the_report(tiny_run, tmp_path):
+    """dino_features.skip_bad_images, as its error advises: the visual stages run through to the report, the
+    skipped image's dialogs in none of them."""
+    root = copy_with_checkout(tiny_run, tmp_path / "run")
+    images = shutil.copytree(root / SCENE_IMAGES, root / "data/user/images")  # a user's own images
+    bad = sorted(images.iterdir())[1]
+    bad.write_bytes(b"not a png")  # the cache is keyed by content: this one is read, and fails
+    bad_id = int(bad.stem)
+    edit_params(root, "paths", "visual_images", "data/user/images")
+    edit_params(root, "dino_features", "skip_bad_images", True)
+    edit_params(root, "visual_runs", "settings", ["image"])  # the setting that reads images; half the stages
+    before = snapshot(root)
+    proc = run_command(root, "dvc", "repro", "visual_report")
+    assert_outcome(proc, "warning", "dialogs dropped, their 1 image(s) have no features")
+    assert "warning: dino_features: 1 image(s) skipped (skip_bad_images)" in proc.stderr
+    encoded = pd.read_parquet(root / "data/visual/features/images.parquet")
+    eval_set = pd.read_parquet(root / "data/visual/eval.parquet")
+    assert bad_id not in set(encoded["image_id"]) and len(encoded) == len(list(images.iterdir())) - 1
+    assert bad_id not in set(eval_set["image_id"]) and all(bad_id not in o for o in eval_set["other_images"])
+    page = root / "reports/grounding_visual.html"
+    assert page.stat().st_mtime > bad.stat().st_mtime and bad.name in page.read_text()  # its encoder table
+    assert_only_changed(
+        root,
+        before,
+        (
+            "data/visual",
+            "data/cache",
+            "reports/grounding_visual.html",
+            "reports/metrics/grounding_visual.json",
+            "dvc.lock",
+        ),
+    )
+
+
+def test_a_transcript_without_child_speech_warns_and_the_report_says_so(tiny_run, tmp_path):
+    root = copy_with_checkout(tiny_run, tmp_path / "run")
+    first = sorted((root / CHAT).glob("*.cha"))[0].read_text().splitlines()
+    header = first[: first.index(next(line for line in first if line.startswith("*")))]
+    (root / CHAT / "mother_only.cha").write_text("\n".join(header + ["*MOT:\tlook , a ball .", "@End", ""]))
+    before = snapshot(root)
+    proc = run_command(root, "python", "-m", "stages.grounding.childes_extract")
+    assert_outcome(proc, "warning", "1 of 4 transcript(s) have no child speech (no *CHI: line), e.g. mother_only.cha")
+    proc = run_command(root, "python", "-m", "stages.grounding.report")
+    assert_outcome(proc, "ok")
+    page = (root / "reports/grounding.html").read_text()
+    assert "Warning: 1 of the 4 transcripts have no child speech (no *CHI: line)" in page
+    assert_only_changed(
+        root,
+        before,
+        (
+            "data/grounding/turns.parquet",
+            "reports/metrics/childes_counts.json",
+            "reports/grounding.html",
+            "reports/metrics/grounding.json",
+            "reports/plots/grounding.csv",
+        ),
+    )
+
+
+def test_make_pull_from_a_server_that_never_answers_says_what_it_waits_for_then_stops(tiny_run, tmp_path):
+    root = copy_with_checkout(tiny_run, tmp_path / "run")
+    with tcp_server(None) as port:
+        run_command(root, "dvc", "remote", "modify", "--local", "shared", "url", f"ssh://127.0.0.1:{port}/store")
+        before = snapshot(root)
+        start = time.monotonic()
+        proc = run_command(root, *MAKE, "pull", timeout=60)
+        elapsed = time.monotonic() - start
+    assert_outcome(proc, "error", f"127.0.0.1:{port} did not send its SSH greeting within 10 s")
+    assert f"DVC remote 'shared' (ssh://127.0.0.1:{port}/store): waiting for the SSH server at 127.0.0.1:{port}" in (
+        proc.stderr
+    )
+    assert elapsed < 30, elapsed
+    assert_only_changed(root, before)
+
+
+def test_make_runs_in_a_checkout_whose_path_has_a_space(tiny_run, tmp_path):
+    root = copy_with_checkout(tiny_run, tmp_path / "my projects" / "run")
+    dry = run_command(root, *MAKE, "-n", "repro", "snakemake", "test", "unit", "bench")
+    assert dry.returncode == 0, dry.stderr
+    path_words = [word for line in dry.stdout.splitlines() for word in shlex.split(line) if word.startswith("PATH=")]
+    assert len(path_words) == 5 and set(path_words) == {f"PATH={root}/.venv/bin:$PATH"}, dry.stdout
+    # really run: `make unit`, collecting one test file only
+    one_file = "--collect-only -p no:cacheprovider tests/unit/test_io.py"
+    unit = run_command(root, *MAKE, "unit", env={"PYTEST_ADDOPTS": one_file})
+    assert unit.returncode == 0 and "test_io.py" in unit.stdout, unit.stdout[-2000:] + unit.stderr[-2000:]
+    assert_outcome(run_command(root, *MAKE, "check"), "ok")
+
+
+def test_a_home_shorthand_path_stops_make_repro_before_dvc_deletes_anything(tiny_run, tmp_path):
+    """DVC deletes a stage's outputs before it runs the stage: the `~` must be refused by the check that
+    `make repro` runs first, leaving the last run's artifacts as they were."""
+    root = copy_with_checkout(tiny_run, tmp_path / "run")
+    edit_params(root, "paths", "childes_source", "~/corpora/childes")
+    before = snapshot(root)
+    proc = run_command(root, *MAKE, "repro", env={"HOME": str(tmp_path / "home")}, timeout=300)
+    assert_outcome(proc, "error", "paths.childes_source: '~/corpora/childes' starts with ~")
+    assert f"write the full path, '{tmp_path}/home/corpora/childes'" in proc.stderr
+    assert_only_changed(root, before)

@@ -17,7 +17,10 @@ from emergence.core.stage_record import record_key
 WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 
 
-def test_only_reads_under_the_working_directory_are_kept(tmp_path):
+def test_only_reads_under_the_working_directory_are_kept(tmp_path, monkeypatch):
+    (tmp_path / "venv").mkdir()
+    (tmp_path / ".venv").symlink_to(tmp_path / "venv")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / ".venv"))  # a checkout's .venv, a link to a shared one
     reads = Reads(tmp_path)
     events = [
         (tmp_path / "data/in.txt", "r", os.O_RDONLY),
@@ -33,6 +36,8 @@ def test_only_reads_under_the_working_directory_are_kept(tmp_path):
         (tmp_path / "data/.vocab.json.ab12cd.tmp/vocab.json", "r", os.O_RDONLY),  # io.atomic_path's temporary
         (tmp_path / "data/.runs.x_9.tmp", None, os.O_RDONLY),  # its folder, opened by rmtree
         (3, "r", os.O_RDONLY),  # a file descriptor
+        (tmp_path / ".venv/lib/site-packages/x.py", "r", os.O_RDONLY),  # the interpreter's own files
+        (tmp_path / "venv/lib/site-packages/y.py", "r", os.O_RDONLY),
     ]
     cwd = os.getcwd()
     os.chdir(tmp_path)

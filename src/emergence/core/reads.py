@@ -45,7 +45,8 @@ class Reads:
 
     def __init__(self, root: Path | str = "."):
         self.root = os.path.abspath(root)
-        self.skip = [os.path.realpath(p) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}]
+        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}  # the interpreter, its venv (maybe a link)
+        self.skip = [f(p) + os.sep for p in prefixes for f in (os.path.abspath, os.path.realpath)]
         self.paths: set[str] = set()
         self.active = True
 

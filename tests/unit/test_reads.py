@@ -34,11 +34,32 @@ def test_only_reads_under_the_working_directory_are_kept(tmp_path, monkeypatch):
         (tmp_path / "logs/stages/x.json", "r", os.O_RDONLY),
         (tmp_path / ".dvc/config", "r", os.O_RDONLY),
         (tmp_path / "data/.vocab.json.ab12cd.tmp/vocab.json", "r", os.O_RDONLY),  # io.atomic_path's temporary
-        (tmp_path / "data/.runs.x_9.tmp", None, os.O_RDONLY),  # its folder, opened by rmtree
+        (tmp_path / "data/.runs.x_9.tmp", None, os.O_RDONLY),  # a folder, opened by rmtree to remove it
+        ("step0", None, os.O_RDONLY),  # rmtree's name relative to a folder's descriptor, not to the run
+        (tmp_path / "data/gone.txt", "r", os.O_RDONLY),  # not there (the open fails)
         (3, "r", os.O_RDONLY),  # a file descriptor
         (tmp_path / ".venv/lib/site-packages/x.py", "r", os.O_RDONLY),  # the interpreter's own files
         (tmp_path / "venv/lib/site-packages/y.py", "r", os.O_RDONLY),
     ]
+    for rel in (
+        "data/in.txt",
+        "data/rel.txt",
+        "data/out.txt",
+        "data/log.txt",
+        "data/both.bin",
+        "data/.vocab.json.ab12cd.tmp/vocab.json",
+        "src/pkg/__pycache__/m.cpython-311.pyc",
+        "logs/stages/x.json",
+        ".dvc/config",
+        "venv/lib/site-packages/x.py",
+        "venv/lib/site-packages/y.py",
+    ):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    (tmp_path / "data/.runs.x_9.tmp/step0").mkdir(parents=True)
+    (tmp_path.parent / "elsewhere.txt").write_text("")
+    Path(str(tmp_path) + "x").mkdir()
+    Path(str(tmp_path) + "x/sibling.txt").write_text("")
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
@@ -48,10 +69,10 @@ def test_only_reads_under_the_working_directory_are_kept(tmp_path, monkeypatch):
         reads.hook("open", (object(), "r", 0))  # never raises: an audit hook's error would fail the open
     finally:
         os.chdir(cwd)
-    assert reads.paths == {"data/in.txt", "data/rel.txt", "data/vocab.json", "data/runs"}
+    assert reads.paths == {"data/in.txt", "data/rel.txt", "data/vocab.json"}
     reads.active = False
-    reads.hook("open", (tmp_path / "data/late.txt", "r", os.O_RDONLY))
-    assert "data/late.txt" not in reads.paths
+    reads.hook("open", (tmp_path / "data/both.bin", "r", os.O_RDONLY))
+    assert "data/both.bin" not in reads.paths
 
 
 def test_a_read_is_declared_inside_a_dep_an_out_or_a_control_file(tmp_path):

@@ -37,7 +37,7 @@ WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 # Readers that open files natively: (module, attribute). Project modules bind them by `from x import y`.
 NATIVE_READERS = (("pyarrow.parquet", "read_table"), ("safetensors", "safe_open"), ("safetensors.torch", "load_file"))
 PROJECT = ("emergence", "stages", "__main__")
-TEMPORARY = re.compile(r"\.([^/]+)\.[^/]+\.tmp(/\1)?(?=/|$)")  # io.atomic_path's `.name.XXXX.tmp/name`: name
+TEMPORARY = re.compile(r"\.([^/]+)\.[^/]+\.tmp/\1(?=/|$)")  # io.atomic_path's `.name.XXXX.tmp/name`: name
 
 
 class Reads:
@@ -64,6 +64,10 @@ class Reads:
     def add(self, path: str) -> None:
         full = os.path.abspath(path)
         if not full.startswith(self.root + os.sep) or any(full.startswith(s) for s in self.skip):
+            return
+        # Files only: a folder is opened to list or remove it (rmtree), and a relative name may be one
+        # opened against a folder's descriptor (rmtree's dir_fd), which the event does not carry.
+        if not os.path.isfile(full):
             return
         rel = TEMPORARY.sub(lambda m: m.group(1), Path(os.path.relpath(full, self.root)).as_posix())
         if not any(part in IGNORED_PARTS for part in rel.split("/")):

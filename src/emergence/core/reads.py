@@ -37,6 +37,7 @@ WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 # Readers that open files natively: (module, attribute). Project modules bind them by `from x import y`.
 NATIVE_READERS = (("pyarrow.parquet", "read_table"), ("safetensors", "safe_open"), ("safetensors.torch", "load_file"))
 PROJECT = ("emergence", "stages", "__main__")
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # dvc.yaml is ~2,000 lines: 10x faster in C, at every exit
 TEMPORARY = re.compile(r"\.([^/]+)\.[^/]+\.tmp/\1(?=/|$)")  # io.atomic_path's `.name.XXXX.tmp/name`: name
 
 
@@ -116,7 +117,7 @@ def declared_paths(command: str, root: Path | str = ".") -> list[str] | None:
     its deps, outs, metrics and meta.untracked paths. None: no instance of dvc.yaml runs `command`."""
     root = Path(root)
     try:
-        stages = yaml.safe_load((root / GENERATED).read_text())["stages"]
+        stages = yaml.load((root / GENERATED).read_text(), LOADER)["stages"]
         params = yaml.safe_load((root / PARAMS).read_text())
         argv = shlex.split(command)
         for name, stage in stages.items():

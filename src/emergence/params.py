@@ -26,7 +26,7 @@ from emergence.core.config import from_dict, section
 from emergence.core.declared import DECLARATION
 from emergence.core.io import PipelineError
 from emergence.core.models import make_config
-from emergence.core.pipeline import read_declaration
+from emergence.core.pipeline import read_declaration, user_paths
 from emergence.core.train import TrainConfig
 from emergence.interp.tuned_lens import LensParams
 from emergence.studies.assoc.corpus import CorpusParams
@@ -128,9 +128,35 @@ def resolve_schema(name: str, ref: Any) -> Checker:
     raise PipelineError(f"{where}: {ref} is neither a dataclass nor a function")
 
 
+def with_user_paths(check: Checker, keys: list[str]) -> Checker:
+    """`check`, then each user path key of its section: a non-empty string (a dep DVC can hash; an
+    empty dep crashes DVC)."""
+
+    def checked(params: dict) -> Any:
+        result = check(params)
+        bad = []
+        for key in keys:
+            value = params
+            for part in key.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if not isinstance(value, str) or not value:
+                bad.append(f"{key}: must name a file or folder (a dep of the stages reading it), got {value!r}")
+        if bad:
+            raise PipelineError("\n".join(bad))
+        return result
+
+    return checked
+
+
 def load_schemas(root: Path) -> dict[str, Checker]:
-    """Every params section and its checker, in pipeline.yaml's order."""
-    schemas = read_declaration(root).get("schemas")
+    """Every params section and its checker, in pipeline.yaml's order; a section holding a user path
+    (pipeline.yaml `user_paths:`) also checks that it names one."""
+    decl = read_declaration(root)
+    schemas = decl.get("schemas")
     if not isinstance(schemas, dict) or not schemas:
         raise PipelineError(f"{root / DECLARATION}: must hold a 'schemas:' mapping (params section: module:Name)")
-    return {name: resolve_schema(name, ref) for name, ref in schemas.items()}
+    keys = user_paths(decl)
+    return {
+        name: with_user_paths(resolve_schema(name, ref), [k for k in keys if k.split(".")[0] == name])
+        for name, ref in schemas.items()
+    }

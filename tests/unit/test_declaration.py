@@ -299,3 +299,59 @@ def test_layers_import_only_what_lies_below_them(layer):
             else:
                 own = path.relative_to(src / "studies").parts[0]
                 assert parts[1] in ("core", "interp") or parts[2] == own, where
+
+
+def profile_params(profile: str | None) -> dict:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    if profile:
+        merge_into(params, yaml.safe_load((ROOT / "profiles" / f"{profile}.yaml").read_text()))
+    return params
+
+
+@pytest.mark.parametrize(("profile", "weights"), [(None, "resources/dinov2"), ("paper", "data/user/dinov2")])
+def test_the_dinov2_weights_folder_is_a_dep_of_the_stages_declaring_it(profile, weights):
+    """New weights in dino_features.local_dir must rerun the features (the audit: `dvc status` said up
+    to date and a forced rerun gave other features), under both engines: dvc.yaml's deps and the
+    Snakemake rules' inputs, resolved under each profile."""
+    params = profile_params(profile)
+    assert params["dino_features"]["local_dir"] == weights
+    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    declaring = {
+        n for n, s in declared_stages().items() if {"dino_features", "dino_features.local_dir"} & {*s.get("params", [])}
+    }
+    assert "dino_features" in declaring
+    for job in resolve_jobs(dvc, params):
+        assert (weights in job.deps) == (job.name in declaring), job.name
+    rules = {rule.name: rule for rule in rules_of(dvc, params)}
+    assert weights in rules["dino_features"].inputs
+    # the default's folder is committed, so the dep exists in every checkout (DVC stops on a missing dep)
+    assert run_git("ls-files", "resources/dinov2"), "resources/dinov2 is not committed"
+
+
+def run_git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.parametrize(
+    "user_paths",
+    [["paths.visual_images"], ["dino_features"], "dino_features.local_dir", [3]],
+)
+def test_a_user_path_must_be_a_params_key_outside_paths(tmp_path, user_paths):
+    write_tree(tmp_path, {"stages/x.py": ""})
+    decl = {"stages": {"x": {"cmd": "python -m stages.x", "params": ["dino_features"]}}, "user_paths": user_paths}
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(decl))
+    with pytest.raises(PipelineError, match="user_paths"):
+        render(tmp_path)
+
+
+def test_an_empty_user_path_is_refused_by_check():
+    """An empty dep crashes DVC ("unexpected error"): `emergence check` names the key first."""
+    from emergence.check import problems_of
+    from emergence.params import load_schemas
+
+    params = profile_params(None)
+    schemas = load_schemas(ROOT)
+    assert problems_of(params, schemas) == []
+    params["dino_features"]["local_dir"] = ""
+    problems = problems_of(params, schemas)
+    assert len(problems) == 1 and problems[0].startswith("dino_features.local_dir: must name a file or folder")

@@ -1,4 +1,5 @@
-"""One JSON record per stage run, `logs/stages/<key>.json`: what ran, for how long, how much memory.
+"""One JSON record per stage run, `logs/stages/<key>.json`: what ran, for how long, how much memory,
+and which of the files it read its declaration does not cover (core/reads.py).
 
 Written when the stage process ends (success or error) by `cli.stage_main`; the bench reads wall time
 and peak memory from it, the index page shows it as provenance. logs/ is git-ignored and never a DVC
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from emergence.core import reads
 from emergence.core.io import atomic_path
 
 RECORDS = Path("logs") / "stages"  # relative to the working directory, like the stage's artifacts
@@ -108,6 +110,7 @@ def recorded(fn: Callable, main: Callable[[list[str] | None], int]) -> Callable[
         if spec is None:
             return main(argv)
         record = begin(spec.name, sys.argv[1:] if argv is None else argv)
+        read = reads.start()
         code = 1  # an exception escaping main is a failed run
         try:
             code = main(argv)
@@ -115,6 +118,9 @@ def recorded(fn: Callable, main: Callable[[list[str] | None], int]) -> Callable[
             code = e.code if isinstance(e.code, int) else 1
             raise
         finally:
+            record.update(reads.summary(read, record["command"]))
+            if code == 0:  # a failed stage says one thing: its error
+                reads.warn_undeclared(spec.name, record["undeclared_reads"])
             finish(record, code)
         return code
 

@@ -1,0 +1,165 @@
+"""What a stage read, held against what it declares: a read DVC does not hash is a silently stale result.
+
+While a stage runs as a program, an audit hook (`sys.addaudithook`, the "open" event) collects every
+file it opens for reading under the working directory. pyarrow and safetensors open files in native
+code, which raises no audit event, so their readers are wrapped to raise one (`watch_native_readers`).
+At exit the reads are compared with the stage instance's entry in dvc.yaml, resolved under params.yaml:
+a read is declared when it lies in one of its deps (code, data and user paths), outs or meta.untracked
+folders, or is a declaration file. The stage record (logs/stages/<key>.json) keeps the count and the
+undeclared ones; a successful stage that read undeclared files says so in one warning line.
+
+Not seen: reads outside the working directory (the Hugging Face cache, absolute user paths) and files
+opened by native code other than those readers.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from emergence.core.declared import DECLARATION, instances, interpolate
+from emergence.core.io import PipelineError
+
+PARAMS = "params.yaml"
+GENERATED = "dvc.yaml"  # read here, not through core.pipeline: the generator is no stage's code dep
+CONTROL = (PARAMS, DECLARATION, GENERATED)  # what the stage machinery reads: DVC tracks them its own way
+# Bytecode, version control and DVC's own state; logs/ holds provenance (stage records, engine logs), never
+# a dep by design: the index page shows it and may lag it.
+IGNORED_PARTS = ("__pycache__", ".git", ".dvc", "logs")
+WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+# Readers that open files natively: (module, attribute). Project modules bind them by `from x import y`.
+NATIVE_READERS = (("pyarrow.parquet", "read_table"), ("safetensors", "safe_open"), ("safetensors.torch", "load_file"))
+PROJECT = ("emergence", "stages", "__main__")
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # dvc.yaml is ~2,000 lines: 10x faster in C, at every exit
+TEMPORARY = re.compile(r"\.([^/]+)\.[^/]+\.tmp/\1(?=/|$)")  # io.atomic_path's `.name.XXXX.tmp/name`: name
+
+
+class Reads:
+    """Files opened for reading under `root` (relative POSIX paths) while active."""
+
+    def __init__(self, root: Path | str = "."):
+        self.root = os.path.abspath(root)
+        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}  # the interpreter, its venv (maybe a link)
+        self.skip = [f(p) + os.sep for p in prefixes for f in (os.path.abspath, os.path.realpath)]
+        self.paths: set[str] = set()
+        self.active = True
+
+    def hook(self, event: str, args: tuple) -> None:
+        if event != "open" or not self.active:
+            return
+        try:
+            path, _, flags = args
+            if isinstance(path, int) or (flags or 0) & WRITING:
+                return
+            self.add(os.fsdecode(os.fspath(path)))
+        except (TypeError, ValueError):  # a file object or an odd name: never let a read fail because of us
+            return
+
+    def add(self, path: str) -> None:
+        full = os.path.abspath(path)
+        if not full.startswith(self.root + os.sep) or any(full.startswith(s) for s in self.skip):
+            return
+        # Files only: a folder is opened to list or remove it (rmtree), and a relative name may be one
+        # opened against a folder's descriptor (rmtree's dir_fd), which the event does not carry.
+        if not os.path.isfile(full):
+            return
+        rel = TEMPORARY.sub(lambda m: m.group(1), Path(os.path.relpath(full, self.root)).as_posix())
+        if not any(part in IGNORED_PARTS for part in rel.split("/")):
+            self.paths.add(rel)
+
+
+def start(root: Path | str = ".") -> Reads:
+    """Begin recording this process's reads (an audit hook cannot be removed: call once per process)."""
+    reads = Reads(root)
+    sys.addaudithook(reads.hook)
+    watch_native_readers()
+    return reads
+
+
+def watch_native_readers() -> None:
+    """Make the native readers raise the "open" audit event, wherever the project has bound them."""
+    for module_name, attr in NATIVE_READERS:
+        module = sys.modules.get(module_name)
+        original = getattr(module, attr, None)
+        if original is None or getattr(original, "_audited", False):
+            continue
+        audited = _audited(original)
+        for name, mod in list(sys.modules.items()):
+            if mod is module or name.split(".")[0] in PROJECT:
+                for key, value in list(vars(mod).items()):
+                    if value is original:
+                        setattr(mod, key, audited)
+
+
+def _audited(reader: Any) -> Any:
+    @functools.wraps(reader)
+    def audited(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(path, str | bytes | os.PathLike):
+            sys.audit("open", path, "r", os.O_RDONLY)
+        return reader(path, *args, **kwargs)
+
+    audited._audited = True
+    return audited
+
+
+# ---- reads against the declaration -----------------------------------------------------------------
+
+
+def declared_paths(command: str, root: Path | str = ".") -> list[str] | None:
+    """What the stage instance running `command` may read, from dvc.yaml and params.yaml under `root`:
+    its deps, outs, metrics and meta.untracked paths. None: no instance of dvc.yaml runs `command`."""
+    root = Path(root)
+    try:
+        stages = yaml.load((root / GENERATED).read_text(), LOADER)["stages"]
+        params = yaml.safe_load((root / PARAMS).read_text())
+        argv = shlex.split(command)
+        for name, stage in stages.items():
+            for instance, item in instances(name, stage, params):
+                context = {**params, "item": item}
+                if shlex.split(interpolate(stage["cmd"], context, instance)) != argv:
+                    continue
+                scratch = [f"${{paths.{key}}}" for key in (stage.get("meta") or {}).get("untracked", [])]
+                files = [*stage.get("deps", []), *stage.get("outs", []), *stage.get("metrics", []), *scratch]
+                return [str(p) for p in interpolate(files, context, instance)]
+    except (OSError, yaml.YAMLError, PipelineError, KeyError, TypeError, AttributeError):
+        return None  # no pipeline here, or one that does not resolve: nothing to hold the reads against
+    return None
+
+
+def undeclared(reads: set[str], allowed: list[str], root: Path | str = ".") -> list[str]:
+    """The reads (relative to `root`) in none of the `allowed` files or folders, nor a control file."""
+    base = os.path.abspath(root)
+    folders = [os.path.normpath(os.path.join(base, p)) for p in [*allowed, *CONTROL]]
+    return sorted(r for r in reads if not any(_within(os.path.normpath(os.path.join(base, r)), f) for f in folders))
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def summary(reads: Reads, command: str) -> dict[str, Any]:
+    """The record's fields: how many files the stage read under the working directory, and which of
+    them its declaration does not cover (None: no dvc.yaml instance runs this command)."""
+    reads.active = False  # what follows reads dvc.yaml and params.yaml for us, not for the stage
+    allowed = declared_paths(command, reads.root)
+    return {
+        "reads": len(reads.paths),
+        "undeclared_reads": None if allowed is None else undeclared(reads.paths, allowed, reads.root),
+    }
+
+
+def warn_undeclared(module: str, found: list[str] | None) -> None:
+    if found:
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        print(
+            f"warning: {module} read {found[0]}{more}, not among its deps in {DECLARATION}: "
+            f"a change there will not rerun it (declare it, see logs/stages/)",
+            file=sys.stderr,
+        )

@@ -94,8 +94,8 @@ def test_no_weights_is_a_plain_error_unless_random_init_is_allowed(empty_hf_cach
     with pytest.raises(
         PipelineError,
         match=r"grounding_images: no DINOv2 weights for facebook/dinov2-small in the HF cache .*hf_cache: "
-        r"place its config.json and model.safetensors in a directory named by grounding_images.local_dir "
-        r"\(or in the Hugging Face cache, grounding_images.local_dir empty\); the pipeline never downloads them",
+        r"place its config.json and model.safetensors in the directory grounding_images.local_dir names "
+        r"\(a copy of a Hugging Face cache snapshot will do\); the pipeline never downloads them",
     ):
         load_encoder(EncoderParams(), "cpu", where="grounding_images")
     empty = tmp_path / "empty"

@@ -138,8 +138,8 @@ def load_encoder(params: EncoderParams, device: str | torch.device = "cpu", wher
     else:
         raise PipelineError(
             f"{where}: no DINOv2 weights for {params.name} in {looked}: place its config.json and "
-            f"model.safetensors in a directory named by {where}.local_dir (or in the Hugging Face cache, "
-            f"{where}.local_dir empty); the pipeline never downloads them"
+            f"model.safetensors in the directory {where}.local_dir names (a copy of a Hugging Face cache "
+            f"snapshot will do); the pipeline never downloads them"
         )
     enc.model.eval().requires_grad_(False).to(device)
     return enc

@@ -207,3 +207,35 @@ def test_heuristic_detail_quotes_the_peak_inside_phase_two():
     assert ph.loc["heuristic", ["start_step", "end_step"]].tolist() == [2, 4]
     assert ph.loc["heuristic", "detail"] == f"{HEUR[1]} followed at 0.700 where it is wrong (peak, step 3)"
     assert ph.loc["traversal", "detail"] == "deepest hop class (3 hops) accuracy 0.990 at the last checkpoint"
+
+
+def test_final_agreement_and_phase_bands_use_each_seeds_own_last_step():
+    from emergence.studies.binding.report import _final_agreement, phase_bands
+
+    rows = []
+    for seed, steps in ((0, [0, 10, 30]), (1, [0, 20])):
+        for s in steps:
+            for name in HEUR[:2]:
+                value = seed + s / 100 + (0.5 if name == HEUR[1] else 0.0)
+                rows.append(dict(seed=seed, step=s, metric=f"agree_{name}", hops=-1, value=value))
+                rows.append(dict(seed=seed, step=s, metric=f"follow_{name}", hops=-1, value=value / 10))
+    traj = pd.DataFrame(rows)
+    got = _final_agreement(traj).set_index(["seed", "heuristic"])["value"].to_dict()
+    assert got == pytest.approx(
+        {(0, HEUR[0]): 0.3, (0, HEUR[1]): 0.8, (1, HEUR[0]): 1.2, (1, HEUR[1]): 1.7}
+    )  # seed 0 at step 30, seed 1 at step 20
+    follow = _final_agreement(traj, "follow").set_index(["seed", "heuristic"])["value"].to_dict()
+    assert follow == pytest.approx({(0, HEUR[0]): 0.03, (0, HEUR[1]): 0.08, (1, HEUR[0]): 0.12, (1, HEUR[1]): 0.17})
+    phases = pd.DataFrame(
+        [
+            dict(seed=0, name="random", start_step=0, end_step=10, detail="r"),
+            dict(seed=0, name="heuristic", start_step=10, end_step=-1, detail="h"),
+            dict(seed=0, name="traversal", start_step=-1, end_step=-1, detail="not reached"),
+            dict(seed=1, name="random", start_step=0, end_step=-1, detail="r1"),
+        ]
+    )
+    bands = phase_bands(phases, traj).set_index(["seed", "name"])
+    assert bands.loc[(0, "heuristic"), ["start", "end"]].tolist() == [10, 30]  # -1: to seed 0's last step
+    assert bands.loc[(1, "random"), ["start", "end"]].tolist() == [0, 20]  # seed 1's own last step
+    assert not bands.loc[(0, "traversal"), "reached"] and np.isnan(bands.loc[(0, "traversal"), "start"])
+    assert not bands.loc[(1, "heuristic"), "reached"] and bands.loc[(1, "heuristic"), "detail"] == ""

@@ -252,3 +252,95 @@ def test_the_paper_profile_needs_pretrained_weights_and_says_where(tmp_path, mon
     monkeypatch.chdir(tmp_path)  # data/user/dinov2 does not exist here
     with pytest.raises(PipelineError, match=r"no DINOv2 weights for facebook/dinov2-small in data/user/dinov2: place"):
         load_encoder(EncoderParams(**profile), "cpu")
+
+
+# --- image loading and pooling at values derived by hand (asymmetric, multi-colour, non-square) ---
+
+
+def by_hand(pixels: np.ndarray) -> torch.Tensor:
+    """(H, W, 3) uint8 -> (3, H, W): [0, 1] then the ImageNet statistics, channel by channel."""
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    return torch.tensor(np.stack([(pixels[..., c] / 255.0 - mean[c]) / std[c] for c in range(3)]), dtype=torch.float32)
+
+
+def test_load_image_at_its_own_size_is_the_normalised_pixels(tmp_path):
+    # No resampling at the target size: every value follows from the pixels, so a swapped channel
+    # order, a transposed layout or another normalisation changes numbers.
+    pixels = np.random.default_rng(5).integers(0, 256, (12, 12, 3), dtype=np.uint8)
+    path = tmp_path / "noise.png"
+    Image.fromarray(pixels).save(path)
+    torch.testing.assert_close(load_image(path, 12), by_hand(pixels), atol=1e-5, rtol=0)
+
+
+def test_load_image_keeps_up_down_left_right_and_colour_of_a_non_square_image(tmp_path):
+    # 40 wide x 16 tall: left half red over blue (top/bottom), right half green; the square
+    # resize squeezes the width, nothing may move across halves.
+    pixels = np.zeros((16, 40, 3), dtype=np.uint8)
+    pixels[:8, :20] = (255, 0, 0)
+    pixels[8:, :20] = (0, 0, 255)
+    pixels[:, 20:] = (0, 255, 0)
+    path = tmp_path / "flags.png"
+    Image.fromarray(pixels).save(path)
+    x = load_image(path, 8)
+    assert x.shape == (3, 8, 8)
+    red, green, blue = (
+        by_hand(np.array([[c]], dtype=np.uint8))[:, 0, 0] for c in [(255, 0, 0), (0, 255, 0), (0, 0, 255)]
+    )
+    # Away from the edges between regions bicubic reproduces flat colour exactly (up to rounding to 8 bits).
+    torch.testing.assert_close(x[:, 1, 1], red, atol=1e-5, rtol=0)
+    torch.testing.assert_close(x[:, 6, 1], blue, atol=1e-5, rtol=0)
+    torch.testing.assert_close(x[:, 1, 6], green, atol=1e-5, rtol=0)
+    torch.testing.assert_close(x[:, 6, 6], green, atol=1e-5, rtol=0)
+
+
+def test_load_image_resamples_bicubic_and_converts_modes(tmp_path):
+    pixels = np.random.default_rng(6).integers(0, 256, (9, 15, 3), dtype=np.uint8)
+    rgb = Image.fromarray(pixels)
+    rgb.save(tmp_path / "a.png")
+    want = by_hand(np.asarray(rgb.resize((7, 7), Image.Resampling.BICUBIC)))
+    torch.testing.assert_close(load_image(tmp_path / "a.png", 7), want, atol=1e-5, rtol=0)
+    nearest = by_hand(np.asarray(rgb.resize((7, 7), Image.Resampling.NEAREST)))
+    assert (load_image(tmp_path / "a.png", 7) - nearest).abs().max() > 0.05  # the fixture tells methods apart
+    # A grey-level image gives three equal raw channels; an RGBA one drops alpha.
+    Image.fromarray(np.full((5, 5), 200, dtype=np.uint8), mode="L").save(tmp_path / "g.png")
+    torch.testing.assert_close(load_image(tmp_path / "g.png", 5), by_hand(np.full((5, 5, 3), 200, np.uint8)))
+    rgba = np.dstack([pixels[:5, :5], np.full((5, 5), 7, np.uint8)])
+    Image.fromarray(rgba, mode="RGBA").save(tmp_path / "t.png")
+    torch.testing.assert_close(load_image(tmp_path / "t.png", 5), by_hand(pixels[:5, :5]), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("pool_grid", [1, 2, 3, 4])
+def test_pool_patches_against_loops_over_the_row_major_grid(pool_grid):
+    # 4x4 grid, patch i at row i // 4, column i % 4; every patch distinct. Adaptive pooling's
+    # bins: rows floor(r g / p) .. ceil((r + 1) g / p).
+    g, d = 4, 3
+    patches = torch.arange(2 * g * g * d, dtype=torch.float32).reshape(2, g * g, d) ** 1.5
+    got = dino.pool_patches(patches, pool_grid)
+    assert got.shape == (2, pool_grid**2, d)
+    for r in range(pool_grid):
+        for c in range(pool_grid):
+            rows = range(r * g // pool_grid, -(-(r + 1) * g // pool_grid))
+            cols = range(c * g // pool_grid, -(-(c + 1) * g // pool_grid))
+            idx = [i * g + j for i in rows for j in cols]
+            torch.testing.assert_close(got[:, r * pool_grid + c], patches[:, idx].mean(1))
+    assert dino.pool_patches(patches, 0) is patches
+
+
+def test_encode_batch_drops_only_the_cls_token(tiny_dir):
+    enc = load_encoder(params(tiny_dir), "cpu")
+    x = torch.randn(2, 3, SIZE, SIZE)
+    with torch.no_grad():
+        hidden = enc.model(pixel_values=x).last_hidden_state
+    torch.testing.assert_close(encode_batch(enc, x, 0), hidden[:, 1:])
+
+
+def test_encoded_images_are_the_loaded_images_in_path_order(tiny_dir, tmp_path):
+    # Distinct images, one repeated: each row is its own image's features, padded batches or not.
+    paths = images(tmp_path / "img", 3)
+    paths = [paths[2], paths[0], paths[1], paths[0]]
+    p = params(tiny_dir, batch_size=4)
+    enc = load_encoder(p, "cpu")
+    feats, info = encode_images(paths, p, enc, tmp_path / "cache")
+    direct = encode_batch(enc, torch.stack([load_image(q, SIZE) for q in paths]), p.pool_grid)
+    torch.testing.assert_close(feats, direct, atol=1e-5, rtol=1e-5)
+    assert info["kept"] == [0, 1, 2, 3] and info["n_encoded"] == 3

@@ -179,3 +179,43 @@ def test_cluster_profile_holds_no_job_sizes():
     profile = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
     assert "set-resources" not in profile
     assert set(profile["default-resources"]) <= {"slurm_partition", "slurm_account"}
+
+
+# --- `device: auto` (params.yaml's default) on the default profile, where rates do not round away ---
+
+
+def test_default_profile_on_auto_is_timed_as_a_gpu_node_by_hand():
+    """params.yaml as it stands (device: auto: a GPU node on a cluster).
+    binding_train: weights 393216, flops/step 12884901888 (above); 2*13000*(0.02 + 12884901888/4e12) s
+    = 603.75 s -> 11 + 5 = 16 min (the cpu rate would give 154); memory 1024 + 2*16*393216/2^20 = 1036
+    -> 1280 MB (activations stay on the GPU; on cpu 1792).
+    grounding_train transformer4: L=4, d=64, attn 64, d_mlp=256, T=64, B=16, 1500 steps; weights
+    4 (4*64*64 + 2*64*256) = 196608; flops/step 6*196608*1024 + 12*4*64*64*1024 = 1409286144;
+    auto: 2*1500*(0.02 + 0.000352322) = 61.06 s -> 2 + 5 = 7 min; cpu: 2*1500*(0.02 + 0.0352322)
+    = 165.7 s -> 3 + 5 = 8 min.
+    assoc_train, 3 layers: V=128, T=32, N=B=512 (batch 0: all), 300 epochs of 1 step; flops/step
+    6*512*32*(3 (2*128^2 + 2*32*128) + 128^2) = 13690208256; auto: 2*300*(0.02 + 0.00342255) = 14.05 s
+    -> 1 + 5 = 6 min; cpu: 2*300*(0.02 + 0.342255) = 217.4 s -> 4 + 5 = 9 min; cpu memory
+    1024 + 2 (3*4*117760 + 4*512*32 (3 (6*128 + 3*32) + 3*128)) / 2^20 = 1398.7 -> 1536 MB."""
+    default = profile("default")
+    assert default["base"]["device"] == "auto"
+    assert resources(default, "binding_train", seed=0) == {"mem_mb": 1280, "runtime": 16, "gpu": 1}
+    assert resources(default, "grounding_train", model="transformer4", seed=0)["runtime"] == 7
+    assert resources(on("cpu", profile("default")), "grounding_train", model="transformer4", seed=0)["runtime"] == 8
+    assert resources(default, "assoc_train", layers=3, seed=0) == {"mem_mb": 1280, "runtime": 6, "gpu": 1}
+    assert resources(on("cpu", profile("default")), "assoc_train", layers=3, seed=0) == {
+        "mem_mb": 1536,
+        "runtime": 9,
+        "gpu": 1,
+    }
+
+
+@pytest.mark.parametrize("name", ["default", "paper"])
+def test_auto_asks_what_cuda_asks_for_every_device_job(name):
+    jobs = [("binding_train", dict(seed=0)), ("assoc_train", dict(layers=3, seed=0))]
+    jobs += [("grounding_train", dict(model=m, seed=0)) for m in profile(name)["grounding_models"]]
+    for stage, wildcards in jobs:
+        auto = resources(on("auto", profile(name)), stage, **wildcards)
+        assert auto == resources(on("cuda", profile(name)), stage, **wildcards), (stage, wildcards)
+        cpu = resources(on("cpu", profile(name)), stage, **wildcards)
+        assert cpu["runtime"] > auto["runtime"], stage

@@ -1,0 +1,171 @@
+"""The checkout lock in-process: the busy message, the rwlock reader, liveness, and the lock itself
+(test_checkout.py runs it in child processes; here each part is checked against values built by hand).
+
+flock locks belong to an open file description, so a second open() of the lock file in this process
+competes with the first one exactly as another process would."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from emergence.core import checkout
+from emergence.core.io import PipelineError
+
+DEAD_PID = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # beyond the largest pid: never alive
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch) -> Path:
+    (tmp_path / ".dvc" / "tmp").mkdir(parents=True)
+    held: list = []
+    monkeypatch.setattr(checkout, "_held", held)  # this test's own holding, released below
+    yield tmp_path
+    for f in held:
+        f.close()
+
+
+def lock_path(root: Path) -> Path:
+    return root / ".dvc" / "tmp" / "lock"
+
+
+def free(root: Path, mode: int = fcntl.LOCK_SH) -> bool:
+    """Can another open file description take the lock (shared by default)?"""
+    with open(lock_path(root), "a+") as f:
+        try:
+            fcntl.flock(f, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
+
+
+@pytest.mark.parametrize(
+    "pid, command, who, stop",
+    [
+        (41, "/usr/bin/python3.12 /venv/bin/dvc repro binding_data", "`dvc repro binding_data` (pid 41)", "`kill 41`"),
+        (42, "/venv/bin/snakemake --cores 2", "`snakemake --cores 2` (pid 42)", "`kill 42`"),
+        (43, "python3 dvc.py", "`dvc.py` (pid 43)", "`kill 43`"),
+        (44, "", "`dvc` (pid 44)", "`kill 44`"),
+        (None, "", "another engine (pid unknown)", None),
+    ],
+)
+def test_busy_message_by_hand(tmp_path, pid, command, who, stop):
+    want = (
+        f"{tmp_path.resolve()}: this checkout is busy, {who} is running in it; one engine at a time: "
+        f"wait for it to finish or {'stop it with ' + stop if stop else 'stop it'}, then run again"
+    )
+    assert checkout._busy(tmp_path, pid, command) == want
+
+
+def test_rwlock_lists_live_writers_then_readers_and_skips_dead_and_own(tmp_path):
+    parent = os.getppid()  # alive for the whole test
+    lock = {
+        "write": {"/a": {"pid": parent, "cmd": "dvc repro w"}, "/b": {"pid": DEAD_PID, "cmd": "dead writer"}},
+        "read": {
+            "/c": [{"pid": os.getpid(), "cmd": "this process"}, {"pid": parent, "cmd": "dvc repro r1"}],
+            "/d": [{"pid": str(parent), "cmd": "dvc repro r2"}],  # DVC writes numbers; a string pid is read too
+        },
+    }
+    path = tmp_path / "rwlock"
+    path.write_text(json.dumps(lock))
+    assert checkout._dvc_stages(path) == [(parent, "dvc repro w"), (parent, "dvc repro r1"), (parent, "dvc repro r2")]
+
+
+@pytest.mark.parametrize("text", [None, "", "not json", "[1, 2]", '{"write": {"/a": {"cmd": "x"}}}', '{"read": 3}'])
+def test_rwlock_unreadable_or_foreign_means_no_stage(tmp_path, text):
+    path = tmp_path / "rwlock"
+    if text is not None:
+        path.write_text(text)
+    assert checkout._dvc_stages(path) == []
+
+
+def test_alive_and_command_of():
+    assert checkout._alive(os.getpid())
+    assert not checkout._alive(DEAD_PID)
+    done = subprocess.Popen(["true"])
+    done.wait()
+    assert not checkout._alive(done.pid)
+    assert checkout._command_of(os.getpid()).split()[0].rsplit("/", 1)[-1].startswith("python")
+    assert checkout._command_of(DEAD_PID) == "" and checkout._command_of(None) == ""
+
+
+def test_another_users_process_is_alive(monkeypatch):
+    def kill(pid, sig):
+        assert (pid, sig) == (4244, 0)
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(checkout.os, "kill", kill)
+    assert checkout._alive(4244)
+
+
+def test_a_free_checkout_is_held_exclusively_and_marked(root):
+    lock_path(root).write_text(" 999 old snakemake\n")  # a previous run's mark: replaced, not appended to
+    checkout.hold_checkout(root, "snakemake")
+    assert lock_path(root).read_text() == f" {os.getpid()} snakemake\n"
+    assert not free(root) and not free(root, fcntl.LOCK_EX)  # not even a shared lock is possible
+    checkout.hold_checkout(root, "other")  # already held by this process: nothing changes
+    assert lock_path(root).read_text() == f" {os.getpid()} snakemake\n" and len(checkout._held) == 1
+
+
+def test_a_held_lock_is_named_from_its_file(root):
+    with open(lock_path(root), "a+") as dvc:
+        fcntl.flock(dvc, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        dvc.write(" 4242 /usr/bin/python3 /venv/bin/dvc repro\n")
+        dvc.flush()
+        with pytest.raises(PipelineError) as e:
+            checkout.hold_checkout(root, "snakemake")
+    assert str(e.value) == checkout._busy(root, 4242, "/usr/bin/python3 /venv/bin/dvc repro")
+    assert "`dvc repro` (pid 4242)" in str(e.value) and checkout._held == []
+
+
+def test_a_held_lock_with_only_a_pid_is_named_by_its_command(root):
+    with open(lock_path(root), "a+") as dvc:
+        fcntl.flock(dvc, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        dvc.write(f" {os.getpid()}\n")  # zc.lockfile's format: the pid only
+        dvc.flush()
+        with pytest.raises(PipelineError) as e:
+            checkout.hold_checkout(root, "snakemake")
+    # the command is read from /proc (this process: python ... pytest), not left as a bare `dvc`
+    command = checkout._command_of(os.getpid())
+    assert "pytest" in command and str(e.value) == checkout._busy(root, os.getpid(), command)
+
+
+def test_a_stage_running_under_dvc_refuses_and_leaves_the_lock(root):
+    parent = os.getppid()
+    rw = {"write": {"/out": {"pid": parent, "cmd": "/venv/bin/dvc repro binding_data"}}, "read": {}}
+    (root / ".dvc" / "tmp" / "rwlock").write_text(json.dumps(rw))
+    lock_path(root).write_text(" 7 before\n")
+    with pytest.raises(PipelineError) as e:
+        checkout.hold_checkout(root, "snakemake")
+    assert str(e.value) == checkout._busy(root, parent, "/venv/bin/dvc repro binding_data")
+    assert lock_path(root).read_text() == " 7 before\n" and checkout._held == [] and free(root, fcntl.LOCK_EX)
+
+
+def test_only_dead_stages_in_rwlock_do_not_hold_the_checkout(root):
+    rw = {"write": {"/out": {"pid": DEAD_PID, "cmd": "dvc repro x"}}, "read": {}}
+    (root / ".dvc" / "tmp" / "rwlock").write_text(json.dumps(rw))
+    checkout.hold_checkout(root, "snakemake")
+    assert len(checkout._held) == 1 and not free(root)
+
+
+def test_no_dvc_folder_nothing_is_created(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkout, "_held", [])
+    checkout.hold_checkout(tmp_path, "snakemake")
+    assert list(tmp_path.iterdir()) == [] and checkout._held == []
+
+
+def test_another_snakemake_run_is_named_by_its_mark(root):
+    # The mark hold_checkout writes (" <pid> <engine>"), read back by a second run of the engine.
+    with open(lock_path(root), "a+") as first:
+        fcntl.flock(first, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        first.write(" 4243 snakemake\n")
+        first.flush()
+        with pytest.raises(PipelineError) as e:
+            checkout.hold_checkout(root, "snakemake")
+    assert "`snakemake` (pid 4243) is running in it" in str(e.value) and "`kill 4243`" in str(e.value)

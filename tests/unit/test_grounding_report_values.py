@@ -299,6 +299,7 @@ def test_template_section_counts_templates_and_shows_seed_table(figures):
     part = R.template_section(templates_frame(), curve_frame(), seeds)
     assert paras(part)[0].startswith("2 carrier templates, held out of training")
     assert paras(part)[1].startswith(R.TEMPLATE_GAIN + "; p:")
+    assert [alt for _, alt in figures] == ["surprisal and grounding gain over training per architecture"]
     assert table(part, "G per architecture and seed, last checkpoint").values.tolist() == [
         ["tf", "0", "0.1235", "1.0000"], ["tf", "1", "2.0000", "-0.5000"]
     ]  # fmt: skip

@@ -379,3 +379,87 @@ def test_paper_numbers_are_the_quoted_ones():
     assert report.PAPER_MIN_COSINE == {"bpe": {"W": 0.999914, "V": 0.9988, "W_O": 0.997891}}
     assert report.PAPER_CAUSAL["none"] == "5.349" and report.PAPER_CAUSAL["W"] == "5.350 (layer 0), 5.352 (layer 1)"
     assert report.THRESHOLD == BAR
+
+
+def paragraphs(text: str) -> list[str]:
+    return [html.unescape(p) for p in re.findall(r"<p>(.*?)</p>", text, re.S)]
+
+
+def test_section_prose_states_the_rules_the_code_applies():
+    # the zero-weight steps the cosine paragraph names are theory.first_nonzero_step's
+    zero = ", ".join([f"W_O before step {FIRST['W_O']}", f"V before step {FIRST['V']}"])
+    zero += f", W and P before step {FIRST['W']}"
+    assert paragraphs(_cosine_section(cosines_frame(), "word")) == [
+        "Cosine = Frobenius inner product over norms, between each learned matrix and its closed form "
+        f"(W ~ Q, V ~ (B Phi)^T, W_O ~ B, P ~ Delta). Undefined while a weight is still exactly zero ({zero}).",
+        "How early is early: the first checkpoint at which each weight's cosine falls below its bar, and the "
+        "full-corpus loss there (a dash: never within the run). The initial loss is ln |V|.",
+    ]
+    assert paragraphs(_order_section(order_frame())) == [
+        "Relative error ||learned - c(s, eta) T|| / ||c(s, eta) T|| of the leading-order prediction, float64 "
+        "full-batch runs. The next order predicts slope 1 against eta (fixed steps) and about 1 against steps "
+        "(fixed eta)."
+    ]
+    assert paragraphs(_causal_section(causal_frame())) == [
+        "Training loss after replacing one weight W by W - <W,T>/<T,T> T (its component along the theoretical "
+        "direction T removed). Paper column: TinyStories with its own vocabulary, so its losses are on a "
+        "different scale from this corpus; only the rows our text of the paper shows are quoted."
+    ]
+    tail = (
+        ". Types seen fewer than 5 times are left out of the vocabulary, and a sequence is kept only if every "
+        "token is in the vocabulary."
+    )
+    assert paragraphs(_corpus_section({"sequences": "stories", "min_count": 5})) == [
+        "Sequences: one sequence per document of at least T + 1 tokens, its first T + 1 (the paper's rule: 65,536 "
+        "samples of at least 201 tokens, truncated to 201)" + tail
+    ]
+    assert paragraphs(_corpus_section({"sequences": "windows", "min_count": 5})) == [
+        "Sequences: every non-overlapping window of T + 1 tokens of every document (ours; the paper takes one "
+        "sequence per sample of at least 201 tokens, truncated to 201)" + tail
+    ]
+    ((caption, _, _),) = tables(_corpus_section({"sequences": "windows", "min_count": 5}))
+    assert caption == "Corpus the theory and the models share"
+    cosine_captions = [cap for cap, _, _ in tables(_cosine_section(cosines_frame(), "word"))]
+    assert cosine_captions == [
+        "Minimum cosine over the window (epoch ends); paper column: its Table 2 (TinyStories, BPE, 3 layers, "
+        "minimum over all epochs), shown for BPE runs only (the word-level table is not in our text)",
+        None,
+    ]
+
+
+def test_page_intro_and_figure_alt_texts():
+    page = associations_page(
+        {"sequences": "stories", "min_count": 5},
+        cosines_frame(),
+        order_frame(),
+        causal_frame(),
+        words_frame(),
+        PROVENANCE,
+    )
+    assert paragraphs(page)[0] == (
+        "Early in training, every weight of an attention-only model trained from zero by SGD equals a closed form "
+        "built from corpus statistics (Im et al., arXiv 2601.19208)."
+    )
+    assert re.findall(r'<img alt="(.*?)"', page) == [
+        "cosine between learned weights and theory over training",
+        "leading-order error against eta and steps",
+    ]
+
+
+def test_figures_axes_and_layout():
+    fig = cosine_figure(cosines_frame())
+    assert tuple(fig.get_size_inches()) == (8.0, 2.6 * 3)
+    first, *rest = fig.axes
+    assert all(first.get_shared_x_axes().joined(first, ax) for ax in rest)
+    line = first.get_lines()[0]
+    assert (line.get_marker(), line.get_markersize()) == (".", 3)
+    assert all(ax.get_xlabel() == "training step" for ax in fig.axes)
+    assert all(ax.get_legend() is not None for ax in fig.axes)
+    fig = order_figure(order_frame())
+    assert tuple(fig.get_size_inches()) == (8.0, 3.0)
+    by_eta, by_step = fig.axes
+    assert (by_eta.get_xscale(), by_eta.get_yscale(), by_step.get_xscale()) == ("log", "log", "log")
+    assert (by_eta.get_xlabel(), by_step.get_xlabel()) == ("learning rate eta", "steps")
+    assert by_eta.get_ylabel() == by_step.get_ylabel() == "relative error of leading term"
+    assert by_step.get_legend() is not None and by_eta.get_legend() is None
+    assert (by_eta.get_lines()[0].get_marker(), by_eta.get_lines()[0].get_linestyle()) == ("o", "-")

@@ -167,7 +167,7 @@ def test_departure_table_first_step_below_each_bar():
             assert (r.first_step_below, r.epoch) == (step, epoch), key
             assert r.corpus_loss == pytest.approx(loss, abs=1e-12), key
         else:
-            assert math.isnan(r.first_step_below) and math.isnan(r.epoch) and math.isnan(r.corpus_loss), key
+            assert r.first_step_below is pd.NA and math.isnan(r.epoch) and math.isnan(r.corpus_loss), key
 
 
 def test_plot_table_worst_layer_per_step_of_the_deepest_run():
@@ -465,21 +465,11 @@ def test_figures_axes_and_layout():
     assert (by_eta.get_lines()[0].get_marker(), by_eta.get_lines()[0].get_linestyle()) == ("o", "-")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="report.py _cosine_section: first_step_below is a float column (NaN for never) printed with "
-    "{:.4f}, so a checkpoint step shows as '3.0000'",
-)
 def test_departure_steps_print_as_whole_numbers():
     (_, _, rows) = tables(_cosine_section(cosines_frame(), "word"))[1]
     assert rows[0][5] == "3"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="report.py order_figure zips the (weight, layer) groups with tab10's 10 colours, so with "
-    "assoc_order.n_layers >= 4 (3 per layer + W_O > 10) the extra series are silently not drawn",
-)
 def test_order_figure_draws_every_weight_of_a_four_layer_model():
     rows = [
         dict(n_layers=4, eta=eta, step=step, layer=layer, weight=w, rel_error=eta * step)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
@@ -97,7 +99,9 @@ def order_figure(order: pd.DataFrame):
     smallest = order[order["eta"] == order["eta"].min()]
     with plot_style():
         fig, axes = new_figure(8, 3, 1, 2)
-        for ((weight, layer), g), colour in zip(last.groupby(["weight", "layer"]), mpl.colormaps["tab10"].colors):
+        # tab20 and round again past 20 series: zip with a shorter palette would silently drop lines
+        colours = itertools.cycle(mpl.colormaps["tab20"].colors)
+        for ((weight, layer), g), colour in zip(last.groupby(["weight", "layer"]), colours):
             label = weight + ("" if layer < 0 else f" ({layer})")
             axes[0, 0].loglog(g["eta"], g["rel_error"], "o-", color=colour, label=label)
             s = smallest[(smallest["weight"] == weight) & (smallest["layer"] == layer) & (smallest["rel_error"] > 0)]
@@ -156,6 +160,7 @@ def _cosine_section(cosines: pd.DataFrame, tokenizer: str) -> str:
 def _departure_table(cosines: pd.DataFrame) -> pd.DataFrame:
     t = departures(cosines, THRESHOLD)
     t["layer"] = t["layer"].map(_layer_label)
+    t["first_step_below"] = t["first_step_below"].astype("Int64")  # a step, not 3.0000 (NA: never fell)
     return t
 
 

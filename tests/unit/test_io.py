@@ -80,7 +80,7 @@ def declared(tmp_path, monkeypatch):
     """A stage run in tmp_path declaring out/ (a folder), one.txt and scratch/; foreign/ is another stage's."""
     monkeypatch.chdir(tmp_path)
     with stage_writes() as run:
-        run.declare("s@0", ["out", "one.txt"], ["scratch"], {"reports/page.html": "report"})
+        run.declare("s@0", {"out": "${paths.out}", "one.txt": "one.txt"}, ["scratch"], {"reports/page.html": "report"})
         yield run
 
 
@@ -88,16 +88,19 @@ def test_a_stage_writes_only_its_declared_outputs(declared):
     write_text("1", "one.txt")
     write_text("x", "out/a/b.txt")  # inside a declared folder
     write_text("s", "scratch/state")
-    with pytest.raises(Refused, match=r"^two.txt: not an output of stage s@0 \(pipeline.yaml: out, one.txt\)"):
+    with pytest.raises(Refused, match=r"^two.txt: not an output of stage s@0 \(out, one.txt\); refusing"):
         write_text("2", "two.txt")
     assert not Path("two.txt").exists()
 
 
 def test_a_folder_holding_another_stages_output_is_not_replaced(declared):
-    declared.declare("s@0", ["reports"], [], {"reports/page.html": "report"})
+    declared.declare("s@0", {"reports": "${paths.reports}"}, [], {"reports/page.html": "report"})
     Path("reports").mkdir()
     Path("reports/page.html").write_text("page")
-    with pytest.raises(Refused, match=r"^reports: holds reports/page.html, an output of stage report; stage s@0"):
+    with pytest.raises(
+        Refused,
+        match=r"^reports: holds reports/page.html, an output of stage report; stage s@0 \(\$\{paths.reports\}\) re",
+    ):
         with atomic_path("reports") as tmp:
             tmp.mkdir()
     assert tree(Path("reports")) == {"page.html": "page"}
@@ -118,7 +121,7 @@ def test_a_failed_run_puts_back_what_it_replaced_and_removes_what_it_added(tmp_p
     before = tree(tmp_path)
     with pytest.raises(PipelineError, match="late failure"):
         with stage_writes() as run:
-            run.declare("s@0", ["out", "one.txt", "new/deep/x.txt"], ["scratch"], {})
+            run.declare("s@0", dict.fromkeys(["out", "one.txt", "new/deep/x.txt"], ""), ["scratch"], {})
             write_text("new", "one.txt")
             write_text("newer", "one.txt")  # twice in one run: the version before the run comes back
             with atomic_path("out/run") as tmp:
@@ -138,7 +141,7 @@ def test_a_failing_end_of_run_check_undoes_the_run_and_a_passing_one_publishes_i
 
     def run_with(check):
         with stage_writes() as run:
-            run.declare("s@0", ["one.txt"], [], {})
+            run.declare("s@0", {"one.txt": ""}, [], {})
             run.checks.append(check)
             write_text("new", "one.txt")
 

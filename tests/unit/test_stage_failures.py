@@ -156,18 +156,19 @@ def test_the_instance_of_a_shared_script_is_the_one_its_flags_name():
         "stages.grounding.train", ROOT, ["--setting", "caption", "--model", "transformer4", "--seed", "1"], SHIPPED
     )
     assert caption.name == "visual_train@caption-transformer4-1" and caption.reads.stage == "visual_train"
-    assert caption.outs == ("data/visual/runs/caption_transformer4_seed1",)
+    run = "${paths.visual_runs}/${item.setting}_${item.model}_seed${item.seed}"  # as pipeline.yaml names it
+    assert caption.outs == {"data/visual/runs/caption_transformer4_seed1": run}
     assert caption.untracked == ("data/scratch/visual",)
     assert caption.params == ("base.threads", "base.device", "grounding_models.transformer4", "visual_train")
     childes = instance_of_module(
         "stages.grounding.train", ROOT, ["--setting", "childes", "--model", "lstm4", "--seed", "1"], SHIPPED
     )
-    assert childes.name == "grounding_train@lstm4-1" and childes.outs == ("data/grounding/runs/lstm4_seed1",)
-    assert instance_of_module("stages.binding.report", ROOT, [], SHIPPED).outs == (
+    assert childes.name == "grounding_train@lstm4-1" and list(childes.outs) == ["data/grounding/runs/lstm4_seed1"]
+    assert list(instance_of_module("stages.binding.report", ROOT, [], SHIPPED).outs) == [
         "reports/binding.html",
         "reports/plots/binding_trajectory.csv",
         "reports/metrics/binding.json",
-    )
+    ]
 
 
 @pytest.fixture

@@ -88,7 +88,7 @@ def hold_writes(instance: Instance, params: dict, params_file: str) -> None:
     if run is None:
         return
     foreign = {out: name for name, out in declared_outputs(project_root(), params) if name != instance.name}
-    run.declare(instance.name, list(instance.outs), list(instance.untracked), foreign)
+    run.declare(instance.name, instance.outs, list(instance.untracked), foreign)
     ran_with = {key: copy.deepcopy(param_value(params, key)) for key in instance.params}  # the stage may edit its dicts
     run.checks.append(lambda: params_unchanged(instance.name, params_file, ran_with))
 

@@ -140,7 +140,7 @@ class Instance:
 
     name: str  # DVC's instance name: binding_train@0
     reads: StageReads
-    outs: tuple[str, ...]  # its outs and metrics
+    outs: dict[str, str]  # its outs and metrics -> as pipeline.yaml writes them (${paths.x}/...)
     untracked: tuple[str, ...]  # meta.untracked paths: scratch, caches
     params: tuple[str, ...]  # base.threads, binding_train, grounding_models.lstm4, ...
 
@@ -160,7 +160,11 @@ def instance_of_module(
     return Instance(
         named[0][2],
         _union([stage_reads(name, stage) for name, stage, _ in found]),
-        tuple(str(o) for stage, ctx, name in context for o in interpolate(outputs_of(stage), ctx, name)),
+        {
+            str(path): out
+            for stage, ctx, name in context
+            for path, out in zip(interpolate(outputs_of(stage), ctx, name), outputs_of(stage))
+        },
         tuple(
             str(lookup(paths, key, f"stages.{name}.meta.untracked"))
             for stage, _, name in context

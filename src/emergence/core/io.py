@@ -58,9 +58,10 @@ class StageRun:
         self.made: list[Path] = []  # folders made to hold those outputs
         self.checks: list[Callable[[], None]] = []  # run before commit; one raising undoes the run
 
-    def declare(self, stage: str, outs: list[str], untracked: list[str], foreign: dict[str, str]) -> None:
+    def declare(self, stage: str, outs: dict[str, str], untracked: list[str], foreign: dict[str, str]) -> None:
+        """`outs`: path -> as pipeline.yaml names it; `foreign`: other instances' outputs -> their names."""
         self.stage = stage
-        self.outs = {_absolute(o): o for o in outs}
+        self.outs = {_absolute(path): named for path, named in outs.items()}
         self.untracked = [_absolute(u) for u in untracked]
         self.foreign = {_absolute(o): name for o, name in foreign.items()}
 
@@ -75,7 +76,7 @@ class StageRun:
         if any(_within(where, u) for u in self.untracked):
             return False
         raise Refused(
-            f"{path}: not an output of stage {self.stage} (pipeline.yaml: {', '.join(self.outs.values())}); "
+            f"{path}: not an output of stage {self.stage} ({', '.join(map(os.path.relpath, self.outs))}); "
             "refusing to write it, nothing was changed"
         )
 
@@ -101,7 +102,7 @@ class StageRun:
             _clear_folder(path)
         elif path.exists() or path.is_symlink():
             aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-            _live.add(aside)
+            _live.add(_absolute(aside))
             os.replace(path, aside / path.name)
             self.kept[path] = aside / path.name
         else:
@@ -175,16 +176,16 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     replaced by a file; inside a stage run see `StageRun`.
     """
     path = Path(path)
-    nested = any(t in path.parents for t in _live)  # inside another write's temporary: part of that write
+    nested = any(t in _absolute(path).parents for t in _live)  # inside another write's temporary: part of it
     run = _run if _run is not None and not nested else None
     held = run is not None and run.held(path)
     made = [p for p in path.parents if not p.exists()]
     path.parent.mkdir(parents=True, exist_ok=True)
     for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a process killed mid-write
-        if stale not in _live:
+        if _absolute(stale) not in _live:
             shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    _live.add(tmp)
+    _live.add(_absolute(tmp))
     target = tmp / path.name  # caller writes here (file or directory)
     try:
         yield target
@@ -222,7 +223,7 @@ def _remove(path: Path) -> None:
 
 
 def _discard(tmp: Path) -> None:
-    _live.discard(tmp)
+    _live.discard(_absolute(tmp))
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -154,23 +154,21 @@ def instance_of_module(
     found = _matching(module, root, argv, params, source)
     if not found:
         return None
-    named = [(name, stage, _instance_name(name, stage, item), item) for name, stage, item in found]
-    context = [(stage, {**params, "item": item}, name) for name, stage, _, item in named]
-    paths = params.get("paths") or {}
+    contexts = [(name, stage, {**params, "item": item}) for name, stage, item in found]
     return Instance(
-        named[0][2],
+        _instance_name(*found[0]),
         _union([stage_reads(name, stage) for name, stage, _ in found]),
         {
             str(path): out
-            for stage, ctx, name in context
+            for name, stage, ctx in contexts
             for path, out in zip(interpolate(outputs_of(stage), ctx, name), outputs_of(stage))
         },
         tuple(
-            str(lookup(paths, key, f"stages.{name}.meta.untracked"))
-            for stage, _, name in context
+            str(lookup(params, f"paths.{key}", f"stages.{name}.meta.untracked"))
+            for name, stage, _ in contexts
             for key in (stage.get("meta") or {}).get("untracked", [])
         ),
-        tuple(dict.fromkeys(k for stage, ctx, name in context for k in interpolate(param_keys(stage), ctx, name))),
+        tuple(dict.fromkeys(k for name, stage, ctx in contexts for k in interpolate(param_keys(stage), ctx, name))),
     )
 
 

@@ -98,16 +98,17 @@ class StageRun:
 
     def replace(self, new: Path, path: Path, made: list[Path]) -> None:
         """Move `new` onto the output `path`, setting aside the version there before this run."""
-        if path in self.kept:  # written earlier in this run: that version is no one's to keep
+        key = _absolute(path)
+        if key in self.kept:  # written earlier in this run: that version is no one's to keep
             _clear_folder(path)
         elif path.exists() or path.is_symlink():
-            aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-            _live.add(_absolute(aside))
+            aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=key.parent))
+            _live.add(aside)
             os.replace(path, aside / path.name)
-            self.kept[path] = aside / path.name
+            self.kept[key] = aside / path.name
         else:
-            self.kept[path] = None
-        self.made += made
+            self.kept[key] = None
+        self.made += map(_absolute, made)
         os.replace(new, path)
 
     def commit(self) -> None:
@@ -115,6 +116,7 @@ class StageRun:
             if old is not None:
                 _discard(old.parent)
         self.kept.clear()
+        self.made.clear()
 
     def undo(self) -> None:
         for path, old in reversed(self.kept.items()):
@@ -126,6 +128,7 @@ class StageRun:
             with contextlib.suppress(OSError):  # not empty: something else lives there now
                 folder.rmdir()
         self.kept.clear()
+        self.made.clear()
 
 
 _run: StageRun | None = None  # the stage run in this process (`stage_writes`), if any

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -153,3 +154,11 @@ def test_a_failing_end_of_run_check_undoes_the_run_and_a_passing_one_publishes_i
     assert tree(tmp_path) == {"one.txt": "old"}
     run_with(lambda: None)
     assert tree(tmp_path) == {"one.txt": "new"}
+
+
+def test_a_temporary_directory_outside_the_checkout_is_no_output(declared):
+    with tempfile.TemporaryDirectory() as work:  # assoc_order trains its short runs in one
+        write_text("x", Path(work) / "run" / "step0")
+        assert (Path(work) / "run" / "step0").read_text() == "x"
+    with pytest.raises(Refused, match="not an output of stage s@0"):  # the checkout itself may be in /tmp
+        write_text("x", Path.cwd() / "elsewhere.txt")

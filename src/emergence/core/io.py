@@ -53,6 +53,7 @@ class StageRun:
         self.stage: str | None = None  # None: no declaration to hold the writes to
         self.outs: dict[Path, str] = {}  # absolute path -> as pipeline.yaml names it
         self.untracked: list[Path] = []
+        self.checkout = _absolute(".")
         self.foreign: dict[Path, str] = {}  # other stage instances' outputs -> their instance names
         self.kept: dict[Path, Path | None] = {}  # replaced output -> its earlier version set aside (None: none)
         self.made: list[Path] = []  # folders made to hold those outputs
@@ -64,6 +65,7 @@ class StageRun:
         self.outs = {_absolute(path): named for path, named in outs.items()}
         self.untracked = [_absolute(u) for u in untracked]
         self.foreign = {_absolute(o): name for o, name in foreign.items()}
+        self.checkout = _absolute(".")  # where the stage runs: its outputs' paths are relative to it
 
     def held(self, path: Path) -> bool:
         """Whether a write to `path` is kept for undoing (a declared output); False for scratch, caches
@@ -75,6 +77,8 @@ class StageRun:
             return True
         if any(_within(where, u) for u in self.untracked):
             return False
+        if _within(where, _absolute(tempfile.gettempdir())) and not _within(where, self.checkout):
+            return False  # a temporary directory (assoc_order trains in one): no artifact, never put back
         raise Refused(
             f"{path}: not an output of stage {self.stage} ({', '.join(map(os.path.relpath, self.outs))}); "
             "refusing to write it, nothing was changed"

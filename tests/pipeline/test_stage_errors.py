@@ -165,6 +165,7 @@ def few_noun_turns(root: Path) -> None:
 
 
 def metrics_only_run(root: Path) -> None:
+    set_param("base.seeds", [0, 7])(root)
     (root / "data/binding/runs/seed7").mkdir()
     shutil.copy(root / RUN0 / "metrics.parquet", root / "data/binding/runs/seed7")
 
@@ -246,8 +247,8 @@ CASES = {
     "checkpoint_foreign_weights": Case(
         foreign_weights, ["binding_ablation", "--seed", "0"], [f"{FINAL}/model.safetensors"]
     ),
-    "checkpoint_missing_run": Case(
-        lambda root: None, ["binding_trajectory", "--seed", "7"], ["data/binding/runs/seed7"], seed=7
+    "checkpoint_missing_run": Case(  # seed 7 listed (an unlisted seed is refused before any read)
+        set_param("base.seeds", [0, 7]), ["binding_trajectory", "--seed", "7"], ["data/binding/runs/seed7"], seed=7
     ),
     "checkpoint_empty_run": Case(
         metrics_only_run, ["binding_trajectory", "--seed", "7"], ["data/binding/runs/seed7"], seed=7

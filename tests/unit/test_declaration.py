@@ -266,12 +266,21 @@ def test_one_script_serving_two_stages_is_held_to_the_stage_it_runs_as(tmp_path)
     params = {"runs": {"settings": ["caption", "image"]}}
 
     def stage_of(*argv: str) -> str | None:
-        reads = reads_of_module("stages.t", tmp_path, list(argv), params)
+        reads = reads_of_module("stages.t", tmp_path, list(argv), params, "p.yaml")
         return reads and reads.stage + ":" + ",".join(sorted(reads.sections))
 
     assert stage_of("--setting", "text", "--model", "m1") == "text_train:base,text_train"
     assert stage_of("--setting", "image", "--model", "m1") == "visual_train:base,visual_train"
-    assert stage_of("--setting", "audio", "--model", "m1") is None
+    # a value the matrix does not list: refused (it would write an output no engine tracks), naming the
+    # list of the stage whose fixed flags match and that misses fewest values
+    with pytest.raises(
+        PipelineError, match=r"^--setting audio: not a value of runs.settings \[caption, image\] in p.y"
+    ):
+        stage_of("--setting", "audio", "--model", "m1")
+    with pytest.raises(
+        PipelineError, match=r"^--model m2: not a value of stages.text_train.matrix.model \[m1\] in pip"
+    ):
+        stage_of("--setting", "text", "--model", "m2")
     assert reads_of_module("stages.t", tmp_path).sections == {"base", "text_train", "visual_train"}
 
 

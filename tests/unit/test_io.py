@@ -1,11 +1,22 @@
-"""Atomic writes and schema-checked Parquet reads."""
+"""Atomic writes, what a stage run may write and publish, and schema-checked Parquet reads."""
 
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from emergence.core.io import PipelineError, atomic_path, read_parquet, write_parquet
+from emergence.core.io import (
+    PipelineError,
+    Refused,
+    atomic_path,
+    read_parquet,
+    stage_writes,
+    write_parquet,
+    write_text,
+)
 
 
 def test_atomic_path_keeps_old_file_on_failure(tmp_path):
@@ -46,3 +57,108 @@ def test_read_parquet_names_file_and_column(tmp_path):
     (tmp_path / "x.parquet").write_text("not parquet")
     with pytest.raises(PipelineError, match="x.parquet: not a readable Parquet file"):
         read_parquet(tmp_path / "x.parquet")
+
+
+# ---- writers inside a stage run: only declared outputs, published only if the run succeeds ----------
+
+
+def tree(root) -> dict[str, str]:
+    """Every file under `root` (relative path -> text): what a run may or may not have changed."""
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_file_never_replaces_a_folder_even_outside_a_stage(tmp_path):
+    (tmp_path / "reports" / "metrics").mkdir(parents=True)
+    (tmp_path / "reports" / "bench.json").write_text("{}")
+    before = tree(tmp_path)
+    with pytest.raises(Refused, match=r"reports: a folder, but this stage writes a file there; refusing"):
+        write_text("<html>", tmp_path / "reports")
+    assert tree(tmp_path) == before and (tmp_path / "reports" / "metrics").is_dir()
+
+
+@pytest.fixture
+def declared(tmp_path, monkeypatch):
+    """A stage run in tmp_path declaring out/ (a folder), one.txt and scratch/; foreign/ is another stage's."""
+    monkeypatch.chdir(tmp_path)
+    with stage_writes() as run:
+        run.declare("s@0", {"out": "${paths.out}", "one.txt": "one.txt"}, ["scratch"], {"reports/page.html": "report"})
+        yield run
+
+
+def test_a_stage_writes_only_its_declared_outputs(declared):
+    write_text("1", "one.txt")
+    write_text("x", "out/a/b.txt")  # inside a declared folder
+    write_text("s", "scratch/state")
+    with pytest.raises(Refused, match=r"^two.txt: not an output of stage s@0 \(out, one.txt\); refusing"):
+        write_text("2", "two.txt")
+    assert not Path("two.txt").exists()
+
+
+def test_a_folder_holding_another_stages_output_is_not_replaced(declared):
+    declared.declare("s@0", {"reports": "${paths.reports}"}, [], {"reports/page.html": "report"})
+    Path("reports").mkdir()
+    Path("reports/page.html").write_text("page")
+    with pytest.raises(
+        Refused,
+        match=r"^reports: holds reports/page.html, an output of stage report; stage s@0 \(\$\{paths.reports\}\) re",
+    ):
+        with atomic_path("reports") as tmp:
+            tmp.mkdir()
+    assert tree(Path("reports")) == {"page.html": "page"}
+
+
+def test_a_declared_folder_is_replaced_by_a_folder_and_read_back_in_the_same_run(declared):
+    write_text("old", "out/run/model")
+    with atomic_path("out/run") as tmp:
+        tmp.mkdir()
+        write_text("new", tmp / "model")  # inside the write's temporary: part of it
+    assert Path("out/run/model").read_text() == "new"  # a later step of the run reads it (grounding_marking)
+
+
+def test_a_failed_run_puts_back_what_it_replaced_and_removes_what_it_added(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_text("old", "one.txt")
+    write_text("old", "out/run/model")
+    before = tree(tmp_path)
+    with pytest.raises(PipelineError, match="late failure"):
+        with stage_writes() as run:
+            run.declare("s@0", dict.fromkeys(["out", "one.txt", "new/deep/x.txt"], ""), ["scratch"], {})
+            write_text("new", "one.txt")
+            write_text("newer", "one.txt")  # twice in one run: the version before the run comes back
+            with atomic_path("out/run") as tmp:
+                (tmp / "other").mkdir(parents=True)
+            write_text("new", "new/deep/x.txt")
+            write_text("kept", "scratch/state")  # resume state survives a failed run
+            assert Path("out/run/other").is_dir() and Path("one.txt").read_text() == "newer"
+            raise PipelineError("late failure")
+    assert tree(tmp_path) == {**before, "scratch/state": "kept"}
+    assert not Path("new").exists()  # the folders made for a new output go too
+    assert list(tmp_path.rglob("*.tmp")) == []
+
+
+def test_a_failing_end_of_run_check_undoes_the_run_and_a_passing_one_publishes_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_text("old", "one.txt")
+
+    def run_with(check):
+        with stage_writes() as run:
+            run.declare("s@0", {"one.txt": ""}, [], {})
+            run.checks.append(check)
+            write_text("new", "one.txt")
+
+    def fail():
+        raise PipelineError("params.yaml: changed")
+
+    with pytest.raises(PipelineError, match="params.yaml: changed"):
+        run_with(fail)
+    assert tree(tmp_path) == {"one.txt": "old"}
+    run_with(lambda: None)
+    assert tree(tmp_path) == {"one.txt": "new"}
+
+
+def test_a_temporary_directory_outside_the_checkout_is_no_output(declared):
+    with tempfile.TemporaryDirectory() as work:  # assoc_order trains its short runs in one
+        write_text("x", Path(work) / "run" / "step0")
+        assert (Path(work) / "run" / "step0").read_text() == "x"
+    with pytest.raises(Refused, match="not an output of stage s@0"):  # the checkout itself may be in /tmp
+        write_text("x", Path.cwd() / "elsewhere.txt")

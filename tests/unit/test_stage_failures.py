@@ -3,16 +3,19 @@ named in the error, SIGTERM unwinding like Ctrl-C (no temporary left behind)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 from pathlib import Path
 
 import pytest
+import yaml
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import read_params
-from emergence.core.declared import producer_of
+from emergence.core.declared import instance_of_module, producer_of
 from emergence.core.io import PipelineError, atomic_path
+from emergence.core.profile import merge_into
 
 ROOT = Path(__file__).parents[2]
 SHIPPED = read_params(ROOT / "params.yaml")
@@ -110,3 +113,126 @@ def test_a_stage_instance_runs_once_per_checkout_and_kill_9_frees_it(tmp_path):
     time.sleep(0.1)
     hold_stage_lock(tmp_path, "stages.binding.train", ["--seed", "0"])
     assert (tmp_path / LOCKS).is_dir()
+
+
+# ---- the stage instance a command runs, and params edited under it ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "module, argv, says",
+    [
+        ("stages.binding.train", ["--seed", "7"], "--seed 7: not a value of base.seeds [0, 1] in params.yaml"),
+        (
+            "stages.assoc.train",
+            ["--layers", "2", "--seed", "0"],
+            "--layers 2: not a value of assoc_runs.layers [1, 3] in params.yaml",
+        ),
+        (  # one script, two stages: the childes setting is grounding_train's, held to its models
+            "stages.grounding.train",
+            ["--setting", "childes", "--model", "gpt9", "--seed", "0"],
+            "--model gpt9: not a value of grounding_runs.models [transformer4, mamba4, lstm4] in params.yaml",
+        ),
+        (
+            "stages.grounding.train",
+            ["--setting=audio", "--model", "transformer4", "--seed", "0"],
+            "--setting audio: not a value of visual_runs.settings [caption, image] in params.yaml",
+        ),
+    ],
+)
+def test_a_stage_run_by_hand_with_a_value_params_does_not_list_is_refused(
+    module, argv, says, tmp_path, monkeypatch, capsys
+):
+    """It would write an output that no engine tracks (nor `dvc status` reports)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    assert importlib.import_module(module).main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {says} (stage ") and len(err.splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]  # not even its lock
+
+
+def test_the_instance_of_a_shared_script_is_the_one_its_flags_name():
+    caption = instance_of_module(
+        "stages.grounding.train", ROOT, ["--setting", "caption", "--model", "transformer4", "--seed", "1"], SHIPPED
+    )
+    assert caption.name == "visual_train@caption-transformer4-1" and caption.reads.stage == "visual_train"
+    run = "${paths.visual_runs}/${item.setting}_${item.model}_seed${item.seed}"  # as pipeline.yaml names it
+    assert caption.outs == {"data/visual/runs/caption_transformer4_seed1": run}
+    assert caption.untracked == ("data/scratch/visual",)
+    assert caption.params == ("base.threads", "base.device", "grounding_models.transformer4", "visual_train")
+    childes = instance_of_module(
+        "stages.grounding.train", ROOT, ["--setting", "childes", "--model", "lstm4", "--seed", "1"], SHIPPED
+    )
+    assert childes.name == "grounding_train@lstm4-1" and list(childes.outs) == ["data/grounding/runs/lstm4_seed1"]
+    assert list(instance_of_module("stages.binding.report", ROOT, [], SHIPPED).outs) == [
+        "reports/binding.html",
+        "reports/plots/binding_trajectory.csv",
+        "reports/metrics/binding.json",
+    ]
+
+
+@pytest.fixture
+def tiny_workspace(tmp_path, monkeypatch) -> Path:
+    """A folder holding only params.yaml at the tiny profile, the working directory."""
+    params = read_params(ROOT / "params.yaml")
+    merge_into(params, yaml.safe_load((ROOT / "profiles" / "tiny.yaml").read_text()))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def edit_params(path: Path, dotted: str, value) -> None:
+    params = yaml.safe_load(path.read_text())
+    *parents, key = dotted.split(".")
+    node = params
+    for name in parents:
+        node = node[name]
+    node[key] = value
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for top in ("data", "reports")
+        for p in (root / top).rglob("*")
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize(
+    "dotted, value, changed",
+    [
+        ("binding_data.n_programs", 401, True),  # a key of a section the stage declares
+        ("base.threads", 3, True),  # declared for every stage
+        ("binding_train.steps", 99, False),  # another stage's section
+    ],
+)
+def test_params_edited_while_a_stage_runs_fail_it_and_publish_nothing(
+    tiny_workspace, monkeypatch, capsys, dotted, value, changed
+):
+    """DVC reads params when it saves dvc.lock: it would record the edited values for outputs built with
+    the old ones, and `dvc status` would call them up to date."""
+    from stages.binding import data
+
+    assert data.main([]) == 0  # an earlier run: its outputs must stay as they are
+    before = files(tiny_workspace)
+    capsys.readouterr()
+    write_json = data.write_json
+
+    def edit_then_write(obj, path):  # after programs.parquet was written, before the heuristics
+        edit_params(tiny_workspace / "params.yaml", dotted, value)
+        write_json(obj, path)
+
+    monkeypatch.setattr(data, "write_json", edit_then_write)
+    code = data.main([])
+    err = capsys.readouterr().err.strip().splitlines()
+    if not changed:
+        assert code == 0 and files(tiny_workspace) == before  # same params, same bytes
+        return
+    assert code == 1 and files(tiny_workspace) == before
+    assert err[-1] == (
+        f"error: params.yaml: {dotted} changed while stage binding_data ran; its outputs were built with the old "
+        "values and are not published (the earlier ones are kept): run it again"
+    )
+    assert not list(tiny_workspace.rglob(".*.tmp"))

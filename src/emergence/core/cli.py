@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import fcntl
 import functools
 import os
@@ -16,8 +17,16 @@ import torch
 from tqdm import tqdm
 
 from emergence.core.config import PARAMS_FILE, load_base, read_params
-from emergence.core.declared import DeclaredParams, known_sections, producer_of, reads_of_module, unknown_section
-from emergence.core.io import PipelineError
+from emergence.core.declared import (
+    DeclaredParams,
+    Instance,
+    declared_outputs,
+    instance_of_module,
+    known_sections,
+    producer_of,
+    unknown_section,
+)
+from emergence.core.io import PipelineError, Refused, current_run, stage_writes
 from emergence.core.stage_record import recorded
 
 
@@ -60,12 +69,61 @@ def start_stage(
     if known is not None and (unknown := [unknown_section(name, known) for name in params if name not in known]):
         raise PipelineError(f"{args.params}: " + "; ".join(unknown))
     given = sys.argv[1:] if argv is None else argv
-    reads = reads_of_module(_caller_module(), project_root(), given, params)
-    if reads is not None:  # a stage of this checkout: hold it to its pipeline.yaml entry, one run at a time
-        params = DeclaredParams(params, reads)
-        hold_stage_lock(Path.cwd(), _caller_module(), given)  # where its artifacts are written
+    module = _caller_module()
+    instance = instance_of_module(module, project_root(), given, params, args.params)
+    if instance is not None:  # a stage of this checkout: hold it to its pipeline.yaml entry, one run at a time
+        hold_stage_lock(Path.cwd(), module, given)  # where its artifacts are written
+        hold_writes(instance, params, args.params)
+        params = DeclaredParams(params, instance.reads)
     set_threads(load_base(params).threads)
     return args, params
+
+
+def hold_writes(instance: Instance, params: dict, params_file: str) -> None:
+    """Inside `stage_main`: let the stage's writers replace only its declared outputs, and publish them
+    only if params.yaml still holds, when the stage ends, the values of the keys DVC records for it
+    (DVC reads them when it saves dvc.lock: a lock naming params edited mid-run would vouch for an
+    output they never built)."""
+    run = current_run()
+    if run is None:
+        return
+    foreign = {out: name for name, out in declared_outputs(project_root(), params) if name != instance.name}
+    run.declare(instance.name, instance.outs, list(instance.untracked), foreign)
+    ran_with = {key: copy.deepcopy(param_value(params, key)) for key in instance.params}  # the stage may edit its dicts
+    run.checks.append(lambda: params_unchanged(instance.name, params_file, ran_with))
+
+
+MISSING = object()
+
+
+def param_value(params: dict, key: str):
+    value = params
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return MISSING
+        value = value[part]
+    return value
+
+
+def changed_keys(key: str, old, new) -> list[str]:
+    """The dotted keys under `key` whose values differ between `old` and `new` (added and removed ones too)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [
+            k
+            for name in {**old, **new}
+            for k in changed_keys(f"{key}.{name}", old.get(name, MISSING), new.get(name, MISSING))
+        ]
+    return [] if old == new else [key]  # as DVC compares them
+
+
+def params_unchanged(stage: str, params_file: str, ran_with: dict) -> None:
+    now = read_params(params_file)
+    changed = [k for key, old in ran_with.items() for k in changed_keys(key, old, param_value(now, key))]
+    if changed:
+        raise PipelineError(
+            f"{params_file}: {', '.join(changed)} changed while stage {stage} ran; its outputs were built with "
+            "the old values and are not published (the earlier ones are kept): run it again"
+        )
 
 
 LOCKS = ".stage-locks"  # in the working directory: one lock file per stage instance running there (gitignored)
@@ -122,7 +180,11 @@ def stage_main(fn: Callable[[list[str] | None], None]) -> Callable[[list[str] | 
     def main(argv: list[str] | None = None) -> int:
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
-            fn(argv)
+            with stage_writes():  # its outputs are published when fn and the end-of-run checks succeed
+                fn(argv)
+        except Refused as e:  # a write this stage may not make: naming a stage to re-run would mislead
+            _fail(f"error: {e}")
+            return 1
         except PipelineError as e:
             _fail(f"error: {e}{_rerun_hint(str(e), sys.argv[1:] if argv is None else argv)}")
             return 1

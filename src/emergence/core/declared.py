@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,66 +102,176 @@ def unknown_section(name: str, known: list[str]) -> str:
     return f"{name}: unknown section ({did_you_mean(name, known)}known: {', '.join(known)})"
 
 
+def declared_outputs(root: Path, params: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(instance, out or metrics path) of every stage instance params.yaml resolves (`binding_train@0`)."""
+    for name, stage in read_stages(root).items():
+        try:
+            for instance, item in instances(name, stage, params):
+                for out in interpolate(outputs_of(stage), {**params, "item": item}, name):
+                    yield instance, str(out)
+        except PipelineError:  # a stage params.yaml cannot resolve: not this one
+            continue
+
+
 def producer_of(path: str | Path, root: Path, params: dict[str, Any]) -> str | None:
     """The stage instance (`binding_train@0`) whose declared out or metric is `path` or holds it, or
     None (an input, or no such stage)."""
-    declared = root / DECLARATION
-    if not declared.is_file():
-        return None
     target = Path(path)
-    for name, stage in ((yaml.safe_load(declared.read_text()) or {}).get("stages") or {}).items():
-        try:
-            for instance, item in instances(name, stage, params):
-                outs = interpolate([*stage.get("outs", []), *stage.get("metrics", [])], {**params, "item": item}, name)
-                if any(target == Path(out) or Path(out) in target.parents for out in outs):
-                    return instance
-        except PipelineError:  # a stage params.yaml cannot resolve: not this one
-            continue
+    for instance, out in declared_outputs(root, params):
+        if target == Path(out) or Path(out) in target.parents:
+            return instance
     return None
 
 
-def runs_instance(stage: dict[str, Any], argv: list[str], params: dict[str, Any]) -> bool:
-    """Whether `argv` is one of this stage's instances: its fixed flags as written (`--setting childes`),
-    its matrix flags among the matrix's values under `params` (`--setting ${item.setting}`)."""
-    given = dict(zip(argv[::2], argv[1::2]))
+def read_stages(root: Path) -> dict[str, dict[str, Any]]:
+    """pipeline.yaml's stages ({} where there is no declaration)."""
+    path = root / DECLARATION
+    return (yaml.safe_load(path.read_text()) or {}).get("stages") or {} if path.is_file() else {}
+
+
+def outputs_of(stage: dict[str, Any]) -> list[str]:
+    return [*stage.get("outs", []), *stage.get("metrics", [])]
+
+
+@dataclass(frozen=True)
+class Instance:
+    """The stage instance a `python -m <module> <argv>` runs: what it may read and write, and the params
+    keys DVC records for it."""
+
+    name: str  # DVC's instance name: binding_train@0
+    reads: StageReads
+    outs: dict[str, str]  # its outs and metrics -> as pipeline.yaml writes them (${paths.x}/...)
+    untracked: tuple[str, ...]  # meta.untracked paths: scratch, caches
+    params: tuple[str, ...]  # base.threads, binding_train, grounding_models.lstm4, ...
+
+
+def instance_of_module(
+    module: str, root: Path, argv: list[str], params: dict[str, Any], source: str = "params.yaml"
+) -> Instance | None:
+    """The instance of a stage of this checkout that `python -m <module> <argv>` runs, or None (no stage
+    runs `module`). Refuses a matrix flag whose value params.yaml (`source`) does not list: that run
+    would write an output no engine tracks."""
+    found = _matching(module, root, argv, params, source)
+    if not found:
+        return None
+    contexts = [(name, stage, {**params, "item": item}) for name, stage, item in found]
+    return Instance(
+        _instance_name(*found[0]),
+        _union([stage_reads(name, stage) for name, stage, _ in found]),
+        {
+            str(path): out
+            for name, stage, ctx in contexts
+            for path, out in zip(interpolate(outputs_of(stage), ctx, name), outputs_of(stage))
+        },
+        tuple(
+            str(lookup(params, f"paths.{key}", f"stages.{name}.meta.untracked"))
+            for name, stage, _ in contexts
+            for key in (stage.get("meta") or {}).get("untracked", [])
+        ),
+        tuple(dict.fromkeys(k for name, stage, ctx in contexts for k in interpolate(param_keys(stage), ctx, name))),
+    )
+
+
+def param_keys(stage: dict[str, Any]) -> list[str]:
+    """The params keys DVC records for a stage (the generator adds `IMPLICIT` to every one)."""
+    return [*IMPLICIT, *(str(p) for p in stage.get("params", []))]
+
+
+def _instance_name(name: str, stage: dict[str, Any], item: dict[str, Any]) -> str:
+    axes = list(stage.get("matrix") or {})
+    return f"{name}@{'-'.join(str(item.get(a)) for a in axes)}" if axes else name
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    """`--flag value` and `--flag=value` pairs of a command line."""
+    tokens = [part for a in argv for part in (a.split("=", 1) if a.startswith("--") and "=" in a else [a])]
+    return dict(zip(tokens[::2], tokens[1::2]))
+
+
+def _axis_values(
+    name: str, stage: dict[str, Any], axis: str, params: dict[str, Any], source: str
+) -> tuple[Any, str, str]:
+    """A matrix axis's values and where they are written (`base.seeds`, `params.yaml`)."""
+    values = (stage.get("matrix") or {}).get(axis)
+    if isinstance(values, str) and (ref := TEMPLATE.fullmatch(values)):
+        found: Any = params
+        for part in ref.group(1).split("."):
+            found = found.get(part) if isinstance(found, dict) else None
+        return found, ref.group(1), source
+    return values, f"stages.{name}.matrix.{axis}", DECLARATION
+
+
+def _match(
+    name: str, stage: dict[str, Any], given: dict[str, str], params: dict[str, Any], source: str
+) -> tuple[dict[str, Any], list[str]] | None:
+    """(matrix item, one line per matrix flag whose value is not listed) of the run `given` names: its
+    fixed flags as written (`--setting childes`), its matrix flags among the matrix's values
+    (`--setting ${item.setting}`); None when a fixed flag differs (not this stage)."""
+    item: dict[str, Any] = {}
+    unlisted: list[str] = []
     tokens = stage.get("cmd", "").split()[3:]  # after `python -m <module>`
     for flag, value in zip(tokens[::2], tokens[1::2]):
         axis = ITEM.fullmatch(value)
         if not axis:
             if given.get(flag) != value:
-                return False
+                return None
             continue
-        values = (stage.get("matrix") or {}).get(axis.group(1))
-        if isinstance(values, str) and (ref := TEMPLATE.fullmatch(values)):
-            values = params
-            for part in ref.group(1).split("."):
-                values = values.get(part) if isinstance(values, dict) else None
-        if isinstance(values, list) and flag in given and given[flag] not in map(str, values):
-            return False
-    return True
+        if flag not in given:
+            continue
+        values, key, file = _axis_values(name, stage, axis.group(1), params, source)
+        if not isinstance(values, list):  # nothing to hold it to (check.py reports a broken matrix)
+            item[axis.group(1)] = given[flag]
+        elif hits := [v for v in values if str(v) == given[flag]]:
+            item[axis.group(1)] = hits[0]
+        else:
+            unlisted.append(
+                f"{flag} {given[flag]}: not a value of {key} [{', '.join(map(str, values))}] in {file} "
+                f"(stage {name} runs one instance per listed value; list it there to run it)"
+            )
+    return item, unlisted
+
+
+def _matching(
+    module: str, root: Path, argv: list[str] | None, params: dict[str, Any], source: str
+) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(stage name, entry, matrix item) of each stage `python -m <module> <argv>` is an instance of;
+    every stage running `module` when argv is None."""
+    given = _flags(argv or [])
+    found, refused = [], []
+    for name, stage in read_stages(root).items():
+        if not re.match(rf"python -m {re.escape(module)}(\s|$)", stage.get("cmd", "")):
+            continue
+        if argv is None:
+            found.append((name, stage, {}))
+        elif (match := _match(name, stage, given, params, source)) is not None:
+            item, unlisted = match
+            if unlisted:
+                refused.append(unlisted)
+            else:
+                found.append((name, stage, item))
+    if not found and refused:  # the stage whose fixed flags all match and fewest values are not listed
+        raise PipelineError(min(refused, key=len)[0])
+    return found
+
+
+def _union(reads: list[StageReads]) -> StageReads:
+    return StageReads(
+        reads[0].stage, frozenset().union(*(r.sections for r in reads)), frozenset().union(*(r.paths for r in reads))
+    )
 
 
 def reads_of_module(
-    module: str, root: Path, argv: list[str] | None = None, params: dict[str, Any] | None = None
+    module: str,
+    root: Path,
+    argv: list[str] | None = None,
+    params: dict[str, Any] | None = None,
+    source: str = "params.yaml",
 ) -> StageReads | None:
     """What the stage running `python -m <module> <argv>` may read (None: no such stage). Where one
     script serves several stages (one per grounding setting), `argv` picks the stage(s) it is an
     instance of; without it, the union of them all."""
-    path = root / DECLARATION
-    if not path.is_file():
-        return None
-    stages = (yaml.safe_load(path.read_text()) or {}).get("stages", {})
-    found = [
-        stage_reads(name, st)
-        for name, st in stages.items()
-        if re.match(rf"python -m {re.escape(module)}(\s|$)", st.get("cmd", ""))
-        and (argv is None or runs_instance(st, argv, params or {}))
-    ]
-    if not found:
-        return None
-    return StageReads(
-        found[0].stage, frozenset().union(*(f.sections for f in found)), frozenset().union(*(f.paths for f in found))
-    )
+    found = _matching(module, root, argv, params or {}, source)
+    return _union([stage_reads(name, stage) for name, stage, _ in found]) if found else None
 
 
 class DeclaredParams(dict):

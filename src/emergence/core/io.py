@@ -2,6 +2,9 @@
 
 Every artifact is written to a temporary sibling and renamed into place only
 when complete, so an interrupted stage never leaves a partial file behind.
+Inside a stage run (`cli.stage_main`) the writers also hold the stage to its
+declaration: they replace only its declared outputs, and keep what they replace
+aside until the run ends, to put it back unless the run succeeds (`StageRun`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -29,28 +33,206 @@ class PipelineError(Exception):
     """
 
 
+class Refused(PipelineError):
+    """A write the stage may not make (not its output, or a folder it did not create): nothing was changed."""
+
+
+_live: set[Path] = set()  # this process's temporaries in use (writes under way, versions kept aside): never stale
+
+
+class StageRun:
+    """The stage run in this process: what it may write, and what it has replaced so far.
+
+    Once `declare`d (a stage of this checkout), a write outside the stage's outputs (pipeline.yaml outs
+    and metrics of the running instance, meta.untracked scratch and caches) is refused. An output it
+    replaces is moved aside, not deleted: the run ends by `commit` (success: the old versions go) or
+    `undo` (failure, interruption, a failed end-of-run check: the old versions come back), so only a
+    successful run publishes anything. Scratch and caches are written at once and never put back
+    (resume state must survive an interrupted run)."""
+
+    def __init__(self) -> None:
+        self.stage: str | None = None  # None: no declaration to hold the writes to
+        self.outs: dict[Path, str] = {}  # absolute path -> as pipeline.yaml names it
+        self.untracked: list[Path] = []
+        self.checkout = _absolute(".")
+        self.foreign: dict[Path, str] = {}  # other stage instances' outputs -> their instance names
+        self.kept: dict[Path, Path | None] = {}  # replaced output -> its earlier version set aside (None: none)
+        self.made: list[Path] = []  # folders made to hold those outputs
+        self.checks: list[Callable[[], None]] = []  # run before commit; one raising undoes the run
+
+    def declare(self, stage: str, outs: dict[str, str], untracked: list[str], foreign: dict[str, str]) -> None:
+        """`outs`: path -> as pipeline.yaml names it; `foreign`: other instances' outputs -> their names."""
+        self.stage = stage
+        self.outs = {_absolute(path): named for path, named in outs.items()}
+        self.untracked = [_absolute(u) for u in untracked]
+        self.foreign = {_absolute(o): name for o, name in foreign.items()}
+        self.checkout = _absolute(".")  # where the stage runs: its outputs' paths are relative to it
+
+    def held(self, path: Path) -> bool:
+        """Whether a write to `path` is kept for undoing (a declared output); False for scratch, caches
+        and an undeclared run. Refuses a path outside the stage's outputs."""
+        if self.stage is None:
+            return False
+        where = _absolute(path)
+        if any(_within(where, out) for out in self.outs):
+            return True
+        if any(_within(where, u) for u in self.untracked):
+            return False
+        if _within(where, _absolute(tempfile.gettempdir())) and not _within(where, self.checkout):
+            return False  # a temporary directory (assoc_order trains in one): no artifact, never put back
+        raise Refused(
+            f"{path}: not an output of stage {self.stage} ({', '.join(map(os.path.relpath, self.outs))}); "
+            "refusing to write it, nothing was changed"
+        )
+
+    def may_replace_folder(self, path: Path, new: Path) -> None:
+        """Refuse to replace the folder `path` with a file, or with anything when it holds another stage's
+        outputs: this stage did not create it (a `paths:` entry naming, say, reports/)."""
+        where = _absolute(path)
+        who = f"stage {self.stage} ({self.outs[where]})" if where in self.outs else "this stage"
+        if not new.is_dir():
+            raise Refused(
+                f"{path}: a folder, but {who} writes a file there; "
+                "refusing to replace a folder it did not create, nothing was changed"
+            )
+        if inner := sorted(out for out in self.foreign if _within(out, where)):
+            raise Refused(
+                f"{path}: holds {os.path.relpath(inner[0])}, an output of stage {self.foreign[inner[0]]}; "
+                f"{who} refuses to replace a folder it did not create, nothing was changed"
+            )
+
+    def replace(self, new: Path, path: Path, made: list[Path]) -> None:
+        """Move `new` onto the output `path`, setting aside the version there before this run."""
+        key = _absolute(path)
+        if key in self.kept:  # written earlier in this run: that version is no one's to keep
+            _clear_folder(path)
+        elif path.exists() or path.is_symlink():
+            aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=key.parent))
+            _live.add(aside)
+            os.replace(path, aside / path.name)
+            self.kept[key] = aside / path.name
+        else:
+            self.kept[key] = None
+        self.made += map(_absolute, made)
+        os.replace(new, path)
+
+    def commit(self) -> None:
+        for old in self.kept.values():
+            if old is not None:
+                _discard(old.parent)
+        self.kept.clear()
+        self.made.clear()
+
+    def undo(self) -> None:
+        for path, old in reversed(self.kept.items()):
+            _remove(path)
+            if old is not None:
+                os.replace(old, path)
+                _discard(old.parent)
+        for folder in sorted(self.made, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):  # not empty: something else lives there now
+                folder.rmdir()
+        self.kept.clear()
+        self.made.clear()
+
+
+_run: StageRun | None = None  # the stage run in this process (`stage_writes`), if any
+
+
+def current_run() -> StageRun | None:
+    return _run
+
+
+@contextlib.contextmanager
+def stage_writes() -> Iterator[StageRun]:
+    """A stage run: its writes are committed when the body and every check succeed, else undone."""
+    global _run
+    previous, run = _run, StageRun()
+    _run = run
+    try:
+        yield run
+        for check in run.checks:
+            check()
+    except BaseException:
+        with _signals_held():
+            run.undo()
+        raise
+    else:
+        with _signals_held():
+            run.commit()
+    finally:
+        _run = previous
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    # A cancel arriving halfway through putting outputs back would leave them mixed: it waits.
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` on success.
 
     Works for files and directories. On any exception the temporary is removed
-    and whatever was at `path` before is left untouched.
+    and whatever was at `path` before is left untouched. A folder is never
+    replaced by a file; inside a stage run see `StageRun`.
     """
     path = Path(path)
+    nested = any(t in _absolute(path).parents for t in _live)  # inside another write's temporary: part of it
+    run = _run if _run is not None and not nested else None
+    held = run is not None and run.held(path)
+    made = [p for p in path.parents if not p.exists()]
     path.parent.mkdir(parents=True, exist_ok=True)
     for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a process killed mid-write
-        shutil.rmtree(stale, ignore_errors=True)
+        if _absolute(stale) not in _live:
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    _live.add(_absolute(tmp))
     target = tmp / path.name  # caller writes here (file or directory)
     try:
         yield target
         if not target.exists():
             raise PipelineError(f"{path}: nothing was written")
         if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        os.replace(target, path)
+            (run or StageRun()).may_replace_folder(path, target)
+        if held:
+            run.replace(target, path, made)
+        else:
+            _clear_folder(path)
+            os.replace(target, path)  # a file replaces a file atomically
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _discard(tmp)
+
+
+def _absolute(path: str | os.PathLike) -> Path:
+    return Path(os.path.abspath(path))  # without resolving links: the path as the stage names it
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _clear_folder(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _discard(tmp: Path) -> None:
+    _live.discard(_absolute(tmp))
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def inside(root: str | os.PathLike, files: list[Path]) -> list[Path]:

@@ -74,8 +74,8 @@ def table(rows: dict[str, Counter], equivalent: dict[str, str], when: str) -> st
     lines = [
         f"Measured {when} with `make mutation` (mutmut {mutmut_version()}; unit suite, `-m 'not pipeline'`).",
         "",
-        "| module | mutants | killed | survived | no tests | equivalent | score |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| module | mutants | killed | survived | no tests | equivalent | not checked | score |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     total = Counter()
     for path, c in rows.items():
@@ -84,15 +84,19 @@ def table(rows: dict[str, Counter], equivalent: dict[str, str], when: str) -> st
         flag = "" if s is None or s >= TARGET else " (below 85 %)"
         lines.append(
             f"| `{path}` | {sum(c.values())} | {c['killed']} | {c['survived']} | {c['no tests']} | "
-            f"{c['equivalent']} | {'-' if s is None else f'{100 * s:.1f} %'}{flag} |"
+            f"{c['equivalent']} | {c['unchecked']} | {'-' if s is None else f'{100 * s:.1f} %'}{flag} |"
         )
     s = score(total)
     lines.append(
         f"| **all** | {sum(total.values())} | {total['killed']} | {total['survived']} | {total['no tests']} | "
-        f"{total['equivalent']} | {'-' if s is None else f'{100 * s:.1f} %'} |"
+        f"{total['equivalent']} | {total['unchecked']} | {'-' if s is None else f'{100 * s:.1f} %'} |"
     )
     if total["unchecked"]:
-        lines += ["", f"{total['unchecked']} mutants were not checked (the run was stopped before them)."]
+        lines += [
+            "",
+            f"{total['unchecked']} mutants were not checked (the run was stopped before them): the scores "
+            "are over the checked ones only.",
+        ]
     if equivalent:
         lines += ["", "Equivalent mutants (same function as the original), left out of the score:", ""]
         lines += [f"- `{name}`: {reason}" for name, reason in sorted(equivalent.items())]

@@ -312,6 +312,13 @@ def test_raw_dialogs_all_encoded_no_warning_and_many_skipped_listed_first_five(w
     assert visual_inputs.raw_dialogs(params)["image_id"].tolist() == [23]
     err = capsys.readouterr().err
     assert "6 of 7 dialogs dropped, their 6 image(s)" in err and "image_id 20, 21, 22, 24, 25, ...)" in err
+    write_parquet(pd.DataFrame({"row": [0, 0], "image_id": [23, 26]}), f"{root}/images.parquet")
+    visual_inputs.raw_dialogs(params)
+    assert (
+        capsys.readouterr()
+        .err.rstrip()
+        .endswith("(skipped by dino_features.skip_bad_images: image_id 20, 21, 22, 24, 25)")
+    )
 
 
 def test_dialogs_follow_the_visual_vocabularys_rule(ws):

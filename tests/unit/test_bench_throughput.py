@@ -94,34 +94,3 @@ def test_gflops_row_is_counted_flops_times_steps_per_second(monkeypatch):
     assert (training["value"], training["reference_value"], training["ratio"]) == (64.0, 40.0, pytest.approx(1.6))
     assert training["met"] is True and training["bound"] is None
     assert (mamba["value"], mamba["reference_value"], mamba["ratio"]) == (30.0, 20.0, pytest.approx(1.5))
-
-
-class VirtualTime:
-    """A clock that only moves when the measured function runs: `cost` seconds per context."""
-
-    def __init__(self, cost: float):
-        self.now, self.cost = 0.0, cost
-
-    def perf_counter(self) -> float:
-        return self.now
-
-    def run(self, model, contexts, *rest):
-        self.now += self.cost * len(contexts)
-
-
-def test_saliency_rate_counts_contexts_and_leaves_the_warmup_out(monkeypatch):
-    from bench import saliency
-
-    clock = VirtualTime(cost=0.25)
-    monkeypatch.setattr(saliency, "time", clock)
-    batches = [([0] * 8, "t"), ([0] * 3, "t"), ([0] * 5, "t")]  # 16 contexts in 4 s; the warm-up's 8 not timed
-    assert saliency.rate(clock.run, None, batches) == pytest.approx(16 / 4.0)
-    assert clock.now == pytest.approx(0.25 * (8 + 16))
-
-
-def test_assoc_basis_timed_returns_the_elapsed_time_and_the_result(monkeypatch):
-    from bench import assoc_basis
-
-    clock = VirtualTime(cost=0.5)
-    monkeypatch.setattr(assoc_basis, "time", clock)
-    assert assoc_basis.timed(lambda: clock.run(None, [1, 2, 3]) or "out") == (1.5, "out")

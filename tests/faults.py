@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import BIN, GIT_DATES, ROOT
+import yaml
+from conftest import BIN, GIT_DATES, ROOT, copy_run
 
 WATCHED = ("data", "reports")
 FILES = ("params.yaml", "dvc.lock")
@@ -29,6 +31,30 @@ ENV = {
     "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
     "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
 }
+
+
+def fault_copy(tiny_run: Path, dest: Path) -> Path:
+    """A copy of the tiny run to break, holding this checkout's code, declaration, resources and
+    Makefile (`python -m stages.X` imports the copy's stages/, the working directory first on sys.path,
+    and a run reused while developing, EMERGENCE_TINY_RUN, may come from older code), with this
+    checkout's venv linked in for `make`."""
+    copy_run(tiny_run, dest)
+    for folder in ("src", "stages", "resources"):
+        shutil.rmtree(dest / folder, ignore_errors=True)
+        shutil.copytree(ROOT / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("Makefile", "pipeline.yaml", "dvc.yaml"):
+        shutil.copy2(ROOT / name, dest / name)
+    (dest / ".venv").symlink_to(BIN.parent)
+    return dest
+
+
+def set_params(root: Path, **changes) -> None:
+    """`section__key=value` changes to the copy's params.yaml."""
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    for dotted, value in changes.items():
+        section, key = dotted.split("__")
+        params[section][key] = value
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 def snapshot(root: Path) -> dict[str, str]:

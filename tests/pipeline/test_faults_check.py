@@ -4,34 +4,16 @@ tiny corpus: 64 types, 64 sequences, built from the embedded stories)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, copy_run
-from faults import assert_only_changed, assert_outcome, run_command, snapshot
+from faults import assert_only_changed, assert_outcome, fault_copy, run_command, set_params, snapshot
 
 
 @pytest.fixture
 def run(tiny_run, tmp_path) -> Path:
-    """A copy of the tiny run with this checkout's stage scripts and declaration (`python -m stages.x`
-    imports the copy's stages/, the working directory coming first on sys.path)."""
-    root = copy_run(tiny_run, tmp_path / "run")
-    shutil.rmtree(root / "stages")
-    shutil.copytree(ROOT / "stages", root / "stages")
-    for name in ("pipeline.yaml", "dvc.yaml"):
-        shutil.copy2(ROOT / name, root / name)
-    return root
-
-
-def edit_params(root: Path, **changes) -> None:
-    """`section__key=value` changes to the copy's params.yaml."""
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    for dotted, value in changes.items():
-        name, key = dotted.split("__")
-        params[name][key] = value
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return fault_copy(tiny_run, tmp_path / "run")
 
 
 @pytest.mark.parametrize(
@@ -55,7 +37,7 @@ def edit_params(root: Path, **changes) -> None:
     ids=["eval_programs", "top_k", "image_size", "probes"],
 )
 def test_check_refuses_sizes_beyond_their_bounds(run, changes, says):
-    edit_params(run, **changes)
+    set_params(run, **changes)
     before = snapshot(run)
     assert_outcome(run_command(run, "python", "-m", "emergence", "check", timeout=120), "error", says)
     assert_only_changed(run, before)
@@ -87,7 +69,7 @@ def test_corpus_stage_names_probe_words_missing_from_a_user_corpus(run):
     ],
 )
 def test_assoc_stages_refuse_sizes_beyond_the_built_corpus(run, stage, changes, says):
-    edit_params(run, **changes)
+    set_params(run, **changes)
     before = snapshot(run)
     assert_outcome(run_command(run, "python", "-m", f"stages.assoc.{stage}", timeout=120), "error", says)
     assert_only_changed(run, before)

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 from pathlib import Path
 
 import yaml
-from conftest import ROOT, copy_run
-from faults import assert_only_changed, assert_outcome, run_command, snapshot
+from faults import assert_only_changed, assert_outcome, fault_copy, run_command, snapshot
 
 from emergence.core.pipeline import Job, resolve_jobs
 
@@ -56,7 +54,7 @@ def test_every_stage_of_the_tiny_run_reads_only_what_it_declares(tiny_run):
 def test_a_stage_reading_a_file_not_among_its_deps_is_reported(tiny_run, tmp_path):
     """Planted: assoc_basis's entry loses its corpus dep; the stage still reads the corpus (through
     safetensors' native reader), warns and records it, and the run check above names it."""
-    root = copy_run(tiny_run, tmp_path / "run")
+    root = fault_copy(tiny_run, tmp_path / "run")
     dvc = yaml.safe_load((root / "dvc.yaml").read_text())
     dvc["stages"]["assoc_basis"]["deps"].remove("${paths.assoc_corpus}")
     (root / "dvc.yaml").write_text(yaml.safe_dump(dvc, sort_keys=False))
@@ -67,17 +65,8 @@ def test_a_stage_reading_a_file_not_among_its_deps_is_reported(tiny_run, tmp_pat
     assert undeclared_reads(root)["assoc_basis"] == ["data/assoc/corpus.safetensors"]
 
 
-def with_this_declaration(root: Path) -> None:
-    """The run's copy with this checkout's declaration and code (a tiny run may be built by an older one)."""
-    for rel in ("dvc.yaml", "pipeline.yaml"):
-        shutil.copy2(ROOT / rel, root / rel)
-    for folder in ("src", "stages", "resources"):
-        shutil.copytree(ROOT / folder, root / folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-
-
 def test_new_dinov2_weights_make_dino_features_stale(tiny_run, tmp_path):
-    root = copy_run(tiny_run, tmp_path / "run")
-    with_this_declaration(root)
+    root = fault_copy(tiny_run, tmp_path / "run")
     weights = root / "weights"
     weights.mkdir()
     (weights / "config.json").write_text('{"model_type": "dinov2"}\n')

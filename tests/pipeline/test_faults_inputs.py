@@ -7,12 +7,9 @@ from __future__ import annotations
 import shlex
 import shutil
 import time
-from pathlib import Path
 
 import pandas as pd
-import yaml
-from conftest import BIN, ROOT, copy_run
-from faults import assert_only_changed, assert_outcome, run_command, snapshot
+from faults import assert_only_changed, assert_outcome, fault_copy, run_command, set_params, snapshot
 from tcp_server import tcp_server
 
 CHAT = "data/grounding/chat"
@@ -21,26 +18,8 @@ SCENE_IMAGES = "data/visual/scenes/images"
 MAKE = ("make", "--no-print-directory", "-o", ".venv/.installed")
 
 
-def edit_params(root: Path, section: str, key: str, value) -> None:
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params[section][key] = value
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-
-
-def copy_with_checkout(tiny_run: Path, root: Path) -> Path:
-    """A copy of the tiny run holding this checkout's stage scripts, Makefile and declaration (the run
-    holds those it was built with, and `python -m stages.X` imports the copy's), its venv linked in."""
-    copy_run(tiny_run, root)
-    shutil.rmtree(root / "stages")
-    shutil.copytree(ROOT / "stages", root / "stages", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("Makefile", "pipeline.yaml", "dvc.yaml"):
-        shutil.copy(ROOT / name, root / name)
-    (root / ".venv").symlink_to(BIN.parent)
-    return root
-
-
 def test_a_transcript_linking_to_itself_is_one_line_naming_it(tiny_run, tmp_path):
-    root = copy_with_checkout(tiny_run, tmp_path / "run")
+    root = fault_copy(tiny_run, tmp_path / "run")
     (root / CHAT / "loop.cha").symlink_to("loop.cha")
     before = snapshot(root)
     proc = run_command(root, "python", "-m", "stages.grounding.childes_extract")
@@ -51,14 +30,14 @@ def test_a_transcript_linking_to_itself_is_one_line_naming_it(tiny_run, tmp_path
 def test_skipped_images_are_left_out_of_every_later_stage_to_the_report(tiny_run, tmp_path):
     """dino_features.skip_bad_images, as its error advises: the visual stages run through to the report, the
     skipped image's dialogs in none of them."""
-    root = copy_with_checkout(tiny_run, tmp_path / "run")
+    root = fault_copy(tiny_run, tmp_path / "run")
     images = shutil.copytree(root / SCENE_IMAGES, root / "data/user/images")  # a user's own images
     bad = sorted(images.iterdir())[1]
     bad.write_bytes(b"not a png")  # the cache is keyed by content: this one is read, and fails
     bad_id = int(bad.stem)
-    edit_params(root, "paths", "visual_images", "data/user/images")
-    edit_params(root, "dino_features", "skip_bad_images", True)
-    edit_params(root, "visual_runs", "settings", ["image"])  # the setting that reads images; half the stages
+    set_params(root, paths__visual_images="data/user/images")
+    set_params(root, dino_features__skip_bad_images=True)
+    set_params(root, visual_runs__settings=["image"])  # the setting that reads images; half the stages
     before = snapshot(root)
     proc = run_command(root, "dvc", "repro", "visual_report")
     assert_outcome(proc, "warning", "dialogs dropped, their 1 image(s) have no features")
@@ -83,7 +62,7 @@ def test_skipped_images_are_left_out_of_every_later_stage_to_the_report(tiny_run
 
 
 def test_a_transcript_without_child_speech_warns_and_the_report_says_so(tiny_run, tmp_path):
-    root = copy_with_checkout(tiny_run, tmp_path / "run")
+    root = fault_copy(tiny_run, tmp_path / "run")
     first = sorted((root / CHAT).glob("*.cha"))[0].read_text().splitlines()
     header = first[: first.index(next(line for line in first if line.startswith("*")))]
     (root / CHAT / "mother_only.cha").write_text("\n".join(header + ["*MOT:\tlook , a ball .", "@End", ""]))
@@ -108,7 +87,7 @@ def test_a_transcript_without_child_speech_warns_and_the_report_says_so(tiny_run
 
 
 def test_make_pull_from_a_server_that_never_answers_says_what_it_waits_for_then_stops(tiny_run, tmp_path):
-    root = copy_with_checkout(tiny_run, tmp_path / "run")
+    root = fault_copy(tiny_run, tmp_path / "run")
     with tcp_server(None) as port:
         run_command(root, "dvc", "remote", "modify", "--local", "shared", "url", f"ssh://127.0.0.1:{port}/store")
         before = snapshot(root)
@@ -124,7 +103,7 @@ def test_make_pull_from_a_server_that_never_answers_says_what_it_waits_for_then_
 
 
 def test_make_runs_in_a_checkout_whose_path_has_a_space(tiny_run, tmp_path):
-    root = copy_with_checkout(tiny_run, tmp_path / "my projects" / "run")
+    root = fault_copy(tiny_run, tmp_path / "my projects" / "run")
     dry = run_command(root, *MAKE, "-n", "repro", "snakemake", "test", "unit", "bench")
     assert dry.returncode == 0, dry.stderr
     path_words = [word for line in dry.stdout.splitlines() for word in shlex.split(line) if word.startswith("PATH=")]
@@ -139,8 +118,8 @@ def test_make_runs_in_a_checkout_whose_path_has_a_space(tiny_run, tmp_path):
 def test_a_home_shorthand_path_stops_make_repro_before_dvc_deletes_anything(tiny_run, tmp_path):
     """DVC deletes a stage's outputs before it runs the stage: the `~` must be refused by the check that
     `make repro` runs first, leaving the last run's artifacts as they were."""
-    root = copy_with_checkout(tiny_run, tmp_path / "run")
-    edit_params(root, "paths", "childes_source", "~/corpora/childes")
+    root = fault_copy(tiny_run, tmp_path / "run")
+    set_params(root, paths__childes_source="~/corpora/childes")
     before = snapshot(root)
     proc = run_command(root, *MAKE, "repro", env={"HOME": str(tmp_path / "home")}, timeout=300)
     assert_outcome(proc, "error", "paths.childes_source: '~/corpora/childes' starts with ~")

@@ -12,24 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import copy_run
-from faults import ENV, assert_only_changed, assert_outcome, run_command, snapshot
+from faults import ENV, assert_only_changed, assert_outcome, fault_copy, run_command, set_params, snapshot
 
 
 @pytest.fixture
 def root(tiny_run, tmp_path) -> Path:
-    return copy_run(tiny_run, tmp_path / "run")
-
-
-def set_param(root: Path, dotted: str, value) -> None:
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    *parents, key = dotted.split(".")
-    node = params
-    for name in parents:
-        node = node[name]
-    node[key] = value
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return fault_copy(tiny_run, tmp_path / "run")
 
 
 # ---- a writer replaces only the stage's own outputs ------------------------------------------------
@@ -38,7 +26,7 @@ def set_param(root: Path, dotted: str, value) -> None:
 def test_the_index_page_pointed_at_the_reports_folder_deletes_nothing(root):
     """paths.index_report: reports used to replace the whole reports/ folder (every study page, the
     metrics, the committed bench.json) with one HTML file."""
-    set_param(root, "paths.index_report", "reports")
+    set_params(root, paths__index_report="reports")
     before = snapshot(root)
     proc = run_command(root, "python", "-m", "stages.index_report")
     assert_outcome(proc, "error", "reports: a folder, but stage index_report (${paths.index_report}) writes a file")
@@ -48,7 +36,7 @@ def test_the_index_page_pointed_at_the_reports_folder_deletes_nothing(root):
 
 
 def test_a_folder_output_pointed_at_a_folder_of_other_outputs_deletes_nothing(root):
-    set_param(root, "paths.visual_scenes", "reports")
+    set_params(root, paths__visual_scenes="reports")
     before = snapshot(root)
     proc = run_command(root, "python", "-m", "stages.grounding.visual_scenes")
     assert_outcome(proc, "error", "reports: holds reports/")
@@ -134,7 +122,7 @@ def test_params_edited_while_a_stage_runs_fail_it_and_keep_its_outputs(root):
     """DVC reads params.yaml when it saves dvc.lock: the lock would record the edited value for a
     transcript folder built with the old one, and `dvc status` would call it up to date."""
     before = snapshot(root)
-    proc = run_editing_params_midway(root, lambda r: set_param(r, "childes_synth.turns_per_file", 151))
+    proc = run_editing_params_midway(root, lambda r: set_params(r, childes_synth__turns_per_file=151))
     assert_outcome(proc, "error", "params.yaml: childes_synth.turns_per_file changed while stage childes_synth ran")
     assert_only_changed(root, before, ("params.yaml",))  # data/grounding/chat as it was
     assert not list((root / "data/grounding").glob(".*.tmp"))
@@ -143,7 +131,7 @@ def test_params_edited_while_a_stage_runs_fail_it_and_keep_its_outputs(root):
 def test_a_stage_whose_params_stay_put_publishes_through_the_same_pipe(root):
     """The same run with an unrelated section edited: it publishes, identical transcripts."""
     before = snapshot(root)
-    proc = run_editing_params_midway(root, lambda r: set_param(r, "binding_train.steps", 31))
+    proc = run_editing_params_midway(root, lambda r: set_params(r, binding_train__steps=31))
     assert_outcome(proc, "ok")
     assert_only_changed(root, before, ("params.yaml",))
     assert (root / "data/grounding/chat").is_dir()

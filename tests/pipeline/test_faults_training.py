@@ -7,16 +7,13 @@ import importlib
 import json
 import math
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
-from conftest import ROOT, copy_run
-from faults import assert_only_changed, assert_outcome, run_command, snapshot
+from faults import assert_only_changed, assert_outcome, fault_copy, run_command, set_params, snapshot
 
 RUN0, SCRATCH0 = "data/binding/runs/seed0", "data/scratch/binding/seed0"
 DISK_FULL = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
@@ -24,22 +21,7 @@ DISK_FULL = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, 
 
 @pytest.fixture
 def root(tiny_run, tmp_path) -> Path:
-    """A copy of the tiny run with this checkout's stage scripts and declaration (`python -m stages.x`
-    imports the copy's stages/, the working directory coming first on sys.path)."""
-    root = copy_run(tiny_run, tmp_path / "run")
-    shutil.rmtree(root / "stages")
-    shutil.copytree(ROOT / "stages", root / "stages")
-    shutil.copy(ROOT / "pipeline.yaml", root / "pipeline.yaml")
-    return root
-
-
-def set_params(root: Path, **changes) -> None:
-    """`section__key=value` changes to the copy's params.yaml."""
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    for dotted, value in changes.items():
-        section, key = dotted.split("__")
-        params[section][key] = value
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return fault_copy(tiny_run, tmp_path / "run")
 
 
 def train_seed0(root: Path) -> subprocess.CompletedProcess:

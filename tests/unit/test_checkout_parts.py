@@ -10,6 +10,7 @@ import fcntl
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -91,7 +92,17 @@ def test_alive_and_command_of():
     done = subprocess.Popen(["true"])
     done.wait()
     assert not checkout._alive(done.pid)
-    assert checkout._command_of(os.getpid()).split()[0].rsplit("/", 1)[-1].startswith("python")
+    # a child whose command line we wrote (pytest-xdist retitles its own workers' command lines), read
+    # once its exec is visible in /proc (Popen may return a moment before)
+    with subprocess.Popen(["sleep", "30"]) as child:
+        try:
+            cmdline = Path(f"/proc/{child.pid}/cmdline")
+            deadline = time.monotonic() + 5
+            while not cmdline.read_bytes() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert checkout._command_of(child.pid) == "sleep 30"
+        finally:
+            child.kill()
     assert checkout._command_of(DEAD_PID) == "" and checkout._command_of(None) == ""
 
 

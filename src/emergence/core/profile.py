@@ -26,6 +26,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from emergence.core.config import PARAMS_FILE, did_you_mean, read_params
+from emergence.core.declared import DECLARATION
 from emergence.core.io import PipelineError, write_text
 
 PROFILES_DIR = Path("profiles")
@@ -54,15 +55,20 @@ def merge_into(base: dict, overlay: dict, where: str = "") -> None:
 
 
 def check_problems(text: str) -> list[str]:
-    """The lines `python -m emergence check` prints for params `text` (relative paths in it, and
-    pipeline.yaml, are read from the working directory, as for params.yaml); [] when it passes."""
+    """The lines `python -m emergence check` prints for params `text` (relative paths in it are read
+    from the working directory, as for params.yaml; so is pipeline.yaml, or where the working directory
+    has none, a bare workspace, this package's checkout's); [] when it passes."""
     src = str(Path(__file__).resolve().parents[2])  # this emergence package, whatever sys.path says
+    root = "." if Path(DECLARATION).is_file() else str(Path(src).parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
     with tempfile.TemporaryDirectory() as tmp:
         merged = Path(tmp) / "params.yaml"
         merged.write_text(text, encoding="utf-8")
         proc = subprocess.run(
-            [sys.executable, "-m", "emergence", "check", str(merged)], capture_output=True, text=True, env=env
+            [sys.executable, "-m", "emergence", "check", str(merged), "--root", root],
+            capture_output=True,
+            text=True,
+            env=env,
         )
     if proc.returncode == 0:
         return []

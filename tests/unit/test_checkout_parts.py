@@ -142,9 +142,10 @@ def test_a_held_lock_with_only_a_pid_is_named_by_its_command(root):
         dvc.flush()
         with pytest.raises(PipelineError) as e:
             checkout.hold_checkout(root, "snakemake")
-    # the command is read from /proc (this process: python ... pytest), not left as a bare `dvc`
-    command = checkout._command_of(os.getpid())
-    assert "pytest" in command and str(e.value) == checkout._busy(root, os.getpid(), command)
+    # the command is read from /proc (this process's own command line: pytest, an xdist worker or a
+    # mutation run), not left as a bare `dvc`
+    command = Path(f"/proc/{os.getpid()}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    assert command and str(e.value) == checkout._busy(root, os.getpid(), command)
 
 
 def test_a_stage_running_under_dvc_refuses_and_leaves_the_lock(root):

@@ -124,24 +124,25 @@ def test_a_free_checkout_is_held_exclusively_and_marked(root):
     assert lock_path(root).read_text() == f" {os.getpid()} snakemake\n" and len(checkout._held) == 1
 
 
-def test_a_held_lock_is_named_from_its_file(root):
-    with open(lock_path(root), "a+") as dvc:
-        fcntl.flock(dvc, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        dvc.write(" 4242 /usr/bin/python3 /venv/bin/dvc repro\n")
-        dvc.flush()
+def refused_while_held(root: Path, text: str) -> pytest.ExceptionInfo:
+    """hold_checkout's refusal while another process holds the lock file with `text` in it."""
+    with open(lock_path(root), "a+") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        other.write(text)
+        other.flush()
         with pytest.raises(PipelineError) as e:
             checkout.hold_checkout(root, "snakemake")
+    return e
+
+
+def test_a_held_lock_is_named_from_its_file(root):
+    e = refused_while_held(root, " 4242 /usr/bin/python3 /venv/bin/dvc repro\n")
     assert str(e.value) == checkout._busy(root, 4242, "/usr/bin/python3 /venv/bin/dvc repro")
     assert "`dvc repro` (pid 4242)" in str(e.value) and checkout._held == []
 
 
 def test_a_held_lock_with_only_a_pid_is_named_by_its_command(root):
-    with open(lock_path(root), "a+") as dvc:
-        fcntl.flock(dvc, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        dvc.write(f" {os.getpid()}\n")  # zc.lockfile's format: the pid only
-        dvc.flush()
-        with pytest.raises(PipelineError) as e:
-            checkout.hold_checkout(root, "snakemake")
+    e = refused_while_held(root, f" {os.getpid()}\n")  # zc.lockfile's format: the pid only
     # the command is read from /proc (this process's own command line: pytest, an xdist worker or a
     # mutation run), not left as a bare `dvc`
     command = Path(f"/proc/{os.getpid()}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
@@ -174,10 +175,5 @@ def test_no_dvc_folder_nothing_is_created(tmp_path, monkeypatch):
 
 def test_another_snakemake_run_is_named_by_its_mark(root):
     # The mark hold_checkout writes (" <pid> <engine>"), read back by a second run of the engine.
-    with open(lock_path(root), "a+") as first:
-        fcntl.flock(first, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        first.write(" 4243 snakemake\n")
-        first.flush()
-        with pytest.raises(PipelineError) as e:
-            checkout.hold_checkout(root, "snakemake")
+    e = refused_while_held(root, " 4243 snakemake\n")
     assert "`snakemake` (pid 4243) is running in it" in str(e.value) and "`kill 4243`" in str(e.value)

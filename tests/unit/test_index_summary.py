@@ -111,6 +111,33 @@ def test_grounding_claims_at_the_significance_level():
     assert verdict(by_text("grounding_visual", "Transformer, DINOv2"), visual).status == NOT_MEASURED
 
 
+
+def test_readers_at_their_edges():
+    """Depth 1 is the first chain depth; a missing weight, a missing number or no run is None, never a crash."""
+    from emergence.claims import _grounds, min_cosine, output_removal_margin, weakest_patching_along_chain
+
+    def by_depth(**success):
+        return {"mechanisms": {"patching_by_depth": {d[1:]: {"success": s} for d, s in success.items()}}}
+
+    assert weakest_patching_along_chain(by_depth(d0=0.1, d1=0.5, d2=0.9)) == 0.5  # depth 1 counts, depth 0 not
+    assert weakest_patching_along_chain(by_depth(d0=0.1, d1=0.5, d2=None)) is None
+    runs = {"min_cosine": {"L2_seed0": {"V0": 0.9, "W0": 0.7, "W1": None}}}
+    assert min_cosine("V")(runs) == 0.9
+    assert min_cosine("W")(runs) is None  # one layer without a number: no minimum
+    assert min_cosine("P")(runs) is None  # a weight the run does not have
+    loss = {"L2_seed0/W_O": 5.0, "L2_seed0/none": 4.0}
+    assert output_removal_margin({"causal_loss": loss}) is None  # nothing else removed to compare with
+    assert output_removal_margin({"causal_loss": {"L2_seed0/V0": 4.0}}) is None  # W_O not removed
+    assert output_removal_margin({"causal_loss": {**loss, "L2_seed0/V0": None}}) is None
+    assert output_removal_margin({"causal_loss": {}}) is None
+    grounds = _grounds("s", "gain.model4", "Model", "paper says", "Section")
+    assert (grounds.study, grounds.text, grounds.where, grounds.op, grounds.threshold, grounds.rule, grounds.section) == (
+        "s", "Model grounds (G > 0, one-sided p < 0.01)", "gain.model4.p_value", "<", 0.01,
+        "paper says; level ours (p < 0.01, as on the study page); the paper gives none for the gain", "Section",
+    )  # fmt: skip
+    assert grounds.read({"gain": {"model4": {"p_value": 0.003}}}) == 0.003
+
+
 # ---- the benchmark table ----------------------------------------------------------------------------
 
 ROW = {

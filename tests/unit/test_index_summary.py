@@ -9,7 +9,7 @@ import re
 import pytest
 from artifacts import comparable
 
-from emergence.claims import CLAIMS, FIGURES
+from emergence.claims import CLAIMS, FIGURES, _grounds, min_cosine, output_removal_margin, weakest_patching_along_chain
 from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report.bench import bench_section, read_bench
@@ -111,10 +111,8 @@ def test_grounding_claims_at_the_significance_level():
     assert verdict(by_text("grounding_visual", "Transformer, DINOv2"), visual).status == NOT_MEASURED
 
 
-
 def test_readers_at_their_edges():
     """Depth 1 is the first chain depth; a missing weight, a missing number or no run is None, never a crash."""
-    from emergence.claims import _grounds, min_cosine, output_removal_margin, weakest_patching_along_chain
 
     def by_depth(**success):
         return {"mechanisms": {"patching_by_depth": {d[1:]: {"success": s} for d, s in success.items()}}}
@@ -130,12 +128,12 @@ def test_readers_at_their_edges():
     assert output_removal_margin({"causal_loss": {"L2_seed0/V0": 4.0}}) is None  # W_O not removed
     assert output_removal_margin({"causal_loss": {**loss, "L2_seed0/V0": None}}) is None
     assert output_removal_margin({"causal_loss": {}}) is None
-    grounds = _grounds("s", "gain.model4", "Model", "paper says", "Section")
-    assert (grounds.study, grounds.text, grounds.where, grounds.op, grounds.threshold, grounds.rule, grounds.section) == (
+    g = _grounds("s", "gain.model4", "Model", "paper says", "Section")
+    assert (g.study, g.text, g.where, g.op, g.threshold, g.rule, g.section) == (
         "s", "Model grounds (G > 0, one-sided p < 0.01)", "gain.model4.p_value", "<", 0.01,
         "paper says; level ours (p < 0.01, as on the study page); the paper gives none for the gain", "Section",
     )  # fmt: skip
-    assert grounds.read({"gain": {"model4": {"p_value": 0.003}}}) == 0.003
+    assert g.read({"gain": {"model4": {"p_value": 0.003}}}) == 0.003
 
 
 # ---- the benchmark table ----------------------------------------------------------------------------

@@ -75,6 +75,69 @@ def test_render_one_line_per_row_and_the_bounds():
     assert lines[-1] == "  training: matmul-bound"
 
 
+def test_render_exact_layout():
+    """Columns left-aligned to their widest cell, two spaces apart, a dash rule, no trailing blanks; the
+    notes block only when a row has a bound."""
+    rows = [
+        row("training", 12345.0, "tokens/s", "HF", 9000.0, ">= 1.5x", bound="matmul-bound"),
+        row("no-op", 1.5, "s", target="< 2 s"),
+        not_measured("e2e", "min", "no run"),
+    ]
+    assert render(rows).split("\n") == [
+        "benchmark  value   unit      reference  ratio  target   met",
+        "---------  ------  --------  ---------  -----  -------  ---",
+        "training   12,345  tokens/s  9,000      1.37   >= 1.5x  NO",
+        "no-op      1.5     s         -          -      < 2 s    yes",
+        "e2e        -       min       -          -      -        -",
+        "",
+        "bounds / notes:",
+        "  training: matmul-bound",
+        "  e2e: not measured: no run",
+    ]
+    assert render(rows[1:2]).split("\n")[-1] == "no-op      1.5    s     -          -      < 2 s   yes"  # no notes
+
+
+def test_not_measured_keeps_its_target():
+    r = not_measured("e2e", "min", "no run", target="< 2 s")
+    assert r["target"] == "< 2 s" and r["met"] is None  # the target is shown; nothing to compare yet
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        ({"unit": None}, "row 0 (x): benchmark and unit must be text"),
+        ({"benchmark": None}, "row 0 (None): benchmark and unit must be text"),
+    ],
+)
+def test_validate_benchmark_and_unit_are_text(edit, message):
+    with pytest.raises(PipelineError) as e:
+        validate([row("x", 1.0, "s") | edit])
+    assert str(e.value) == message
+
+
+def test_validate_names_a_row_without_a_name_and_its_keys():
+    r = row("x", 1.0, "s")
+    del r["benchmark"]
+    with pytest.raises(PipelineError) as e:
+        validate([row("ok", 1.0, "s"), r])
+    assert str(e.value) == (
+        "row 1 (?): keys must be benchmark, value, unit, reference, reference_value, ratio, target, met, bound, "
+        "got value, unit, reference, reference_value, ratio, target, met, bound"
+    )
+
+
+def test_validate_accepts_a_target_missed():
+    validate([row("x", 3.0, "s", target="< 2 s")])  # met: false is a valid outcome, not a malformed row
+
+
+def test_write_text_is_indented_json(tmp_path):
+    rows = [row("x", 1.0, "s")]
+    write(rows, "t", "m", tmp_path / "bench.json")
+    assert (tmp_path / "bench.json").read_text() == json.dumps(
+        {"measured": "t", "machine": "m", "rows": rows}, indent=2
+    ) + "\n"
+
+
 def test_study_grouping_of_stage_records():
     records = [
         {"command": "python -m stages.binding.train --seed 0", "stage": "binding_train@0", "exit": 0, "wall_s": 60.0},

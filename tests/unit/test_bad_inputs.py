@@ -39,6 +39,19 @@ def test_an_empty_split_is_named():
         subset(rows, "val")
 
 
+def test_subset_takes_one_split_of_one_set_in_table_order():
+    rows = pd.DataFrame(
+        {
+            "split": ["val", "train", "val", "val", "val"],
+            "set": ["main", "main", "stress", "main", "main"],
+            "k": range(5),
+        }
+    )
+    assert subset(rows, "val")["k"].tolist() == [0, 3, 4]
+    assert subset(rows, "val", n=2)["k"].tolist() == [0, 3]
+    assert subset(rows, "val", "stress")["k"].tolist() == [2]
+
+
 @pytest.mark.parametrize("image_id", [10**30, 10**12, -5])
 def test_an_image_id_no_image_file_can_carry_is_refused(tmp_path, image_id):
     obj = copy.deepcopy(TINY)

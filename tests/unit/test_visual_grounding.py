@@ -63,6 +63,24 @@ def test_dialog_sequences_pad_with_minus_one_and_skip_held_out():
     assert ids[1].tolist() == [1, INDEX["cup<LAN>"], 2, INDEX["yes<LAN>"], -1]
 
 
+def test_dialog_sequences_cut_at_seq_len_plus_one_and_keep_integer_image_ids():
+    ids, images = dialog_sequences(DIALOGS, set(), INDEX, seq_len=2)
+    assert ids[2].tolist() == [INDEX["<Q>"], INDEX["cup<LAN>"], INDEX["<A>"]]  # 4 tokens after the caption, 3 kept
+    assert ids.dtype == np.int64 and images.dtype == np.int64  # image ids index the feature rows
+    with pytest.raises(PipelineError) as e:
+        dialog_sequences(DIALOGS, {0, 1, 2, 3}, INDEX, seq_len=2)
+    assert str(e.value) == "visual_train: every dialog is held out for evaluation"
+
+
+def test_other_images_are_a_pure_function_of_the_seed():
+    many = pd.DataFrame({"image_id": range(20, 32), "env": [["a<ENV>"]] * 12, "tokens": [["a<ENV>"]] * 12})
+    eval_set = pd.DataFrame({"turn": [0, 1, 2], "word": ["dog", "dog", "dog"]})
+    picks = other_images(many, eval_set, 3, seed=5)
+    assert picks == other_images(many, eval_set, 3, seed=5)
+    assert picks != other_images(many, eval_set, 3, seed=6)
+    assert all(len(set(p)) == 3 and 20 + turn not in p for p, turn in zip(picks, eval_set["turn"]))
+
+
 def test_image_batches_pair_each_dialog_with_its_image_and_are_pure_in_step():
     ids, _ = dialog_sequences(DIALOGS, set(), INDEX, seq_len=4)
     features = torch.arange(4.0)[:, None, None].expand(4, 2, 3)  # image row r has features == r

@@ -86,5 +86,6 @@ def test_top_associations_rank_rows_and_name_unknown_probes():
     M = torch.tensor([[0.0, 3.0, 1.0], [2.0, 0.0, 5.0], [1.0, 1.0, 1.0]])
     table = top_associations({"M": M}, ["a", "b", "c"], ["b"], k=2)
     assert table["token"].tolist() == ["c", "a"] and table["rank"].tolist() == [1, 2]
+    assert table.to_dict("records")[0] == {"probe": "b", "matrix": "M", "rank": 1, "token": "c", "score": 5.0}
     with pytest.raises(PipelineError, match=r"probes\[1\]: 'zebra'"):
         top_associations({"M": M}, ["a", "b", "c"], ["a", "zebra"], k=2)

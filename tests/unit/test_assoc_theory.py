@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from emergence.core.models import build_model
+from emergence.studies.assoc import theory
 from emergence.studies.assoc.theory import (
     WEIGHTS,
     attention_terms,
@@ -70,6 +71,18 @@ def test_o_t2_score_gradient_equals_the_jacobian_method(corpus):
     fast, reference = score_gradient(x, y, G), score_gradient_jacobian(x, y, G)
     assert torch.allclose(fast, reference, rtol=1e-10, atol=1e-12)
     assert torch.all(fast.triu(1) == 0)  # causal: nothing above the diagonal
+
+
+def test_both_score_gradients_build_a0_on_their_inputs_device(monkeypatch):
+    # On a CPU-only machine a CPU A0 would still mix with CPU (or meta) inputs, so the device it is
+    # made on is read where it is made: on CUDA a CPU A0 fails against CUDA inputs.
+    made_on = []
+    real = theory.uniform_causal
+    monkeypatch.setattr(theory, "uniform_causal", lambda T, device="cpu": made_on.append(device) or real(T, device))
+    x = torch.zeros(2, 4, dtype=torch.long, device="meta")
+    G = torch.zeros(V, V, dtype=torch.float64, device="meta")
+    assert score_gradient_jacobian(x, x, G).device.type == "meta" and made_on == ["meta"]
+    assert score_gradient(x, x, G).device.type == "meta" and made_on == ["meta", "meta"]
 
 
 def test_streaming_does_not_depend_on_chunk_size(corpus):

@@ -238,6 +238,7 @@ def test_the_curve_scores_the_named_checkpoint_and_each_multiple():
     assert curve_steps(steps, 2000, 0) == [2000]
     assert curve_steps(steps, 2000, 1000) == [0, 1000, 2000]
     assert curve_steps(steps, 13, 1000) == [0, 13, 1000, 2000]
+    assert curve_steps(steps, 13, 1) == steps  # every checkpoint
 
 
 def _one_hop_gap(lines: list[tuple[str, str]], query: str) -> int:

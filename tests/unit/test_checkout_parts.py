@@ -86,6 +86,15 @@ def test_rwlock_unreadable_or_foreign_means_no_stage(tmp_path, text):
     assert checkout._dvc_stages(path) == []
 
 
+@pytest.mark.parametrize("only", ["write", "read"])
+def test_rwlock_with_only_writers_or_only_readers(tmp_path, only):
+    parent = os.getppid()
+    entry = {"pid": parent, "cmd": f"dvc repro {only}"}
+    lock = {"write": {"/a": entry}} if only == "write" else {"read": {"/a": [entry]}}  # DVC may leave one key out
+    (tmp_path / "rwlock").write_text(json.dumps(lock))
+    assert checkout._dvc_stages(tmp_path / "rwlock") == [(parent, f"dvc repro {only}")]
+
+
 def test_alive_and_command_of():
     assert checkout._alive(os.getpid())
     assert not checkout._alive(DEAD_PID)
@@ -147,6 +156,13 @@ def test_a_held_lock_with_only_a_pid_is_named_by_its_command(root):
     # mutation run), not left as a bare `dvc`
     command = Path(f"/proc/{os.getpid()}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
     assert command and str(e.value) == checkout._busy(root, os.getpid(), command)
+
+
+@pytest.mark.parametrize("text", ["", "snakemake\n"])
+def test_a_held_lock_without_a_pid_is_another_engine(root, text):
+    e = refused_while_held(root, text)  # a holder that wrote nothing yet, or no pid
+    assert str(e.value) == checkout._busy(root, None, "")
+    assert "another engine (pid unknown)" in str(e.value)
 
 
 def test_a_stage_running_under_dvc_refuses_and_leaves_the_lock(root):

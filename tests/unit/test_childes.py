@@ -4,6 +4,7 @@ import stat
 import tempfile
 import zipfile
 
+import pandas as pd
 import pytest
 
 from emergence.core.io import PipelineError
@@ -271,3 +272,6 @@ def test_transcripts_where_the_child_never_speaks_are_listed(tmp_path):
     cha(src, "*MOT:\tlook .\n%act:\tCHI points\n@End\n", "Eve/silent.cha")
     assert without_child(extract_turns(src)) == ["Eve/silent.cha", "mother_only.cha"]
     assert without_child(extract_turns(src / "talks.cha")) == []
+    # listed in name order whatever order the turns come in
+    turns = pd.DataFrame({"file": ["b.cha", "a.cha", "c.cha"], "speaker": ["MOT", "MOT", "CHI"]})
+    assert without_child(turns) == ["a.cha", "b.cha"]

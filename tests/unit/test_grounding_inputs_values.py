@@ -119,6 +119,8 @@ def test_runs_of_names_every_model_with_every_seed(ws):
     runs = inputs.runs_of(params)
     assert (runs.models, runs.seeds) == (["t2", "l1"], [0, 3])
     assert runs.names() == ["t2_seed0", "t2_seed3", "l1_seed0", "l1_seed3"]
+    with pytest.raises(PipelineError, match=r"^grounding_runs\.sedes: unknown key"):
+        inputs.runs_of({**params, "grounding_runs": {**params["grounding_runs"], "sedes": [1]}})
 
 
 @pytest.mark.parametrize(

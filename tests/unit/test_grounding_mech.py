@@ -180,6 +180,21 @@ def test_spread_checkpoints_are_log_spaced_and_keep_the_last():
     assert spread_checkpoints(ckpts, 50) == ckpts
 
 
+def steps_of(ckpts: list) -> list[int]:
+    return [s for s, _ in ckpts]
+
+
+def test_spread_checkpoints_by_hand():
+    """Targets 1, 10, 100, 1000 (log-even from the first step, 0 read as 1, to the last), each the nearest
+    step in log; a tie goes to the earlier step."""
+    dense = [(s, Path(f"step{s}")) for s in (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)]
+    assert steps_of(spread_checkpoints(dense, 4)) == [0, 10, 100, 1000]
+    from_one = [(s, Path(f"step{s}")) for s in (1, 3, 10, 30, 100, 300, 1000)]
+    assert steps_of(spread_checkpoints(from_one, 4)) == [1, 10, 100, 1000]
+    uneven = [(s, Path(f"step{s}")) for s in (0, 1, 2, 3, 1000)]
+    assert spread_checkpoints(uneven, 5) == uneven  # as many as asked for: all of them, not a log-spaced few
+
+
 def test_model_entries_name_the_bad_key():
     models = {"t4": {"arch": "transformer", "n_layers": 4}, "bad": {"n_layers": 2}}
     assert model_entry(models, "t4") == ("transformer", {"n_layers": 4})

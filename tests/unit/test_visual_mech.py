@@ -188,6 +188,11 @@ def test_attention_runs_are_transformers_of_the_visual_runs():
         visual_inputs.attention_models(params(["transformer4", "lstm4"], ["lstm4"]))
     with pytest.raises(PipelineError, match=r"'transformer4' is not in visual_runs\.models"):
         visual_inputs.attention_models(params(["lstm4"], ["transformer4"]))
+    bad = params(["transformer4"], ["transformer4"])
+    with pytest.raises(PipelineError, match=r"^visual_runs\.model: unknown key"):
+        visual_inputs.runs_of({**bad, "visual_runs": {**bad["visual_runs"], "model": []}})
+    with pytest.raises(PipelineError, match=r"^visual_saliency\.model: unknown key"):
+        visual_inputs.attention_models({**bad, "visual_saliency": {"model": []}})
 
 
 def run_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:

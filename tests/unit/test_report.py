@@ -362,6 +362,16 @@ def test_plot_table():
     last = t.iloc[-1]
     assert last["accuracy"] == 0.5 and last["accuracy_seed0"] == 0.75 and last["accuracy_seed1"] == 0.25
     assert t.set_index("step").loc[10, "accuracy_hops2"] == pytest.approx(0.004)  # 0.1 * 4 * 10 / 1000, same both seeds
+    # a seed's column is its overall accuracy (hops -1: 0.1 * 1 * 10 / 1000), not a mean over hop classes
+    assert t.set_index("step").loc[10, "accuracy_seed0"] == pytest.approx(0.001)
+
+
+def test_plot_table_rounds_to_six_decimals_and_averages_seeds():
+    rows = [(0, 5, "accuracy", -1, 0.1234567), (1, 5, "accuracy", -1, 0.5), (0, 5, "accuracy", 1, 0.3)]
+    t = binding_plot_table(pd.DataFrame(rows, columns=["seed", "step", "metric", "hops", "value"]))
+    assert t.to_dict("records") == [
+        {"step": 5, "accuracy": 0.311728, "accuracy_hops1": 0.3, "accuracy_seed0": 0.123457, "accuracy_seed1": 0.5}
+    ]
 
 
 def test_table_escapes_and_marks_missing():

@@ -122,3 +122,6 @@ def test_image_gain_compares_the_own_image_with_the_others():
     assert table.loc[0, "gain"] == pytest.approx((s[1] + s[2]) / 2 - s[0], abs=1e-5)
     with pytest.raises(PipelineError, match="image_id 99"):
         image_pairs(eval_set.assign(other_images=[[99]]), INDEX, image_row)
+    # no context: no pairs, and index arrays that still index (integers and booleans, not empty floats)
+    pairs, rows = image_pairs(eval_set.iloc[:0], INDEX, image_row)
+    assert (pairs.rows.dtype, pairs.matched.dtype, rows.dtype) == (np.int64, np.bool_, np.int64)

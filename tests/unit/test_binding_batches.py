@@ -146,17 +146,19 @@ def test_the_stream_can_plant_a_distractor_chain_the_evaluation_sets_lack():
 def test_stress_accuracy_counts_right_answers_per_set_lines_and_hops():
     programs = pd.DataFrame(
         {
-            "set": ["s", "s", "s", "t"],
-            "program": ["a=7\n#a:", "a=3\n#a:", "a=7\nb=a\n#b:", "a=1\n#a:"],
-            "answer": [7, 3, 7, 1],
-            "n_lines": [1, 1, 2, 1],
-            "hops": [0, 0, 1, 0],
+            "set": ["t", "s", "s", "s"],  # not in order: the table is sorted by set, lines, hops
+            "program": ["a=1\n#a:", "a=7\nb=a\n#b:", "a=7\n#a:", "a=3\n#a:"],
+            "answer": [1, 7, 7, 3],
+            "n_lines": [1, 2, 1, 1],
+            "hops": [0, 1, 0, 0],
         }
     )
     table = stress_accuracy(_Oracle(TOK.digit_ids[7]), programs, seed=3, step=50)  # answers 7 to all
     rows = {(r.set, r.n_lines, r.hops): (r.n, r.correct, r.accuracy) for r in table.itertuples()}
     assert rows == {("s", 1, 0): (2, 1, 0.5), ("s", 2, 1): (1, 1, 1.0), ("t", 1, 0): (1, 0, 0.0)}
     assert (table["seed"] == 3).all() and (table["step"] == 50).all()
+    assert table[["set", "n_lines", "hops"]].values.tolist() == [["s", 1, 0], ["s", 2, 1], ["t", 1, 0]]
+    assert table["correct"].dtype == np.int64 and table["n"].dtype == np.int64  # counts, not floats
 
 
 class _PositionDigit(torch.nn.Module):

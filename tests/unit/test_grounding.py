@@ -62,8 +62,17 @@ def test_training_windows_leave_out_the_held_out_turns():
     windows = training_windows(TURNS, {0, 2}, index, seq_len=3)
     assert windows.shape == (2, 4)  # a.cha keeps 2 + 3 = 5 tokens -> one window; b.cha 6 -> one
     assert index["look<LAN>"] not in windows
-    with pytest.raises(PipelineError, match="seq_len"):
+    with pytest.raises(PipelineError) as e:
         training_windows(TURNS, set(), index, seq_len=50)
+    assert str(e.value) == "no file has 51 tokens for one training window (lower seq_len)"
+
+
+def test_training_windows_come_in_file_name_order():
+    index = {t: i for i, t in enumerate(build_vocab(token_counts(TURNS["tokens"]), [], 1))}
+    b_first = pd.concat([TURNS.iloc[4:], TURNS.iloc[:4]])  # b.cha's turns first, their index kept
+    assert np.array_equal(training_windows(b_first, {0, 2}, index, 3), training_windows(TURNS, {0, 2}, index, 3))
+    first_a = [index[t] for t in ["<CHI>", "ball<LAN>", "<CHI>", "dog<ENV>"]]  # turns 1 and 3 (0, 2 held out)
+    assert training_windows(b_first, {0, 2}, index, 3)[0].tolist() == first_a
 
 
 class Lookup(torch.nn.Module):

@@ -67,6 +67,8 @@ def test_default_gains_are_the_runs_last_checkpoint_and_the_table_pairs_the_rule
         ("template", "ball"): 10.0,
         ("template", "cup"): 30.0,
     }
+    # the columns final_word_gains gives the ablation run: the two rules are compared like with like
+    assert sorted(default.columns) == sorted(["measure", "word", "s_matched", "s_mismatched", "gain"])
     ablation = pd.DataFrame({"measure": ["natural", "template"], "word": ["ball", "ball"], "gain": [0.5, 4.0]})
     table = rule_table(default, ablation)
     assert table.to_dict("records") == [

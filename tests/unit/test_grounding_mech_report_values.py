@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from figures import describe
 from test_grounding_report_values import details, figures, paras, table  # noqa: F401 (figures: a fixture)
 
 from emergence.studies.grounding import report_mech as M
@@ -57,6 +58,29 @@ def test_cooc_section_names_features_plots_seed_means_and_tables(figures):  # no
     at10 = band[np.isclose(band[:, 0], 10), 1]
     assert at10.min() == pytest.approx(0.1) and at10.max() == pytest.approx(0.6)
     assert ax.get_ylim() == (0, 1)
+    # each model's band and line share one tab10 colour, in model order; the band is a light fill, no edge
+    line = {"marker": "None", "style": "-", "width": 1.5}
+    assert describe(fig) == {
+        "size": (6.0, 3.0),
+        "axes": [
+            {
+                "title": "",
+                "xlabel": "training step",
+                "ylabel": "R² of G(v) on co-occurrence",
+                "xscale": "linear",
+                "yscale": "linear",
+                "lines": [
+                    {"label": "lstm", "x": [10], "y": [0.9], "colour": "#1f77b4", **line},
+                    {"label": "tf", "x": [0, 10], "y": [0.1, 0.4], "colour": "#ff7f0e", **line},
+                ],
+                "bands": [
+                    {"colour": "#1f77b4", "alpha": 0.2, "edge_width": 0.0},
+                    {"colour": "#ff7f0e", "alpha": 0.2, "edge_width": 0.0},
+                ],
+                "legend": ["lstm", "tf"],
+            }
+        ],
+    }
     r2 = table(details(part, "R² per checkpoint"), None)
     assert r2.values.tolist() == [
         ["lstm", "10", "0.9000", "0.9000", "0.9000", "0.8000", "4"],

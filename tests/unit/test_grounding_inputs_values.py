@@ -19,7 +19,7 @@ from emergence.core.train.checkpoint import save_checkpoint
 from emergence.studies.grounding import inputs, visual_inputs
 from emergence.studies.grounding.inputs import SaliencyParams
 from emergence.studies.grounding.settings import Corpus, Setting
-from emergence.studies.grounding.tokens import EvalParams, evaluation_set
+from emergence.studies.grounding.tokens import EvalParams, evaluation_set, evaluation_turns
 from emergence.studies.grounding.visdial import find_images, visdial_file
 
 G_VOCAB = ["<unk>", "ball<ENV>", "ball<LAN>", "cup<ENV>", "cup<LAN>", "<MOT>", "the", "dog"]
@@ -157,13 +157,14 @@ def test_checkpoint_models_load_each_step_of_the_run(ws, capsys):
 @pytest.mark.parametrize(
     "setting, study, run", [("childes", "grounding", "t2_seed3"), ("image", "visual", "caption_t2_seed0")]
 )
-def test_a_settings_checkpoints_come_from_its_corpus_runs(ws, setting, study, run):
+def test_a_settings_checkpoints_come_from_its_corpus_runs(ws, setting, study, run, capsys):
     params, saved = ws
     s = Setting(setting)
     assert s.checkpoints(params, run) == inputs.run_checkpoints(params, run, study)
     models = list(s.checkpoint_models(params, run, "gain"))
     assert [st for st, _ in models] == [st for st, _ in s.checkpoints(params, run)]
     assert all(same_weights(m, saved[study, run, st]) for st, m in models)
+    assert f"gain {run}" in capsys.readouterr().err  # the progress bar says what it loads them for
     with pytest.raises(PipelineError, match="run directory not found"):
         s.checkpoints(params, "t2_seed0" if study == "visual" else "caption_t2_seed0")  # the other corpus's run
 
@@ -382,6 +383,17 @@ def test_evaluation_set_draws_other_targets_for_each_context():
     one = evaluation_set(eval_turns(), targets, EvalParams(max_per_word=5, n_mismatched=1, seed=4), "e", "src")
     rng = np.random.default_rng(4)
     assert one["others"].tolist() == [[str(rng.choice([u for u in targets if u != w]))] for w in one["word"]]
+
+
+def test_evaluation_set_keeps_max_per_word_contexts_drawn_by_its_seed():
+    turns = pd.DataFrame({"file": "a", "tokens": [["cup<ENV>", "cup<LAN>"]] * 6 + [["hat<ENV>", "hat<LAN>"]]})
+    picked = {}
+    for seed in range(4):
+        table = evaluation_set(turns, ["cup", "hat"], EvalParams(max_per_word=2, n_mismatched=1, seed=seed), "e", "s")
+        assert table["word"].tolist() == ["cup", "cup", "hat"]  # 2 of cup's 6 contexts, hat's one
+        assert table["turn"].tolist() == evaluation_turns(turns, ["cup", "hat"], 2, seed)["turn"].tolist()
+        picked[seed] = tuple(table["turn"])
+    assert len(set(picked.values())) > 1  # the seed decides which of cup's contexts
 
 
 def test_evaluation_set_bounds():

@@ -57,6 +57,14 @@ def test_evaluation_contexts_stop_before_the_first_named_target():
     assert mismatched(table.loc[0, "context"], "ball", "dog")[1] == "dog<ENV>"
 
 
+def test_evaluation_contexts_come_in_word_order_and_none_is_an_empty_table():
+    hat_first = pd.DataFrame({"tokens": [["hat<ENV>", "hat<LAN>"], ["ball<ENV>", "ball<LAN>"]]}, index=[7, 3])
+    table = evaluation_turns(hat_first, ["hat", "ball"], max_per_word=5, seed=0)
+    assert table[["turn", "word"]].values.tolist() == [[3, "ball"], [7, "hat"]]
+    none = evaluation_turns(hat_first, ["cup"], max_per_word=5, seed=0)
+    assert none.empty and list(none.columns) == ["turn", "word", "context"]
+
+
 def test_training_windows_leave_out_the_held_out_turns():
     index = {t: i for i, t in enumerate(build_vocab(token_counts(TURNS["tokens"]), [], 1))}
     windows = training_windows(TURNS, {0, 2}, index, seq_len=3)

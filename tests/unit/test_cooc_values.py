@@ -30,6 +30,12 @@ TURNS = pd.DataFrame(
 HELD_OUT = {13, 16}
 
 
+def test_pmi_of_a_single_training_turn():
+    # Turn 10 alone trains: dog's forms share it, so PMI = log((1 + .5) * 1 / ((1 + .5) * (1 + .5))) = log(2/3).
+    s = cooccurrence_stats(TURNS, set(range(11, 17)), ["dog"]).set_index("word")
+    assert s.loc["dog", "pmi"] == pytest.approx(np.log(2 / 3))
+
+
 def test_counts_by_hand():
     # Training turns 10, 11, 12, 14, 15 (5 turns).
     # dog<ENV>: tokens 1 + 3 + 1 = 5 in turns 10, 11, 12; dog<LAN>: 2 + 1 = 3 in turns 10, 14; both: 10.

@@ -47,6 +47,8 @@ def test_remove_direction_removes_exactly_that_component():
     assert abs(float((removed * D).sum())) < 1e-12
     assert torch.allclose(W - removed, (W * D).sum() / (D * D).sum() * D)  # only along D
     assert torch.allclose(remove_direction(removed, D), removed)
+    # a float64 theory direction against float32 weights: the result is a float32 weight
+    assert remove_direction(W.float(), D).dtype == torch.float32
 
 
 def test_causal_table_restores_every_weight(setup):

@@ -152,6 +152,29 @@ def test_rank_routing_heads_orders_by_the_deepest_hop_drop():
         rank_routing_heads(pd.DataFrame(rows), deepest_hops=7)
 
 
+def test_rank_routing_heads_per_seed_and_step_ties_by_layer_then_head():
+    """Two seeds, two steps; only accuracy_drop rows of heads count (the ablated accuracy itself and the
+    unablated row are left out); a tie on both drops goes to the lower layer, then the lower head."""
+    rows = []
+    for seed in (1, 0):  # not in order
+        for step in (20, 10):
+            for layer, head, deep, every in ((1, 1, 0.2, 0.1), (1, 0, 0.2, 0.1), (0, 1, 0.2, 0.1), (0, 0, 0.1, 0.3)):
+                base = dict(seed=seed, step=step, layer=layer, head=head, mode="zero", n=10)
+                rows.append(base | dict(hops=2, metric="accuracy_drop", value=deep + seed))
+                rows.append(base | dict(hops=1, metric="accuracy_drop", value=0.9))  # a shallower class
+                rows.append(base | dict(hops=-1, metric="accuracy_drop", value=every))
+                rows.append(base | dict(hops=2, metric="accuracy", value=0.5 - deep))  # not a drop
+            rows.append(dict(seed=seed, step=step, layer=-1, head=-1, mode="none", hops=-1, metric="accuracy_drop",
+                             value=5.0, n=10))  # fmt: skip
+    ranked = rank_routing_heads(pd.DataFrame(rows))
+    assert ranked[["seed", "step"]].drop_duplicates().values.tolist() == [[0, 10], [0, 20], [1, 10], [1, 20]]
+    first = ranked[(ranked["seed"] == 0) & (ranked["step"] == 10)]
+    assert list(zip(first["layer"], first["head"], first["rank"])) == [(0, 1, 1), (1, 0, 2), (1, 1, 3), (0, 0, 4)]
+    assert first["drop_deep"].tolist() == pytest.approx([0.2, 0.2, 0.2, 0.1])
+    assert first["drop_all"].tolist() == pytest.approx([0.1, 0.1, 0.1, 0.3])
+    assert ranked.loc[ranked["seed"] == 1, "drop_deep"].max() == pytest.approx(1.2)
+
+
 def test_heads_by_hop_ranks_each_hop_on_its_own_drops():
     rows = []
     # (seed, layer, head, mode, hops, drop): head (0, 1) matters for 1 hop, (1, 0) for 2 hops

@@ -116,6 +116,16 @@ def test_r_squared_undefined_cases():
     assert r2 == pytest.approx(1.0) and np.isnan(adj)  # n = k + 1: no degrees of freedom left
 
 
+def test_r_squared_of_small_gains_and_one_degree_of_freedom():
+    # gains in hundredths (a total sum of squares far below 1) still have a fit; n = k + 2 has an adjusted one
+    y, X = np.array([0.01, 0.03, 0.02, 0.05]), np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [3.0, 1.0]])
+    A = np.column_stack([np.ones(4), X])
+    resid = y - A @ np.linalg.pinv(A) @ y
+    want = 1 - (resid @ resid) / ((y - y.mean()) @ (y - y.mean()))
+    r2, adj = r_squared(y, X)
+    assert r2 == pytest.approx(want) and adj == pytest.approx(1 - (1 - want) * 3 / 1)
+
+
 def test_r2_table_uses_the_named_features_and_only_shared_words():
     rng = np.random.default_rng(3)
     words = list("abcdefgh")

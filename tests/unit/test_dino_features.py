@@ -209,6 +209,24 @@ def test_every_layer_is_read_through_the_final_norm(tiny_dir):
     assert len(layers) == enc.model.config.num_hidden_layers + 1  # the embeddings, then every layer
     assert all(h.shape == (2, 4, 32) for h in layers) and not torch.allclose(layers[0], layers[-1])
     torch.testing.assert_close(layers[-1], encode_batch(enc, x, 2))  # the last is what the stage caches
+    with pytest.raises(PipelineError, match=r"^dino_features.pool_grid: 5 exceeds the 4x4 patch grid"):
+        encoder_layers(enc, x, 5)
+    with pytest.raises(PipelineError, match=r"^visual_lens.pool_grid: 5 exceeds"):
+        encoder_layers(enc, x, 5, "visual_lens")
+
+
+def test_images_are_moved_to_the_encoders_device(tiny_dir):
+    moved_to = []
+
+    class Spy(torch.Tensor):  # records where the images are sent (a CPU-only machine cannot see it otherwise)
+        def to(self, *args, **kwargs):
+            moved_to.append(args)
+            return super().to(*args, **kwargs).as_subclass(torch.Tensor)
+
+    enc = load_encoder(params(tiny_dir), "cpu")
+    encoder_layers(enc, torch.randn(1, 3, SIZE, SIZE).as_subclass(Spy), 2)
+    encode_batch(enc, torch.randn(1, 3, SIZE, SIZE).as_subclass(Spy), 2)
+    assert moved_to == [(torch.device("cpu"),)] * 2
 
 
 def test_load_image_and_key(tmp_path):

@@ -196,6 +196,13 @@ def test_raw_turns_and_marked_turns(ws):
     ]
     corpus = Corpus("childes")
     assert corpus.table(params, raw=True).equals(raw) and corpus.table(params).equals(marked)
+    turns_path = Path(params["paths"]["childes_turns"])
+    write_parquet(raw.drop(columns="tokens"), turns_path)
+    with pytest.raises(PipelineError, match=r"wrong schema, missing column 'tokens'"):
+        inputs.raw_turns(params)
+    write_parquet(raw.assign(file=1), turns_path)
+    with pytest.raises(PipelineError, match=r"wrong schema, column 'file' has dtype int64"):
+        inputs.raw_turns(params)
 
 
 def test_marking_all_keeps_every_token(ws, tmp_path):

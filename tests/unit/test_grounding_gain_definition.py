@@ -21,7 +21,7 @@ import pytest
 import torch
 from tiny_models import LastEnvLookup
 
-from emergence.studies.grounding.gain import evaluation_pairs, gain_rows, word_gains
+from emergence.studies.grounding.gain import evaluation_pairs, gain_rows, gain_table, word_gains
 
 WORDS = ["ball", "cup", "dog"]
 VOCAB = ["<unk>", "<MOT>", "the", "ball<ENV>", "cup<ENV>", "dog<ENV>", "ball<LAN>", "cup<LAN>", "dog<LAN>"]
@@ -114,6 +114,12 @@ def test_evaluation_pairs_hold_the_matched_context_then_one_per_other_word():
     ]
     assert pairs.targets == [INDEX["ball<LAN>"]] * 3
     assert pairs.matched.tolist() == [True, False, False] and pairs.rows.tolist() == [0, 0, 0]
+
+
+def test_no_evaluation_context_gives_an_empty_gain_table():
+    empty = EVAL_SET.iloc[:0]
+    table = gain_table(empty, evaluation_pairs(empty, INDEX), np.zeros(0))  # index arrays, even when empty
+    assert table.empty and list(table.columns[:4]) == ["context", "word", "s_matched", "s_mismatched"]
 
 
 def test_gathered_surprisals_equal_the_full_distribution_across_batches():

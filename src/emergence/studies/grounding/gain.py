@@ -94,7 +94,8 @@ def gain_table(eval_set: pd.DataFrame, pairs: EvalPairs, surprisal: np.ndarray) 
     n, rows, matched = len(eval_set), pairs.rows, pairs.matched
     s_matched = np.zeros(n)
     s_matched[rows[matched]] = surprisal[matched]
-    s_mismatched = np.bincount(rows[~matched], weights=surprisal[~matched], minlength=n)
+    # float even with no pair at all (numpy's bincount of nothing is int64, whatever the weights)
+    s_mismatched = np.bincount(rows[~matched], weights=surprisal[~matched], minlength=n).astype(float)
     s_mismatched /= np.maximum(np.bincount(rows[~matched], minlength=n), 1)
     return pd.DataFrame(
         {

@@ -62,6 +62,27 @@ def test_pairs_need_one_program_length(programs):
     assert len(picked) == 8 and (picked["n_lines"] == 4).all()
 
 
+def test_pairs_columns_and_every_other_digit_drawn(pairs):
+    assert list(pairs.columns) == [
+        "base", "cf", "base_answer", "cf_answer", "hops", "chain_lines", "n_lines", "root_line", "changed_pos",
+    ]  # fmt: skip
+    old = [int(b[p]) for b, p in zip(pairs["base"], pairs["changed_pos"])]
+    new = [int(c[p]) for c, p in zip(pairs["cf"], pairs["changed_pos"])]
+    assert {(n - o) % 10 for o, n in zip(old, new)} == set(range(1, 10))  # each of the 9 other digits occurs
+
+
+def test_pairs_refuse_an_empty_length_and_a_chain_that_misses_its_constant():
+    one = pd.DataFrame(
+        {"program": ["a=1\nb=2\n#b:"], "answer": [2], "hops": [0], "chain_lines": [[0]], "n_lines": [2]}
+    )  # the chain names line 0, but b's value comes from line 1
+    with pytest.raises(PipelineError) as e:
+        make_counterfactual_pairs(one, np.random.default_rng(0), 1, n_lines=3)
+    assert str(e.value) == "programs table: no rows with n_lines=3"
+    with pytest.raises(PipelineError) as e:
+        make_counterfactual_pairs(one, np.random.default_rng(0), 1)
+    assert str(e.value) == "programs table: chain_lines [0] do not end at the constant that decides 'a=1\\nb=2\\n#b:'"
+
+
 def test_position_classes_of_a_hand_written_program():
     text = "a=1\nb=a\nc=3\n#b:"
     assert trace(*parse_program(text)) == (1, (1, 0))

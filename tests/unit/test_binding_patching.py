@@ -71,6 +71,13 @@ def test_pairs_columns_and_every_other_digit_drawn(pairs):
     assert {(n - o) % 10 for o, n in zip(old, new)} == set(range(1, 10))  # each of the 9 other digits occurs
 
 
+def test_pairs_carry_their_base_programs_answer_and_hops(programs, pairs):
+    by_program = programs.set_index("program")
+    assert pairs["base_answer"].tolist() == by_program.loc[pairs["base"], "answer"].tolist()
+    assert pairs["hops"].tolist() == by_program.loc[pairs["base"], "hops"].tolist()
+    assert pairs["hops"].nunique() > 1  # the fixture's pairs span hop counts
+
+
 def test_pairs_refuse_an_empty_length_and_a_chain_that_misses_its_constant():
     one = pd.DataFrame(
         {"program": ["a=1\nb=2\n#b:"], "answer": [2], "hops": [0], "chain_lines": [[0]], "n_lines": [2]}

@@ -15,7 +15,7 @@ from emergence.core.models import build_model
 from emergence.interp.ablation import ablation_hook
 from emergence.interp.saliency import head_saliency
 from emergence.studies.grounding import visual_inputs
-from emergence.studies.grounding.ablation import HeadAblationParams, checkpoint_ablations
+from emergence.studies.grounding.ablation import HeadAblationParams, ablation_rows, checkpoint_ablations
 from emergence.studies.grounding.gain import target_surprisal
 from emergence.studies.grounding.report_visual import mechanism_sections, visual_curve, visual_metrics
 from emergence.studies.grounding.saliency import (
@@ -164,6 +164,14 @@ def test_checkpoint_ablations_zero_each_kind_with_the_image_read_first():
         row["original"], target_surprisal(model, contexts, targets, prefixes=prefixes), rtol=1e-6
     )
     assert out.loc[out["n_heads"] == 0, "intervention"].isna().all() and no_hooks(model)
+    # control draws are seeded by seed + step: step 5 draws as ablation_rows does with seed 3 + 5
+    # (8 draws: about 1 in 13 seeds draws the same controls)
+    out = checkpoint_ablations(models, heads, contexts, targets, HeadAblationParams(n_draws=8, seed=3), prefixes)
+    row = out[(out["step"] == 5) & (out["kind"] == "aggregate")]
+    alone = ablation_rows(model, contexts, targets, [(0, 1), (1, 2)], 8, 8, prefixes)
+    np.testing.assert_allclose(row["control"], alone["control"], rtol=1e-6)
+    other = ablation_rows(model, contexts, targets, [(0, 1), (1, 2)], 8, 3, prefixes)  # seed alone, step left out
+    assert not np.allclose(alone["control"], other["control"])
 
 
 def params(run_models: list[str], attention: list[str]) -> dict:

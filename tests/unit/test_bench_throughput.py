@@ -134,6 +134,8 @@ def test_hf_gpt2_is_our_transformer_up_to_the_tanh_gelu():
     assert (cfg.bos_token_id, cfg.eos_token_id, cfg.tie_word_embeddings) == (0, 0, False)  # ids inside |V| = 41
     assert hf.lm_head.weight.data_ptr() != hf.transformer.wte.weight.data_ptr()  # untied, as ours
     n_ours, n_hf = (sum(p.numel() for p in m.parameters()) for m in (ours, hf))
+    # embeddings (41 + 8) x 16, per layer 2 layer norms + qkv + out + fc_in + fc_out with biases, final norm,
+    # unembedding: 784 + 2 x 3280 + 32 + 656
     assert n_ours == n_hf == 8032
     hf.load_state_dict(gpt2_weights_of(ours, 2), strict=True)
     for block in ours.blocks:
@@ -167,7 +169,7 @@ def test_hf_mamba2_is_our_mamba2_with_the_same_weights():
     assert ours.config == tt.mamba2_config(a)
     assert (hf.config.hidden_size, hf.config.num_hidden_layers, hf.config.vocab_size) == (32, 2, tt.VOCAB)
     ours_sd, hf_sd = ours.state_dict(), hf.state_dict()
-    assert len(ours_sd) == len(hf_sd) == 2 + 9 * 2 + 1  # embedding, 9 tensors a block, final norm, head
+    assert len(ours_sd) == len(hf_sd) == 1 + 9 * 2 + 1 + 1  # embedding, 9 tensors a block, final norm, head
     for (_, w), (_, w_hf) in zip(ours_sd.items(), hf_sd.items()):
         assert torch.equal(w, w_hf)
     ours.train(), hf.train()

@@ -5,6 +5,8 @@ achieved GFLOP/s row. Clocks are replaced by scripted ones so every rate is exac
 from __future__ import annotations
 
 import itertools
+import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -94,3 +96,196 @@ def test_gflops_row_is_counted_flops_times_steps_per_second(monkeypatch):
     assert (training["value"], training["reference_value"], training["ratio"]) == (64.0, 40.0, pytest.approx(1.6))
     assert training["met"] is True and training["bound"] is None
     assert (mamba["value"], mamba["reference_value"], mamba["ratio"]) == (30.0, 20.0, pytest.approx(1.5))
+
+
+# --- the references: the same function as ours, same size --------------------------------------------
+
+
+def gpt2_weights_of(ours: torch.nn.Module, layers: int) -> dict[str, torch.Tensor]:
+    """Our Transformer's weights under HF GPT-2's names (HF's Conv1D stores a linear map transposed)."""
+    sd = ours.state_dict()
+    out = {
+        "transformer.wte.weight": sd["embed.weight"],
+        "transformer.wpe.weight": sd["pos_embed.weight"],
+        "transformer.ln_f.weight": sd["ln_final.weight"],
+        "transformer.ln_f.bias": sd["ln_final.bias"],
+        "lm_head.weight": sd["unembed.weight"],
+    }
+    names = {"ln_1": "ln1", "ln_2": "ln2", "attn.c_attn": "attn.qkv", "attn.c_proj": "attn.out"}
+    names |= {"mlp.c_fc": "mlp.fc_in", "mlp.c_proj": "mlp.fc_out"}
+    for i in range(layers):
+        for hf, ours_name in names.items():
+            w, b = sd[f"blocks.{i}.{ours_name}.weight"], sd[f"blocks.{i}.{ours_name}.bias"]
+            out[f"transformer.h.{i}.{hf}.weight"] = w if hf.startswith("ln") else w.T
+            out[f"transformer.h.{i}.{hf}.bias"] = b
+    return out
+
+
+def test_hf_gpt2_is_our_transformer_up_to_the_tanh_gelu():
+    """With our weights copied in and our GELU switched to HF's tanh form, HF GPT-2 gives our logits and
+    our training loss: same size (untied, learned positions, no dropout), same next-token objective."""
+    a = args(batch=2, seq=8, d_model=16, layers=2, heads=2)
+    torch.manual_seed(0)
+    ours, ours_loss = tt.build_ours(a)
+    hf, hf_loss = tt.build_hf_gpt2(a)
+    cfg = hf.config
+    assert (cfg.vocab_size, cfg.n_positions, cfg.n_embd, cfg.n_layer, cfg.n_head) == (tt.VOCAB, 8, 16, 2, 2)
+    assert (cfg.resid_pdrop, cfg.embd_pdrop, cfg.attn_pdrop) == (0.0, 0.0, 0.0)
+    assert (cfg.bos_token_id, cfg.eos_token_id, cfg.tie_word_embeddings) == (0, 0, False)  # ids inside |V| = 41
+    assert hf.lm_head.weight.data_ptr() != hf.transformer.wte.weight.data_ptr()  # untied, as ours
+    n_ours, n_hf = (sum(p.numel() for p in m.parameters()) for m in (ours, hf))
+    # embeddings (41 + 8) x 16, per layer 2 layer norms + qkv + out + fc_in + fc_out with biases, final norm,
+    # unembedding: 784 + 2 x 3280 + 32 + 656
+    assert n_ours == n_hf == 8032
+    hf.load_state_dict(gpt2_weights_of(ours, 2), strict=True)
+    for block in ours.blocks:
+        block.mlp.act = torch.nn.GELU(approximate="tanh")  # HF's gelu_new
+    ours.train(), hf.train()  # the bench trains both: dropout, if any, would act here
+    idx = torch.randint(0, tt.VOCAB, (2, 8), generator=torch.Generator().manual_seed(3))
+    logits = ours(idx)[0]
+    assert torch.allclose(hf(input_ids=idx).logits, logits, atol=1e-6)
+    expected = F.cross_entropy(logits[:, :-1].reshape(-1, tt.VOCAB), idx[:, 1:].reshape(-1))
+    assert ours_loss(idx).item() == pytest.approx(expected.item(), abs=1e-6)
+    assert hf_loss(idx).item() == pytest.approx(expected.item(), abs=1e-6)
+    assert hf_loss(idx).item() == hf_loss(idx).item()  # no dropout between two calls
+
+
+def test_mamba2_config_is_the_zoo_defaults_at_the_bench_size():
+    a = args(layers=3, d_model=64, seq=12)  # none of them the zoo default (4, 128, 128)
+    assert tt.mamba2_config(a) == tt.Mamba2Config(n_layers=3, d_model=64, d_vocab=41, n_ctx=12)
+    zoo = tt.Mamba2Config()
+    cfg = tt.mamba2_config(a)
+    assert (cfg.d_state, cfg.head_dim, cfg.expand, cfg.chunk_size) == (zoo.d_state, zoo.head_dim, 2, 64)
+
+
+def test_hf_mamba2_is_our_mamba2_with_the_same_weights():
+    """Ours is HF's blocks under our forward: built from the same seed, the two hold the same weights and
+    give the same training loss (HF shifts its labels; ours ignores the last position)."""
+    a = args(batch=2, seq=8, d_model=32, layers=2)
+    torch.manual_seed(5)
+    ours, ours_loss = tt.build_ours_mamba2(a)
+    torch.manual_seed(5)
+    hf, hf_loss = tt.build_hf_mamba2(a)
+    assert ours.config == tt.mamba2_config(a)
+    assert (hf.config.hidden_size, hf.config.num_hidden_layers, hf.config.vocab_size) == (32, 2, tt.VOCAB)
+    ours_sd, hf_sd = ours.state_dict(), hf.state_dict()
+    assert len(ours_sd) == len(hf_sd) == 1 + 9 * 2 + 1 + 1  # embedding, 9 tensors a block, final norm, head
+    for (_, w), (_, w_hf) in zip(ours_sd.items(), hf_sd.items()):
+        assert torch.equal(w, w_hf)
+    ours.train(), hf.train()
+    idx = torch.randint(0, tt.VOCAB, (2, 8), generator=torch.Generator().manual_seed(3))
+    logits = ours(idx)[0]
+    expected = F.cross_entropy(logits[:, :-1].reshape(-1, tt.VOCAB), idx[:, 1:].reshape(-1))
+    assert ours_loss(idx).item() == pytest.approx(expected.item(), abs=1e-6)
+    assert hf_loss(idx).item() == pytest.approx(expected.item(), abs=1e-6)
+    assert ours_loss(idx).requires_grad and hf_loss(idx).requires_grad  # both train
+
+
+# --- timing and profiling ---------------------------------------------------------------------------
+
+
+def test_timed_is_the_time_around_one_call(monkeypatch):
+    stamps, calls = iter([100.0, 100.25]), []
+    monkeypatch.setattr(tt, "time", type("T", (), {"perf_counter": staticmethod(lambda: next(stamps))}))
+    assert tt._timed(lambda: calls.append("x")) == 0.25
+    assert calls == ["x"]
+
+
+class FakeProfile:
+    """torch.profiler.profile reporting fixed self CPU times (microseconds) per operator."""
+
+    events = [("aten::mm", 300.0), ("aten::addmm", 100.0), ("aten::_scaled_dot_product_flash_attention", 50.0)]
+    events += [("aten::gelu", 350.0), ("aten::mm_backward", 150.0), ("aten::bmm", 50.0)]  # 500 of 1000 in kernels
+    seen: list = []
+
+    def __init__(self, activities):
+        self.seen.append(activities)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def key_averages(self):
+        return [SimpleNamespace(key=k, self_cpu_time_total=t) for k, t in self.events]
+
+
+def test_matmul_profile_share_and_rate_follow_from_the_profile(monkeypatch):
+    a = args(batch=2, seq=4, steps=3, warmup=2)
+    built, steps = [], []
+
+    def build(arg):
+        built.append(arg)
+        model, loss_fn = linear_builder(5)(arg)
+        built.append((model, loss_fn))
+        return model, loss_fn
+
+    real_steps = tt.train_steps
+
+    def train_steps(model, loss_fn, opt, idx, n):
+        steps.append((model, loss_fn, opt, idx.clone(), n))
+        real_steps(model, loss_fn, opt, idx, n)
+
+    FakeProfile.seen.clear()
+    monkeypatch.setattr(tt.torch.profiler, "profile", FakeProfile)
+    monkeypatch.setattr(tt, "train_steps", train_steps)
+    share, rate = tt.matmul_profile(build, a)
+    flops = 4 * a.batch * a.seq * tt.VOCAB * 5  # one forward + backward of the one-matmul model
+    assert share == 0.5  # mm, addmm, attention, bmm: 500 of 1000 us; mm_backward is not a kernel name
+    assert rate == flops * 3 / (500 / 1e6) / 1e9  # 3 profiled steps in 500 us of kernels, in GFLOP/s
+    assert FakeProfile.seen == [[torch.profiler.ProfilerActivity.CPU]]
+    assert built[0] is a
+    model, loss_fn = built[1]
+    torch.manual_seed(0)
+    idx = torch.randint(0, tt.VOCAB, (2, 4))
+    assert [(s[0], s[1], s[4]) for s in steps] == [(model, loss_fn, 2), (model, loss_fn, 3)]  # warm-up, then timed
+    assert all(torch.equal(s[3], idx) for s in steps)
+    (opt, opt2) = (s[2] for s in steps)
+    assert opt is opt2 and isinstance(opt, torch.optim.AdamW) and opt.param_groups[0]["lr"] == 1e-4
+    assert opt.param_groups[0]["params"] == list(model.parameters())
+
+
+def test_matmul_profile_of_a_real_step_is_a_share_and_a_rate():
+    share, rate = tt.matmul_profile(linear_builder(5), args(batch=2, seq=4, steps=2, warmup=1))
+    assert 0 < share < 1 and rate > 0  # the profiled step has mm kernels and other ops
+
+
+# --- main ---------------------------------------------------------------------------------------------
+
+
+def test_main_prints_each_row_value_reference_and_ratio(monkeypatch, capsys):
+    seen = []
+    rows = [
+        tt.row("training tokens/s (d16)", 27595.4, "tokens/s", "HF", 20688.0, ">= 1.5x"),
+        tt.row("training GFLOP/s (d16)", 131.2, "GFLOP/s", "sgemm", 330.0, ">= 0.75x"),
+    ]
+    monkeypatch.setattr(tt, "rows", lambda a: seen.append(a) or rows)
+    monkeypatch.setattr(tt.torch, "set_num_threads", lambda n: seen.append(("threads", n)))
+    tt.main(["--steps", "7", "--threads", "3", "--d-model", "16"])
+    assert seen[0] == ("threads", 3)
+    assert (seen[1].steps, seen[1].d_model, seen[1].threads, seen[1].batch) == (7, 16, 3, 16)
+    assert capsys.readouterr().out.splitlines() == [
+        "training tokens/s (d16): 27,595 tokens/s vs 20,688: 1.334x",  # 27595.4 / 20688
+        "training GFLOP/s (d16): 131 GFLOP/s vs 330: 0.398x",
+    ]
+
+
+def test_main_trains_all_four_models_and_prints_the_three_rows(monkeypatch, capsys):
+    monkeypatch.setattr(tt, "sgemm_gflops", lambda: 50.0)  # the 2048^2 reference: seconds, not what is checked
+    tt.main(
+        ["--batch=2", "--seq=8", "--d-model=32", "--layers=1", "--heads=2"] + ["--steps=1", "--rounds=1", "--threads=1"]
+    )
+    lines = capsys.readouterr().out.splitlines()
+    size = "(d32, 1 layers, seq 8, batch 2)"
+    names = ["training tokens/s", "Mamba-2 LM training tokens/s", "training GFLOP/s, our Transformer"]
+    units = ["tokens/s", "tokens/s", "GFLOP/s"]
+    assert len(lines) == 3
+    for line, name, unit in zip(lines, names, units):
+        got = re.fullmatch(rf"{re.escape(f'{name} {size}')}: ([\d,]+) {unit} vs ([\d,]+): ([\d.]+)x", line)
+        assert got, line
+        value, reference, ratio = (float(g.replace(",", "")) for g in got.groups())
+        if unit == "GFLOP/s":
+            assert reference == 50.0  # the sgemm rate
+        else:  # thousands of tokens/s: the printed, rounded rates give the printed ratio
+            assert value > 0 and reference > 0 and ratio == pytest.approx(value / reference, rel=0.01)

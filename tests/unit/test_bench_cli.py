@@ -1,0 +1,169 @@
+"""The single benchmarks as programs (`python -m bench.<name>`): their flags and defaults (the sizes that
+docs/bench.md states and `make bench` measures, as bench/__main__.py calls parse_args([])), their --help,
+and what main(argv) prints for the row it measured."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+import torch
+
+import bench.assoc_basis as assoc_basis
+import bench.dino_cache as dino_cache
+import bench.pipeline as pipeline
+import bench.saliency as saliency
+from bench.table import not_measured, row
+from tests.conftest import ROOT
+
+DOC = (ROOT / "docs/bench.md").read_text()
+
+
+def flags(**kw) -> list[str]:
+    return [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("module", [saliency, dino_cache, assoc_basis], ids=lambda m: m.__name__)
+def test_help_opens_with_the_docstrings_first_line(module, capsys):
+    with pytest.raises(SystemExit) as e:
+        module.parse_args(["--help"])
+    assert e.value.code == 0
+    assert words(module.__doc__.splitlines()[0]) in words(capsys.readouterr().out)
+
+
+@pytest.fixture
+def threads(monkeypatch) -> list:
+    """torch.set_num_threads recorded, not applied."""
+    seen = []
+    monkeypatch.setattr(torch, "set_num_threads", seen.append)
+    return seen
+
+
+# --- bench/saliency.py -----------------------------------------------------
+
+
+def test_saliency_defaults_are_the_documented_size():
+    defaults = vars(saliency.parse_args([]))
+    assert defaults == {"layers": 12, "d_model": 256, "seq": 64, "batch": 16, "batches": 4, "threads": 2}
+    assert "(12 layers, d 256, seq 64)" in DOC
+
+
+def test_saliency_flags():
+    got = saliency.parse_args(flags(layers=3, d_model=128, seq=9, batch=5, batches=2, threads=1))
+    assert vars(got) == {"layers": 3, "d_model": 128, "seq": 9, "batch": 5, "batches": 2, "threads": 1}
+
+
+def test_saliency_main_prints_the_setting_both_rates_and_the_speed_up(monkeypatch, capsys, threads):
+    seen = []
+    r = row("attention saliency", 65.34, "examples/s", "per-layer loop", 4.07)
+    monkeypatch.setattr(saliency, "measure", lambda args: seen.append(args) or r)
+    saliency.main(flags(layers=3, d_model=128, seq=9, batch=5, batches=2, threads=1))
+    assert threads == [1] and vars(seen[0])["layers"] == 3 and vars(seen[0])["batches"] == 2
+    assert capsys.readouterr().out.splitlines() == [
+        "3 layers, d_model 128, seq 9, batch 5, threads 1",
+        "one backward pass:               65.3 examples/s",  # labels padded to the longer one plus its colon
+        "per-layer loop, retain_grad:      4.1 examples/s",
+        "speed-up: 16.05x",  # 65.34 / 4.07
+    ]
+
+
+def test_saliency_main_measures_a_tiny_model(capsys, one_thread):
+    saliency.main(flags(layers=1, d_model=64, seq=4, batch=2, batches=1, threads=1))
+    setting, ours, loop, speed = capsys.readouterr().out.splitlines()
+    assert setting == "1 layers, d_model 64, seq 4, batch 2, threads 1"
+    rates = [
+        float(re.fullmatch(rf"{label}: +([\d.]+) examples/s", line)[1])
+        for label, line in (("one backward pass", ours), ("per-layer loop, retain_grad", loop))
+    ]
+    assert all(r > 0 for r in rates) and speed.startswith("speed-up: ") and speed.endswith("x")
+
+
+# --- bench/dino_cache.py ---------------------------------------------------
+
+
+def test_dino_defaults_are_the_documented_setting():
+    defaults = vars(dino_cache.parse_args([]))
+    assert defaults == {"images": 32, "batch": 16, "image_size": 112, "pool_grid": 4, "threads": 2}
+    assert "batch 16, into an empty cache (random-init encoder, 112 px)" in DOC
+
+
+def test_dino_flags():
+    got = dino_cache.parse_args(flags(images=5, batch=3, image_size=56, pool_grid=2, threads=1))
+    assert vars(got) == {"images": 5, "batch": 3, "image_size": 56, "pool_grid": 2, "threads": 1}
+
+
+def test_dino_main_prints_the_setting_both_rates_and_the_speed_up(monkeypatch, capsys, threads):
+    seen = []
+    r = row("DINOv2 features, batch 3 (enc, 5 images 56px)", 73.04, "images/s", "one at a time", 40.6)
+    monkeypatch.setattr(dino_cache, "measure", lambda args: seen.append(args) or r)
+    dino_cache.main(flags(images=5, batch=3, image_size=56, pool_grid=2, threads=1))
+    assert threads == [1] and vars(seen[0]) == {"images": 5, "batch": 3, "image_size": 56, "pool_grid": 2, "threads": 1}
+    assert capsys.readouterr().out.splitlines() == [
+        "DINOv2 features, batch 3 (enc, 5 images 56px), pool_grid 2, threads 1",
+        "batch 3:           73.0 images/s",  # "batch 3:" padded to 14, a blank, then 8 wide
+        "one at a time:     40.6 images/s",
+        "speed-up: 1.80x",  # 73.04 / 40.6
+    ]
+
+
+# --- bench/assoc_basis.py --------------------------------------------------
+
+
+def test_assoc_basis_defaults_are_the_documented_size():
+    assert vars(assoc_basis.parse_args([])) == {"T": 200, "V": 3000, "sequences": 64, "threads": 2}
+    assert r"(T 200, \|V\| 3000, 64 sequences)" in DOC
+
+
+def test_assoc_basis_flags():
+    got = assoc_basis.parse_args(["--T", "6", "--V", "9", "--sequences", "4", "--threads", "1"])
+    assert vars(got) == {"T": 6, "V": 9, "sequences": 4, "threads": 1}
+
+
+def test_assoc_basis_main_prints_both_times_the_speed_up_and_the_difference(monkeypatch, capsys, threads):
+    seen = []
+    r = row("basis", 0.379, "s", "Jacobian", 5.82, ">= 10x", ratio=5.82 / 0.379)
+    monkeypatch.setattr(assoc_basis, "measure", lambda args: seen.append(args) or (r, 3.2e-8))
+    assoc_basis.main(["--T", "6", "--V", "9", "--sequences", "4", "--threads", "1"])
+    assert threads == [1] and vars(seen[0]) == {"T": 6, "V": 9, "sequences": 4, "threads": 1}
+    assert capsys.readouterr().out.splitlines() == [
+        "T=6 |V|=9 sequences=4 threads=1",
+        "O(T^2) score gradient:        0.379 s",
+        "T x T x T Jacobian method:    5.820 s",
+        "speed-up: 15.4x   max relative difference: 3.20e-08",  # 5.82 / 0.379
+    ]
+
+
+def test_assoc_basis_main_measures_a_tiny_corpus(capsys, one_thread):
+    assoc_basis.main(["--T", "6", "--V", "9", "--sequences", "4", "--threads", "1"])
+    head, fast, ref, last = capsys.readouterr().out.splitlines()
+    assert head == "T=6 |V|=9 sequences=4 threads=1"
+    t_fast = float(re.fullmatch(r"O\(T\^2\) score gradient: +([\d.]+) s", fast)[1])
+    t_ref = float(re.fullmatch(r"T x T x T Jacobian method: +([\d.]+) s", ref)[1])
+    speed, diff = re.fullmatch(r"speed-up: ([\d.]+)x   max relative difference: (\S+)", last).groups()
+    assert t_fast >= 0 and t_ref >= 0 and float(speed) > 0
+    assert float(diff) < 1e-9  # both methods give the same Q and Delta
+
+
+# --- bench/pipeline.py -----------------------------------------------------
+
+
+def test_pipeline_main_prints_each_row_and_its_bound(monkeypatch, capsys, tmp_path):
+    seen = []
+    rows = [
+        row("no-op `dvc repro`, tiny profile", 4.12, "s", target="< 2 s", bound="33% of it is DVC parsing YAML"),
+        row("`snakemake -n`, tiny profile", 3.82, "s", "no-op `dvc repro`, same run", 4.12),
+        not_measured("end-to-end binding, default profile", "min", "no --default-run given"),
+    ]
+    monkeypatch.setattr(pipeline, "rows", lambda args: seen.append(args) or rows)
+    pipeline.main(["--tiny-run", str(tmp_path), "--repeats", "2"])
+    assert seen == [argparse.Namespace(default_run=None, tiny_run=tmp_path, repeats=2)]
+    assert capsys.readouterr().out.splitlines() == [
+        "no-op `dvc repro`, tiny profile: 4.12 s  (33% of it is DVC parsing YAML)",
+        "`snakemake -n`, tiny profile: 3.82 s  ()",  # no bound: nothing in the brackets
+        "end-to-end binding, default profile: None min  (not measured: no --default-run given)",
+    ]

@@ -289,3 +289,68 @@ def test_main_trains_all_four_models_and_prints_the_three_rows(monkeypatch, caps
             assert reference == 50.0  # the sgemm rate
         else:  # thousands of tokens/s: the printed, rounded rates give the printed ratio
             assert value > 0 and reference > 0 and ratio == pytest.approx(value / reference, rel=0.01)
+
+
+def test_rows_from_measured_rates_by_hand(monkeypatch):
+    """The three rows from stand-in measurements: training tokens/s against HF GPT-2 (1.2x, target missed),
+    Mamba-2 against HF's, and achieved GFLOP/s = counted FLOPs per step x steps/s against the better of two
+    sgemm samples; a missed target carries the profiler's evidence as its bound."""
+    a = args(batch=2, seq=8, d_model=16, layers=2)  # 16 tokens a step
+    sgemm = iter([100.0, 120.0])
+    monkeypatch.setattr(tt, "sgemm_gflops", lambda: next(sgemm))
+    rates = {"ours": (1200.0, 4 * 10**8), "hf_gpt2": (1000.0, 1), "ours_mamba2": (300.0, 1), "hf_mamba2": (200.0, 1)}
+    monkeypatch.setattr(tt, "tokens_per_second", lambda builders, a: {n: rates[n] for n in builders})
+    monkeypatch.setattr(tt, "matmul_profile", lambda build, a: (0.4, 60.0) if build is tt.build_ours else None)
+    size = "d16, 2 layers, seq 8, batch 2"
+    evidence = (
+        "40% of our step's CPU time is in matmul/attention kernels, which run at 60 GFLOP/s (0.50x the 2048^2 "
+        "sgemm): small (16 x 16) matmuls, plus elementwise ops, layer norms and AdamW outside them "
+        "(torch.profiler, same run)"
+    )
+    training, mamba, gflops = tt.rows(a)
+    assert training == {
+        **tt.row(f"training tokens/s ({size})", 1200.0, "tokens/s", "HF GPT2LMHeadModel, same size, same run", 1000.0,
+                 ">= 1.5x"),
+        "bound": evidence,
+    }  # fmt: skip
+    assert mamba == tt.row(
+        f"Mamba-2 LM training tokens/s ({size})",
+        300.0,
+        "tokens/s",
+        "HF Mamba2ForCausalLM, same blocks, same run",
+        200.0,
+    )
+    achieved = 4e8 * 1200.0 / 16 / 1e9  # 30 GFLOP/s
+    assert gflops == {
+        **tt.row(f"training GFLOP/s, our Transformer ({size})", achieved, "GFLOP/s",
+                 "float32 2048^2 sgemm, same threads, same run", 120.0, ">= 0.75x"),
+        "bound": evidence,
+    }  # fmt: skip
+    assert gflops["value"] == 30.0 and gflops["met"] is False
+
+
+def test_sgemm_times_an_n_by_n_product_best_of_repeats(monkeypatch):
+    shapes = []
+    monkeypatch.setattr(tt, "_timed", lambda fn: shapes.append(tuple(fn().shape)) or 0.5)
+    assert tt.sgemm_gflops(n=64, repeats=3) == 2 * 64**3 / 0.5 / 1e9
+    assert shapes == [(64, 64)] * 3
+    shapes.clear()
+    tt.sgemm_gflops()  # the defaults the rows name: 2048^2, best of 5
+    assert shapes == [(2048, 2048)] * 5
+
+
+def test_tokens_per_second_trains_each_model_with_adamw_on_seeded_tokens(monkeypatch):
+    made = []
+
+    class AdamW(torch.optim.AdamW):
+        def __init__(self, params, **kw):
+            made.append(kw)
+            super().__init__(params, **kw)
+
+    monkeypatch.setattr(tt.torch.optim, "AdamW", AdamW)
+    seen = []
+    model = torch.nn.Linear(1, 1)
+    monkeypatch.setattr(tt, "step_flops", lambda loss_fn, idx: seen.append(idx.clone()) or 0)
+    tt.tokens_per_second({"m": lambda a: (model, lambda idx: model.weight.sum() * 0 + idx.float().mean())}, args())
+    torch.manual_seed(0)
+    assert made == [{"lr": 1e-4}] and torch.equal(seen[0], torch.randint(0, tt.VOCAB, (2, 8)))

@@ -1,0 +1,577 @@
+"""reports/grounding.html's mechanistic sections by value, beyond the co-occurrence figure: the tuned-lens,
+saliency-flow, heads and ablation sections (their sentences, tables, figures and block layout), the
+per-seed aggregations behind them and the metrics JSON, each traced to hand-built per-run frames whose
+models, seeds, checkpoints, layers and kinds differ."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+from figures import describe
+from matplotlib.colors import to_hex
+from test_grounding_report_values import details, figures, paras, table  # noqa: F401 (figures: a fixture)
+
+from emergence.studies.grounding import report_mech as M
+from emergence.studies.grounding.gain import sign_flip_test
+
+VIRIDIS = {0.0: "#440154", 0.5: "#21918c", 1.0: "#fde725"}  # viridis at 0, 1/2 and 1
+
+
+def layout(part: str) -> list[str]:
+    """The fragment's blocks, one per line: each line's first and last tag ('<p>…</p>'); a line that is
+    no single tagged block (an <img>, or text outside the tags) stays whole."""
+    return [re.sub(r"^(<\w+)[^>]*>.*(</\w+>)$", r"\1>…\2", line, flags=re.S) for line in part.split("\n")]
+
+
+IMG = '<img alt="{}" src="data:image/png;base64,">'  # what the `figures` fixture embeds
+
+
+# --- colours ----------------------------------------------------------------------------------------
+
+
+def test_colours_spread_viridis_from_first_to_last():
+    def hexes(colours):
+        return [to_hex(c) for c in colours]
+
+    assert hexes(M._colours(3)) == [VIRIDIS[0.0], VIRIDIS[0.5], VIRIDIS[1.0]]
+    assert hexes(M._colours(2)) == [VIRIDIS[0.0], VIRIDIS[1.0]]
+    assert hexes(M._colours(1)) == [VIRIDIS[0.0]]  # one checkpoint: the first colour, no division by zero
+    assert M._colours(0) == []
+
+
+# --- tuned lens ---------------------------------------------------------------------------------------
+
+
+def lens_frame() -> pd.DataFrame:
+    """t4: checkpoints 40, 0, 20 (out of order), seeds 0 and 1, layers 0 and 1; a2: one checkpoint (5), one
+    seed, one layer, and a logit lens that puts no mass where the model does (KL inf).
+
+    t4's seed mean: gain = step / 20 + layer + 0.5 (tuned) or - 0.25 (logit);
+    kl = layer / 2 + 0.25 (tuned) or 1.125 (logit) + step / 400; s_matched 3.5, s_mismatched 5."""
+    rows = []
+    for seed in (0, 1):
+        for step in (40, 0, 20):
+            for lens in ("logit", "tuned"):
+                for layer in (0, 1):
+                    tuned = lens == "tuned"
+                    gain = step / 20 + layer + (0.25 if tuned else -0.5) + 0.5 * seed
+                    kl = 0.5 * layer + (0.125 if tuned else 1.0) + 0.25 * seed + step / 400
+                    rows.append(("t4", seed, step, lens, layer, 3.0 + seed, 4.0 + 2 * seed, gain, kl))
+    rows.append(("a2", 0, 5, "tuned", 0, 2.0, 2.5, 0.75, 0.0625))
+    rows.append(("a2", 0, 5, "logit", 0, 2.0, 2.5, -0.25, np.inf))
+    return pd.DataFrame(
+        rows, columns=["model", "seed", "step", "lens", "layer", "s_matched", "s_mismatched", "gain", "kl"]
+    )
+
+
+def t4_lens(step: int, lens: str, layer: int) -> tuple[float, float]:
+    """t4's seed-mean gain and kl at (step, lens, layer), from lens_frame's formulas."""
+    tuned = lens == "tuned"
+    return step / 20 + layer + (0.5 if tuned else -0.25), layer / 2 + (0.25 if tuned else 1.125) + step / 400
+
+
+def test_lens_curve_one_row_per_model_step_lens_and_layer_mean_over_seeds():
+    got = M.lens_curve(lens_frame())
+    assert list(got.columns) == ["model", "step", "lens", "layer", "s_matched", "s_mismatched", "gain", "kl"]
+    expected = [["a2", 5, "logit", 0, 2.0, 2.5, -0.25, np.inf], ["a2", 5, "tuned", 0, 2.0, 2.5, 0.75, 0.0625]]
+    for step in (0, 20, 40):
+        for lens in ("logit", "tuned"):
+            for layer in (0, 1):
+                expected.append(["t4", step, lens, layer, 3.5, 5.0, *t4_lens(step, lens, layer)])
+    assert got[["model", "lens"]].values.tolist() == [[r[0], r[2]] for r in expected]
+    assert got[["step", "layer"]].values.tolist() == [[r[1], r[3]] for r in expected]
+    np.testing.assert_allclose(got[["s_matched", "s_mismatched", "gain", "kl"]].to_numpy(), [r[4:] for r in expected])
+
+
+def test_lens_section_text_figure_and_tables(figures):  # noqa: F811
+    part = M.lens_section(lens_frame())
+    alt = "grounding gain per layer through the tuned lens"
+    kl_caption = "Lens quality at the last checkpoint: KL(final || lens) per layer, mean over seeds"
+    assert layout(part) == ["<p>…</p>", IMG.format(alt), "<table>…</table>", "<details>…</details>"]
+    assert paras(part) == [
+        "An affine translator per layer (zero-initialised, residual) is trained to match the final next-token "
+        "distribution (KL), then the grounding gain is read out at every layer."
+    ]
+    ((fig, fig_alt),) = figures
+    assert fig_alt == alt
+
+    def lines(step, colour, tuned, logit, n):
+        common = {"x": [0, 1][: len(tuned)], "colour": colour, "width": 1.5}
+        return [
+            {"label": f"step {step}", "y": tuned, "style": "-", "marker": "o", **common},
+            {"label": f"_child{n}", "y": logit, "style": ":", "marker": "None", **common},
+        ]
+
+    def zero(n):
+        return {"label": f"_child{n}", "x": [0, 1], "y": [0, 0], "colour": "#555555", "width": 0.8, "style": "-",
+                "marker": "None"}  # fmt: skip
+
+    def panel(model, lines_, legend):
+        return {
+            "title": f"{model}: tuned lens (solid), logit lens (dotted)",
+            "xlabel": "layer read (last = model output)",
+            "ylabel": "G read through the lens (nats)",
+            "xscale": "linear",
+            "yscale": "linear",
+            "lines": lines_,
+            "bands": [],
+            "legend": legend,
+        }
+
+    t4 = [
+        *lines(0, VIRIDIS[0.0], [0.5, 1.5], [-0.25, 0.75], 1),
+        *lines(20, VIRIDIS[0.5], [1.5, 2.5], [0.75, 1.75], 3),
+        *lines(40, VIRIDIS[1.0], [2.5, 3.5], [1.75, 2.75], 5),
+        zero(6),
+    ]
+    assert describe(fig) == {
+        "size": (8.4, 3.0),
+        "axes": [
+            panel("a2", [*lines(5, VIRIDIS[0.0], [0.75], [-0.25], 1), zero(2)], ["step 5"]),
+            panel("t4", t4, ["step 0", "step 20", "step 40"]),
+        ],
+    }
+    a2_ax, t4_ax = fig.axes
+    assert [line.get_markersize() for line in t4_ax.get_lines()] == [3.0] * 6 + [6.0]  # the zero line: default
+    assert [line.get_markersize() for line in a2_ax.get_lines()] == [3.0, 3.0, 6.0]
+    kl = table(part, kl_caption)
+    assert list(kl.columns) == ["model", "layer", "logit", "tuned"]
+    assert kl.values.tolist() == [  # each model's own last checkpoint: a2 at 5, t4 at 40
+        ["a2", "0", "inf", "0.0625"],
+        ["t4", "0", "1.2250", "0.3500"],
+        ["t4", "1", "1.7250", "0.8500"],
+    ]
+    every = table(details(part, "Every lens checkpoint"), None)
+    assert list(every.columns) == ["model", "step", "lens", "layer", "s_matched", "s_mismatched", "gain", "kl"]
+    expected = [
+        ["a2", "5", "logit", "0", "2.0000", "2.5000", "-0.2500", "inf"],
+        ["a2", "5", "tuned", "0", "2.0000", "2.5000", "0.7500", "0.0625"],
+    ]
+    for step in (0, 20, 40):
+        for lens in ("logit", "tuned"):
+            for layer in (0, 1):
+                g, k = t4_lens(step, lens, layer)
+                expected.append(["t4", str(step), lens, str(layer), "3.5000", "5.0000", f"{g:.4f}", f"{k:.4f}"])
+    assert every.values.tolist() == expected
+
+
+# --- saliency flow ----------------------------------------------------------------------------------------
+
+
+def saliency_frame() -> pd.DataFrame:
+    """Per-run saliency rows: t4 (seeds 0 and 1, checkpoints 2000, 0, 10 out of order, layers 0-2) and a2
+    (seed 0, checkpoints 5 and 0, layer 0). Layer rows (head -1) carry env_to_pred / other_to_pred; head
+    rows (heads 0 and 1) carry shares that are no layer flow. t4's seed mean of env_to_pred:
+    layer / 10 + step / 10000 + 0.1."""
+    rows = []
+    for seed in (0, 1):
+        for step in (2000, 0, 10):
+            for layer in (0, 1, 2):
+                env = 0.1 * layer + step / 10000 + 0.2 * seed
+                rows.append(("t4", seed, step, layer, -1, "env_to_pred", env))
+                rows.append(("t4", seed, step, layer, -1, "other_to_pred", 0.5 - env / 2))
+                rows.append(("t4", seed, step, layer, 1, "aggregate_share", 0.9))
+                rows.append(("t4", seed, step, layer, 0, "gather_share", 0.8))
+    for step, env in ((5, 0.625), (0, 0.25)):
+        rows.append(("a2", 0, step, 0, -1, "env_to_pred", env))
+        rows.append(("a2", 0, step, 0, -1, "other_to_pred", 0.125))
+        rows.append(("a2", 0, step, 0, 1, "aggregate_share", 0.75))
+    return pd.DataFrame(rows, columns=["model", "seed", "step", "layer", "head", "metric", "value"])
+
+
+def t4_flow(step: int, layer: int) -> tuple[float, float]:
+    env = layer / 10 + step / 10000 + 0.1
+    return env, 0.5 - env / 2
+
+
+def test_flow_curve_layer_rows_pivoted_by_metric_mean_over_seeds():
+    got = M.flow_curve(saliency_frame())
+    assert list(got.columns) == ["model", "step", "layer", "env_to_pred", "other_to_pred"]
+    keys = [("a2", 0, 0), ("a2", 5, 0)] + [("t4", s, layer) for s in (0, 10, 2000) for layer in (0, 1, 2)]
+    assert [tuple(r) for r in got[["model", "step", "layer"]].values.tolist()] == keys
+    expected = [[0.25, 0.125], [0.625, 0.125]] + [list(t4_flow(s, layer)) for _, s, layer in keys[2:]]
+    np.testing.assert_allclose(got[["env_to_pred", "other_to_pred"]].to_numpy(), expected)
+
+
+def saliency_text(env: str) -> str:
+    return (
+        "I_l = |Σ_h A_{h,l} ⊙ ∂L/∂A_{h,l}| at the prediction of v<LAN> (matched held-out contexts, one backward "
+        f"pass for all layers and heads); plotted: the share of I_l on the edges {env} → prediction position, mean "
+        "over contexts and seeds. other_to_pred: the share on all other edges into the prediction position."
+    )
+
+
+def test_saliency_section_text_figure_and_table(figures):  # noqa: F811
+    part = M.saliency_section(saliency_frame())  # the default name of the environment positions: v<ENV>
+    alt = "saliency flow from v<ENV> to the prediction by layer over training"
+    assert layout(part) == ["<p>…</p>", IMG.format("saliency flow from v&lt;ENV&gt; to the prediction by layer "
+                                                   "over training"), "<details>…</details>"]  # fmt: skip
+    assert paras(part) == [saliency_text("v<ENV>")]
+    ((fig, fig_alt),) = figures
+    assert fig_alt == alt
+
+    def line(layer, colour, steps, y):
+        return {"label": f"layer {layer}", "x": steps, "y": y, "colour": colour, "width": 1.5, "style": "-",
+                "marker": "None"}  # fmt: skip
+
+    def panel(model, xscale, lines):
+        return {
+            "title": f"{model}: saliency flow by layer",
+            "xlabel": "training step",
+            "ylabel": "v<ENV> → prediction share",
+            "xscale": xscale,
+            "yscale": "linear",
+            "lines": lines,
+            "bands": [],
+            "legend": [ln["label"] for ln in lines],
+        }
+
+    steps = [0, 10, 2000]
+    t4 = [
+        line(layer, colour, steps, [round(t4_flow(s, layer)[0], 6) for s in steps])
+        for layer, colour in zip((0, 1, 2), VIRIDIS.values())
+    ]
+    assert describe(fig) == {
+        "size": (8.4, 3.0),
+        "axes": [
+            panel("a2", "linear", [line(0, VIRIDIS[0.0], [0, 5], [0.25, 0.625])]),
+            panel("t4", "symlog", t4),  # checkpoints spanning more than two decades
+        ],
+    }
+    flow = table(details(part, "Layer flow per checkpoint"), None)
+    assert list(flow.columns) == ["model", "step", "layer", "env_to_pred", "other_to_pred"]
+    expected = [["a2", "0", "0", "0.2500", "0.1250"], ["a2", "5", "0", "0.6250", "0.1250"]]
+    for s in steps:
+        for layer in (0, 1, 2):
+            env, other = t4_flow(s, layer)
+            expected.append(["t4", str(s), str(layer), f"{env:.4f}", f"{other:.4f}"])
+    assert flow.values.tolist() == expected
+
+
+def test_saliency_section_names_the_environment_positions(figures):  # noqa: F811
+    part = M.saliency_section(saliency_frame(), "ENV")
+    assert paras(part) == [saliency_text("ENV")]
+    ((fig, alt),) = figures
+    assert alt == "saliency flow from ENV to the prediction by layer over training"
+    assert [ax.get_ylabel() for ax in fig.axes] == ["ENV → prediction share"] * 2
+
+
+# --- heads ----------------------------------------------------------------------------------------------
+
+
+def heads_inputs() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Runs (from the saliency rows, several per run): t4 seeds 0 and 1 at checkpoints 0 and 100, a2 seed 0
+    at 0 and 7. Heads found:
+      t4 @ 100: aggregate: seed 0 layers 1 and 2, seed 1 layer 3 -> 1.5 heads, mean layer (1.5 + 3) / 2;
+                gather: seed 1 layer 0 -> 0.5 heads, mean layer 0;
+      t4 @ 0: none -> 0 heads, no mean layer;
+      a2 @ 7: gather: three heads in layer 1 -> 3 heads, mean layer 1; a2 @ 0: aggregate layer 4."""
+    saliency = pd.DataFrame(
+        [(m, s, t, h) for m, s, t in [("t4", 0, 0), ("t4", 0, 100), ("t4", 1, 0), ("t4", 1, 100), ("a2", 0, 0),
+                                      ("a2", 0, 7)] for h in (-1, 0, 1)],
+        columns=["model", "seed", "step", "head"],
+    )  # fmt: skip
+    heads = pd.DataFrame(
+        [
+            ("t4", 0, 100, 1, 0, "aggregate"),
+            ("t4", 0, 100, 2, 1, "aggregate"),
+            ("t4", 1, 100, 3, 0, "aggregate"),
+            ("t4", 1, 100, 0, 1, "gather"),
+            ("a2", 0, 7, 1, 0, "gather"),
+            ("a2", 0, 7, 1, 1, "gather"),
+            ("a2", 0, 7, 1, 2, "gather"),
+            ("a2", 0, 0, 4, 2, "aggregate"),
+        ],
+        columns=["model", "seed", "step", "layer", "head", "kind"],
+    ).assign(share=0.5)
+    return heads, saliency
+
+
+HEADS_COLUMNS = [
+    "model", "step", "heads (mean over seeds) aggregate", "heads (mean over seeds) gather", "mean layer aggregate",
+    "mean layer gather",
+]  # fmt: skip
+
+
+def test_heads_table_counts_missing_heads_as_zero_and_averages_layers_over_seeds_with_heads():
+    heads, saliency = heads_inputs()
+    got = M.heads_table(heads, saliency)
+    assert list(got.columns) == [
+        ("model", ""),
+        ("step", ""),
+        ("heads (mean over seeds)", "aggregate"),
+        ("heads (mean over seeds)", "gather"),
+        ("mean layer", "aggregate"),
+        ("mean layer", "gather"),
+    ]
+    assert got[["model", "step"]].values.tolist() == [["a2", 0], ["a2", 7], ["t4", 0], ["t4", 100]]
+    np.testing.assert_array_equal(
+        got.iloc[:, 2:].to_numpy(dtype=float),
+        [[1.0, 0.0, 4.0, np.nan], [0.0, 3.0, np.nan, 1.0], [0.0, 0.0, np.nan, np.nan], [1.5, 0.5, 2.25, 0.0]],
+    )
+
+
+def heads_text(env: str) -> str:
+    return (
+        f"Aggregate heads: >= 25% of a head's |saliency| on the edges {env} → prediction position; gather heads: "
+        f">= 25% on edges into {env} positions from earlier ones (the paper's Table 2 criterion)."
+    )
+
+
+def test_heads_section_states_the_threshold_and_tabulates_heads_to_two_places():
+    heads, saliency = heads_inputs()
+    part = M.heads_section(heads, saliency, 0.25)
+    assert layout(part) == ["<p>…</p>", "<table>…</table>"]
+    assert paras(part) == [heads_text("v<ENV>")]
+    found = table(part, "Heads found per checkpoint")
+    assert list(found.columns) == HEADS_COLUMNS
+    assert found.values.tolist() == [
+        ["a2", "0", "1.00", "0.00", "4.00", "–"],
+        ["a2", "7", "0.00", "3.00", "–", "1.00"],
+        ["t4", "0", "0.00", "0.00", "–", "–"],
+        ["t4", "100", "1.50", "0.50", "2.25", "0.00"],
+    ]
+    assert paras(M.heads_section(heads, saliency, 0.25, "ENV")) == [heads_text("ENV")]
+
+
+def test_heads_section_says_which_kind_no_head_reaches():
+    heads, saliency = heads_inputs()
+    gather_only = M.heads_section(heads[heads["kind"] == "gather"], saliency, 0.25)
+    assert layout(gather_only) == ["<p>…</p>", "<table>…</table>", "<p>…</p>"]
+    assert paras(gather_only)[1:] == ["No aggregate head reaches the threshold at any checkpoint."]
+    found = table(gather_only, "Heads found per checkpoint")
+    assert found["heads (mean over seeds) aggregate"].tolist() == ["0.00"] * 4
+    aggregate_only = M.heads_section(heads[heads["kind"] == "aggregate"], saliency, 0.25)
+    assert paras(aggregate_only)[1:] == ["No gather head reaches the threshold at any checkpoint."]
+
+
+# --- ablation -----------------------------------------------------------------------------------------------
+
+ABLATION_COLUMNS = [
+    "model", "step", "kind", "runs with heads", "heads (mean)", "control heads (mean)", "original", "intervention",
+    "control", "p (intervention > control)",
+]  # fmt: skip
+
+
+def ablation_frame() -> pd.DataFrame:
+    """Per (seed, context) rows. t4 at 300 (aggregate): seed 0 has 3 heads (2 control heads), seed 1 has 1 head
+    (1 control head); seed 0's context 2 has no control left (intervention without control). t4 at 300 (gather):
+    no seed has heads. t4 at 100 (aggregate): only seed 1 has heads. a2 (one seed) at 50 and 20."""
+    cols = "model seed step kind context n_heads n_control_heads original intervention control".split()
+    nan = np.nan
+    rows = [
+        ("t4", 0, 300, "aggregate", 0, 3, 2, 2.0, 3.0, 2.5),
+        ("t4", 0, 300, "aggregate", 1, 3, 2, 2.5, 2.25, 2.75),
+        ("t4", 0, 300, "aggregate", 2, 3, 2, 3.0, 4.5, nan),
+        ("t4", 1, 300, "aggregate", 0, 1, 1, 1.0, 2.0, 1.0),
+        ("t4", 1, 300, "aggregate", 1, 1, 1, 1.5, 1.75, 1.5),
+        ("t4", 0, 300, "gather", 0, 0, 0, 2.0, nan, nan),
+        ("t4", 1, 300, "gather", 0, 0, 0, 1.25, nan, nan),
+        ("t4", 0, 100, "aggregate", 0, 0, 0, 7.0, nan, nan),
+        ("t4", 1, 100, "aggregate", 0, 2, 2, 5.0, 6.0, 5.5),
+        ("t4", 1, 100, "aggregate", 1, 2, 2, 5.5, 6.5, 5.25),
+        ("a2", 0, 50, "aggregate", 0, 1, 1, 4.0, 5.0, 4.5),
+        ("a2", 0, 20, "aggregate", 0, 2, 1, 3.0, np.inf, 3.5),
+    ]
+    return pd.DataFrame(rows, columns=cols)
+
+
+P300 = sign_flip_test(np.array([0.5, -0.5, 1.0, 0.25]))  # t4 at 300: intervention - control where both exist
+P100 = sign_flip_test(np.array([0.5, 1.25]))
+P50, P20 = sign_flip_test(np.array([0.5])), sign_flip_test(np.array([np.inf]))
+
+
+def test_ablation_table_by_hand():
+    got = M.ablation_table(ablation_frame())
+    assert list(got.columns) == ABLATION_COLUMNS
+    assert got[["model", "step", "kind", "runs with heads"]].values.tolist() == [
+        ["a2", 20, "aggregate", 1],
+        ["a2", 50, "aggregate", 1],
+        ["t4", 100, "aggregate", 1],
+        ["t4", 300, "aggregate", 2],
+        ["t4", 300, "gather", 0],
+    ]
+    values = got[ABLATION_COLUMNS[4:]].to_numpy(dtype=float)
+    np.testing.assert_array_equal(
+        values,
+        [
+            [2.0, 1.0, 3.0, np.inf, 3.5, P20],  # a target the ablated model gives no mass
+            [1.0, 1.0, 4.0, 5.0, 4.5, P50],
+            # original over the runs with heads only (seed 1: 5.25), not seed 0's 7
+            [1.0, 1.0, 5.25, 6.25, 5.375, P100],
+            # heads: (3 + 1) / 2, control heads (2 + 1) / 2; intervention over all 5 rows, control over 4
+            [2.0, 1.5, 2.0, 2.7, 1.9375, P300],
+            # no heads: original over every run, no intervention, control or p
+            [0.0, 0.0, 1.625, np.nan, np.nan, np.nan],
+        ],
+    )
+    assert got["step"].map(type).tolist() == [int] * 5
+
+
+def test_ablation_section_last_checkpoint_of_each_model_and_the_paper(figures):  # noqa: F811
+    part = M.ablation_section(ablation_frame())
+    assert layout(part) == ["<p>…</p>", "<table>…</table>", "<table>…</table>", "<details>…</details>"]
+    assert paras(part) == [
+        "Matched surprisal of v<LAN> with the heads zero-ablated (intervention), with as many random heads from "
+        "the same layers (control, mean over draws) and with none (original). Means over the runs that have such "
+        "heads at that checkpoint; p pools (seed, context) pairs."
+    ]
+    last = table(part, "Last checkpoint")
+    assert list(last.columns) == ABLATION_COLUMNS
+    unbounded = ablation_frame().replace({"intervention": {5.0: np.inf}})  # a2 at 50: no finite surprisal either
+    assert table(M.ablation_section(unbounded), "Last checkpoint").values.tolist()[0] == [
+        "a2", "50", "aggregate", "1", "1.0000", "1.0000", "4.0000", "inf", "4.5000", f"{P20:.4f}"
+    ]  # fmt: skip
+    assert last.values.tolist() == [
+        ["a2", "50", "aggregate", "1", "1.0000", "1.0000", "4.0000", "5.0000", "4.5000", f"{P50:.4f}"],
+        ["t4", "300", "aggregate", "2", "2.0000", "1.5000", "2.0000", "2.7000", "1.9375", f"{P300:.4f}"],
+        ["t4", "300", "gather", "0", "0.0000", "0.0000", "1.6250", "–", "–", "–"],
+    ]
+    paper = table(part, "Paper (Wu et al., Table 2), aggregate heads, Transformer on CHILDES, for comparison")
+    assert list(paper.columns) == ["step", "intervention", "control", "original"]
+    assert paper.values.tolist() == [
+        ["5000", "6.51", "6.39", "6.38"],
+        ["10000", "5.86", "5.29", "5.30"],
+        ["20000", "5.62", "4.76", "4.77"],
+    ]
+    every = table(details(part, "Every checkpoint"), None)
+    assert list(every.columns) == ABLATION_COLUMNS
+    assert every.values.tolist()[:3] == [
+        ["a2", "20", "aggregate", "1", "2.0000", "1.0000", "3.0000", "inf", "3.5000", f"{P20:.4f}"],
+        last.values.tolist()[0],
+        ["t4", "100", "aggregate", "1", "1.0000", "1.0000", "5.2500", "6.2500", "5.3750", f"{P100:.4f}"],
+    ]
+    assert every.values.tolist()[3:] == last.values.tolist()[1:]
+    without = M.ablation_section(ablation_frame(), paper=False)
+    assert layout(without) == ["<p>…</p>", "<table>…</table>", "<details>…</details>"]
+    assert without == part.replace("\n" + re.findall(r"<table><caption>Paper.*?</table>", part)[0], "")
+
+
+def test_ablation_metrics_each_models_last_checkpoint_rounded_to_five_places():
+    assert M.ablation_metrics(ablation_frame()) == {
+        "a2_aggregate": {
+            "heads (mean)": 1.0,
+            "original": 4.0,
+            "intervention": 5.0,
+            "control": 4.5,
+            "p (intervention > control)": round(P50, 5),
+        },
+        "t4_aggregate": {
+            "heads (mean)": 2.0,
+            "original": 2.0,
+            "intervention": 2.7,
+            "control": 1.9375,
+            "p (intervention > control)": round(P300, 5),
+        },
+        "t4_gather": {
+            "heads (mean)": 0.0,
+            "original": 1.625,
+            "intervention": None,
+            "control": None,
+            "p (intervention > control)": None,
+        },
+    }
+    thirds = ablation_frame().assign(original=lambda d: d["original"] + 1 / 3)
+    assert M.ablation_metrics(thirds)["t4_aggregate"]["original"] == 2.33333  # 2 + 1/3, five places
+
+
+# --- co-occurrence section: its sentence and layout (its figure: test_grounding_mech_report_values.py) ------
+
+
+def test_cooc_section_sentence_and_blocks(figures):  # noqa: F811
+    cooc = pd.DataFrame(
+        [("t4", 0, 10, 0.5, 0.25, 6), ("t4", 1, 10, 0.75, 0.5, 6)],
+        columns=["model", "seed", "step", "r2", "adj_r2", "n_words"],
+    )
+    words = pd.DataFrame({"word": ["dog"], "pmi": [0.5]})
+    part = M.cooc_section(cooc, words, ["pmi"])
+    alt = "R squared of grounding gain on co-occurrence over training"
+    assert layout(part) == ["<p>…</p>", IMG.format(alt), "<details>…</details>", "<details>…</details>"]
+    assert paras(part) == [
+        "Per checkpoint, G(v) of each target word is regressed (least squares, intercept) on pmi of (v<ENV>, "
+        "v<LAN>) in the training turns; lines are means over seeds, bands the seed range. The paper finds R² "
+        "rising and then falling: learning beyond co-occurrence."
+    ]
+    assert table(details(part, "R² per checkpoint"), None).values.tolist() == [
+        ["t4", "10", "0.6250", "0.5000", "0.7500", "0.3750", "6"]
+    ]
+
+
+# --- Table 2: a checkpoint without saliency rows, a surprisal without bound, the section's text --------------
+
+
+def table2_inputs() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """t4, seeds 0 and 1. Saliency (and so heads) read at checkpoints 0, 100 and 200; ablation at 0, 100, 200
+    and 400 (1/4 -> 100, 1/2 -> 200, all -> 400, which has no saliency rows: no heads counted there).
+      100: aggregate heads in layer 2 (seed 0) and 3 (seed 1) -> 1 head, mean layer 2.5; seed 0's intervention
+           has no bound (inf);
+      200: seed 0 has aggregate heads in layers 1 and 2, seed 1 a gather head only -> 1 head, mean layer 1.5,
+           surprisals over seed 0 only."""
+    saliency = pd.DataFrame([("t4", s, t) for s in (0, 1) for t in (0, 100, 200)], columns=["model", "seed", "step"])
+    heads = pd.DataFrame(
+        [
+            ("t4", 0, 100, 2, 0, "aggregate"),
+            ("t4", 1, 100, 3, 1, "aggregate"),
+            ("t4", 0, 200, 1, 0, "aggregate"),
+            ("t4", 0, 200, 2, 1, "aggregate"),
+            ("t4", 1, 200, 0, 1, "gather"),
+        ],
+        columns=["model", "seed", "step", "layer", "head", "kind"],
+    )
+    nan = np.nan
+    rows = [  # (seed, step, n_heads, original, intervention, control)
+        (0, 0, 0, 2.0, nan, nan),
+        (1, 0, 0, 3.0, nan, nan),
+        (0, 100, 1, 3.0, np.inf, 3.5),
+        (1, 100, 1, 3.5, 4.0, 3.25),
+        (0, 200, 2, 2.5, 3.125, 2.75),
+        (1, 200, 0, 9.0, nan, nan),
+        (0, 400, 1, 1.0, 2.0, 1.5),
+        (1, 400, 1, 1.5, 2.5, 1.25),
+    ]
+    ablation = pd.DataFrame(
+        [("t4", s, t, "aggregate", 0, n, n, o, i, c) for s, t, n, o, i, c in rows]
+        + [("t4", 0, 400, "gather", 0, 1, 1, 50.0, 60.0, 55.0)],
+        columns="model seed step kind context n_heads n_control_heads original intervention control".split(),
+    )
+    return heads, saliency, ablation
+
+
+def test_table2_section_text_and_our_table_by_hand():
+    heads, saliency, ablation = table2_inputs()
+    part = M.table2_section(heads, saliency, ablation, {"t4": 4})
+    assert layout(part) == ["<p>…</p>", "<table>…</table>", "<table>…</table>"]
+    assert paras(part) == [
+        "The paper's Table 2 at CPU scale: per Transformer, the checkpoints nearest 1/4, 1/2 and all of training "
+        "(the paper's 5k / 10k / 20k of 20,000 steps). Aggregate heads: mean count over seeds; mean layer counts "
+        "from 0 (the paper's base is not stated; its model has 12 layers). Surprisal in nats, mean over the seeds "
+        "that have aggregate heads."
+    ]
+    p100 = sign_flip_test(np.array([np.inf, 0.75]))
+    p200, p400 = sign_flip_test(np.array([0.375])), sign_flip_test(np.array([0.5, 1.25]))
+    assert table(part, "Ours").values.tolist() == [
+        ["t4", "0.250", "100", "1.000", "2.500", "inf", "3.375", "3.250", f"{p100:.3f}", "4"],
+        ["t4", "0.500", "200", "1.000", "1.500", "3.125", "2.750", "2.500", f"{p200:.3f}", "4"],
+        ["t4", "1.000", "400", "0.000", "–", "2.250", "1.375", "1.250", f"{p400:.3f}", "4"],
+    ]
+    assert table(part, "Paper (Wu et al., Table 2), Transformer on CHILDES")["intervention"].tolist() == [
+        "6.51", "5.86", "5.62"
+    ]  # fmt: skip
+
+
+def test_table2_metrics_where_no_saliency_was_read():
+    heads, saliency, ablation = table2_inputs()
+    got = M.table2_metrics(heads, saliency, ablation)["t4"]
+    assert list(got) == ["0.25", "0.5", "1.0"]
+    assert got["1.0"] == {
+        "step": 400.0,
+        "aggregate heads": 0.0,
+        "mean layer": None,
+        "intervention": 2.25,
+        "control": 1.375,
+        "original": 1.25,
+        "p (intervention > control)": round(sign_flip_test(np.array([0.5, 1.25])), 5),
+    }
+    assert (got["0.5"]["aggregate heads"], got["0.5"]["mean layer"], got["0.5"]["original"]) == (1.0, 1.5, 2.5)

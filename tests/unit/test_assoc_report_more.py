@@ -273,3 +273,14 @@ def test_plot_table_worst_cosine_is_the_minimum_over_layers_not_another_aggregat
     assert got["step"].tolist() == [1]
     assert got["W"].tolist() == [0.2] and got["W_O"].tolist() == [0.4]
     assert got[["V", "P"]].isna().all().all()
+
+
+def test_a_diverged_loss_prints_as_inf(figures):
+    causal = causal_frame()
+    causal.loc[2, "loss"] = float("inf")
+    ((_, _, rows),) = tables(R._causal_section(causal))
+    assert rows[2][3:] == ["value V", "0", "0.8000", "inf", "not in our text"]
+    cos = cosines_frame()
+    cos.loc[(cos["n_layers"] == 1) & (cos["seed"] == 0), "corpus_loss"] = float("inf")
+    (_, _, departed) = tables(R._cosine_section(cos, "word"))[1]
+    assert departed[0][4:] == ["0.9990", "3", "1.5000", "inf"]

@@ -416,3 +416,20 @@ def test_grounding_page_intro_every_word_in_full(figures):
         "v<ENV> in the context makes v<LAN> less surprising than another word's u<ENV> does (Wu et al., "
         "arXiv 2510.13796)."
     )
+
+
+def test_an_infinite_surprisal_prints_as_inf_in_every_table(figures):
+    # a target of probability 0 in float32 has surprisal inf: the tables print it as "inf", in lower case
+    curve = curve_frame()
+    curve.loc[curve["step"] == 300, ["s_mismatched", "G"]] = np.inf
+    part = R.gain_section(curve)
+    assert table(part, "Final checkpoint").iloc[0].tolist()[4:7] == ["3.9877", "inf", "inf"]
+    every = table(details(part, "Every checkpoint"), None)
+    assert every.iloc[4].tolist()[:5] == ["lstm", "300", "3.9877", "inf", "inf"]
+    seeds = pd.DataFrame({"model": ["tf"], "seed": [0], "template G": [np.inf], "natural G": [-np.inf]})
+    shown = table(
+        R.template_section(templates_frame(), curve_frame(), seeds), "G per architecture and seed, last checkpoint"
+    )
+    assert shown.values.tolist() == [["tf", "0", "inf", "-inf"]]
+    rules = pd.DataFrame({"measure": ["natural"], "G": [np.inf]})
+    assert table(R.rule_section(rules, "x"), "G under each word rule").values.tolist() == [["natural", "inf"]]

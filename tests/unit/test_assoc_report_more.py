@@ -193,7 +193,8 @@ def test_sections_are_joined_by_newlines_in_order(figures):
         "<p>Seque",
         "<table><",
     ]
-    assert len(R._words_section(words_frame()).split("\n")) == 2
+    words = R._words_section(words_frame()).split("\n")
+    assert len(words) == 2 and all(w.startswith("<table>") and w.endswith("</table>") for w in words)
     assert [alt for _, alt in figures] == [
         "leading-order error against eta and steps",
         "cosine between learned weights and theory over training",

@@ -147,9 +147,9 @@ def test_order_figure_described_in_full():
 
 def test_order_figure_titles_name_the_last_step_and_smallest_eta():
     order = order_frame()
-    order = order.assign(eta=order["eta"] / 1000, step=order["step"] * 7)
+    order = order.assign(eta=order["eta"] / 3000, step=order["step"] * 7)  # smallest eta 3.3333...e-06
     fig = R.order_figure(order)
-    assert [ax.get_title() for ax in fig.axes] == ["at step 35", "at eta = 1e-05"]
+    assert [ax.get_title() for ax in fig.axes] == ["at step 35", "at eta = 3.33333e-06"]  # 6 significant digits
     assert [line.get_xdata().tolist() for line in fig.axes[1].get_lines()] == [
         [14, 21, 28, 35],
         [21, 28, 35],

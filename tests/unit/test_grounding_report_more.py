@@ -368,12 +368,15 @@ def test_seed_table_keeps_each_models_seeds_apart():
     natural = rows(
         {("tf", 0, 9, "a"): 2.0, ("tf", 0, 3, "a"): 50.0, ("lstm", 0, 3, "a"): 1.0, ("lstm", 0, 1, "a"): 7.0}
     )
-    template = rows({("tf", 0, 9, "a"): 4.0, ("lstm", 0, 3, "a"): 8.0, ("lstm", 0, 3, "b"): 6.0})
+    # lstm's template G over three words 8, 6 and 7.5: mean 7.1666... (the median would be 7.5)
+    template = rows(
+        {("tf", 0, 9, "a"): 4.0, ("lstm", 0, 3, "a"): 8.0, ("lstm", 0, 3, "b"): 6.0, ("lstm", 0, 3, "c"): 7.5}
+    )
     got = R.seed_table(natural, template)
     assert got.to_dict("list") == {
         "model": ["lstm", "tf"],
         "seed": [0, 0],
-        "template G": [7.0, 4.0],
+        "template G": [pytest.approx(21.5 / 3), 4.0],
         "natural G": [1.0, 2.0],
     }
     assert got.index.tolist() == [0, 1]

@@ -34,7 +34,7 @@ def patching_frame(pairs: bool = True) -> pd.DataFrame:
 
 
 MODE = {"zero": 0.0, "mean": 0.5}
-HOPS = {-1: 0.0, 1: 0.001, 2: 0.002}
+HOPS = {-1: 0.0, 0: 0.003, 1: 0.001, 2: 0.002}
 
 
 def drop(layer: int, head: int, mode: str, hops: int, seed: int) -> float:
@@ -51,7 +51,7 @@ def ablation_frame() -> pd.DataFrame:
         for layer in (1, 0)
         for head in (0, 1)
         for mode in ("zero", "mean")
-        for hops in (2, -1, 1)
+        for hops in (2, -1, 1, 0)
     ]
     rows += [(s, 0, 0, "zero", -1, "accuracy", 7.0) for s in (0, 1)]  # ablated accuracy: not a drop
     df = pd.DataFrame(rows, columns=["seed", "layer", "head", "mode", "hops", "metric", "value"])
@@ -109,7 +109,7 @@ def test_patching_section_heat_map_summary_and_pairs_correct(drawn):  # noqa: F8
     ]
 
 
-def test_patching_section_without_pairs_or_results():
+def test_patching_section_without_pairs_or_results(drawn):  # noqa: F811
     part = M.patching_section(patching_frame(pairs=False))
     assert len(paras(part)) == 1 and "pairs_correct" not in part
     none = patching_frame()[lambda d: d["metric"] != "patch_success"]
@@ -192,7 +192,7 @@ def test_ablation_section_panels_baseline_and_routing_table(drawn):  # noqa: F81
         assert mat.to_dict() == panel((mode.split()[0],), hops), (mode, label)
 
 
-def test_ablation_section_without_baseline_or_heads():
+def test_ablation_section_without_baseline_or_heads(drawn):  # noqa: F811
     no_base = ablation_frame()[lambda d: d["mode"] != "none"]
     assert "Unablated accuracy: n/a." in paras(M.ablation_section(no_base, routing_frame()))[0]
     heads_only_base = ablation_frame()[lambda d: d["layer"] < 0]
@@ -218,14 +218,17 @@ def test_hop_heads_section_tables_per_seed_and_panels(drawn):  # noqa: F811
         return out
 
     assert all_cells(part) == [
-        ("Top heads per hop class (layer.head), mean over seeds", [head, *top(1, (0, 1)), *top(2, (0, 1))]),
-        ("Seed 0: top heads per hop class", [head, *top(1, (0,)), *top(2, (0,))]),
-        ("Seed 1: top heads per hop class", [head, *top(1, (1,)), *top(2, (1,))]),
+        (
+            "Top heads per hop class (layer.head), mean over seeds",
+            [head, *top(0, (0, 1)), *top(1, (0, 1)), *top(2, (0, 1))],
+        ),
+        ("Seed 0: top heads per hop class", [head, *top(0, (0,)), *top(1, (0,)), *top(2, (0,))]),
+        ("Seed 1: top heads per hop class", [head, *top(0, (1,)), *top(1, (1,)), *top(2, (1,))]),
     ]
     ((plot, (panels,), kwargs, alt),) = drawn
     assert (plot, kwargs, alt) == ("heatmap_grid", {}, "accuracy drop per head, by hop class")
-    assert list(panels) == [("accuracy drop", "1 hops"), ("accuracy drop", "2 hops")]
-    for hops, mat in zip((1, 2), panels.values()):
+    assert list(panels) == [("accuracy drop", "0 hops"), ("accuracy drop", "1 hops"), ("accuracy drop", "2 hops")]
+    for hops, mat in zip((0, 1, 2), panels.values()):
         assert mat.to_dict() == panel(("zero", "mean"), hops)
 
 

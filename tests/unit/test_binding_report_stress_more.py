@@ -96,7 +96,7 @@ def test_stress_section_tables_and_heat_map(drawn):  # noqa: F811
     }
 
 
-def test_stress_per_seed_table_every_cell():
+def test_stress_per_seed_table_every_cell(drawn):  # noqa: F811
     part = S.stress_section(_stress())
     assert len(all_cells(part)) == 2
     assert all_cells(part)[1] == (
@@ -158,7 +158,7 @@ def test_stress_metrics_round_to_six_decimals():
     assert m["curve"] == {"0": {"5": 0.666667, "9": 0.333333}}
 
 
-def test_sections_are_their_parts_one_per_line():
+def test_sections_are_their_parts_one_per_line(drawn):  # noqa: F811
     def tags(part: str) -> list[str]:
         return [line.split(" ")[0].split(">")[0] for line in part.split("\n")]
 

@@ -267,3 +267,22 @@ def test_mechanism_metrics_without_ablation_and_a_depth_without_pairs():
     # seeds only in the ablation table still get their own entry
     abl = ablation_frame().assign(seed=lambda d: d["seed"] + 5)
     assert list(M.mechanism_metrics(pat, abl)["per_seed"]) == ["0", "1", "5", "6"]
+
+
+def test_mechanism_metrics_without_an_ablation_table_and_rounding():
+    pat = patching_frame().assign(value=lambda d: d["value"].where(d["chain_depth"] != 0, 1 / 3))
+    m = M.mechanism_metrics(pat, ablation_frame().iloc[0:0])
+    assert m["patching_by_depth"]["0"] == {"best_layer": 0, "success": 0.333333}  # every layer 1/3: the first
+    # no ablation stage output at all (not even columns), no patching rows
+    empty = M.mechanism_metrics(patching_frame().iloc[0:0], pd.DataFrame())
+    assert empty == {"patching_by_depth": {}, "heads_by_hop": {}, "per_seed": {}}
+
+
+def test_mechanism_sections_are_their_parts_one_per_line(drawn):  # noqa: F811
+    def tags(part: str) -> list[str]:
+        return [line.split(" ")[0].split(">")[0] for line in part.split("\n")]
+
+    assert tags(M.patching_section(patching_frame())) == ["<p", "<img", "<table", "<p"]
+    assert tags(M.depth_section(patching_frame())) == ["<p", "<table", "<img", "<table", "<table"]
+    assert tags(M.ablation_section(ablation_frame(), routing_frame())) == ["<p", "<img", "<p", "<table"]
+    assert tags(M.hop_heads_section(ablation_frame())) == ["<p", "<table", "<table", "<table", "<img"]

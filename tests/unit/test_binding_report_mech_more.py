@@ -18,11 +18,19 @@ def patching_frame(pairs: bool = True) -> pd.DataFrame:
     """patch_success = 0.1 * (layer + position) + 0.2 * seed (mean over seeds: + 0.1); seed 0 has 10
     pairs per cell, seed 1 30; root (position 0) is chain depth 0, the rhs (position 2) depth 1."""
     rows = [
-        (s, layer, pos, cls, "patch_success", 0.1 * (layer + pos) + 0.2 * s, 10 + 20 * s)
+        (
+            s,
+            layer,
+            pos,
+            "query" if (s, pos) == (1, 5) else cls,
+            "patch_success",
+            0.1 * (layer + pos) + 0.2 * s,
+            10 + 20 * s,
+        )
         for s in (1, 0)
         for layer in (1, 0)
         for pos, cls in enumerate(CLASSES)
-    ]
+    ]  # position 5: "other" in seed 0, "query" in seed 1, a tie: the first class by name, "other"
     rows += [
         (s, layer, pos, cls, "base_kept", 5.0, 10) for s in (0, 1) for layer in (0, 1) for pos, cls in [(0, "other")]
     ]

@@ -129,6 +129,7 @@ def progs() -> pd.DataFrame:
         ("main", "train", 0, 3, 0, 0, 4),
         ("main", "train", 2, 4, 4, 4, 6),
         ("main", "train", 2, 9, 9, 9, 6),
+        ("main", "train", 3, 9, 9, 9, 7),  # no test program has 3 hops: a 0 cell
         ("main", "test", 0, 5, 5, 1, 4),
         ("main", "test", 0, 6, 0, 6, 4),
         ("main", "test", 0, 7, 7, 7, 4),
@@ -286,7 +287,11 @@ def test_data_section_counts_per_split_and_hops_and_the_generalisation_set():
         "and the query). The generalisation set spans other lengths and depths.",
         "Generalisation set: 2 programs, 3-7 lines, 1-4 hops.",
     ]
-    assert cells(part) == [["split", "0 hops", "2 hops"], ["test", "3", "1"], ["train", "3", "2"]]
+    assert cells(part) == [
+        ["split", "0 hops", "2 hops", "3 hops"],
+        ["test", "3", "1", "0"],
+        ["train", "3", "2", "1"],
+    ]
     main_only = R._data_section(progs()[lambda d: d["set"] == "main"])
     assert paras(main_only)[1] == "No generalisation set."
 
@@ -460,3 +465,15 @@ def test_binding_page_sections_in_order_each_from_its_tables(drawn):
     ]
     default = R.binding_page(progs(), heurs(), traj(), phases(), preds(), pat, abl, rout, stress, PROVENANCE)
     assert sections(default)["Example programs"] == R._examples_section(preds(), 8)
+
+
+def test_sections_are_their_parts_one_per_line(drawn):
+    def tags(part: str) -> list[str]:
+        return [line.split(" ")[0].split(">")[0] for line in part.split("\n")]
+
+    assert tags(R._headline(metrics())) == ["<p", "<p", "<table"]
+    assert tags(R._data_section(progs())) == ["<p", "<table", "<p"]
+    assert tags(R._trajectory_section(traj(), phases())) == ["<p", "<img", "<table", "<p"]
+    assert tags(R._hops_section(traj(), preds())) == ["<p", "<img", "<img"]
+    assert tags(R._generalisation_section(preds())) == ["<p", "<img"]
+    assert tags(R._heuristic_section(progs(), heurs(), traj())) == ["<p", "<table"]

@@ -65,12 +65,23 @@ def tally(mutants: Path, equivalent: dict[str, str]) -> dict[str, Counter]:
     return rows
 
 
+def survivors(mutants: Path, equivalent: dict[str, str]) -> Counter:
+    """Checked mutants that no test kills and no reason calls equivalent, counted per function
+    (`module.x_function`): what is left to kill or to judge."""
+    left = Counter()
+    for meta in mutants.rglob("*.py.meta"):
+        for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            if code is not None and code not in KILLED and name not in equivalent:
+                left[name.rsplit("__mutmut_", 1)[0]] += 1
+    return left
+
+
 def score(count: Counter) -> float | None:
     scored = count["killed"] + count["survived"] + count["no tests"]
     return count["killed"] / scored if scored else None
 
 
-def table(rows: dict[str, Counter], equivalent: dict[str, str], when: str) -> str:
+def table(rows: dict[str, Counter], equivalent: dict[str, str], when: str, left: Counter | None = None) -> str:
     lines = [
         f"Measured {when} with `make mutation` (mutmut {mutmut_version()}; unit suite, `-m 'not pipeline'`).",
         "",
@@ -97,6 +108,10 @@ def table(rows: dict[str, Counter], equivalent: dict[str, str], when: str) -> st
             f"{total['unchecked']} mutants were not checked (the run was stopped before them): the scores "
             "are over the checked ones only.",
         ]
+    if left:
+        lines += ["", "Surviving mutants per function, still to kill or to judge (`mutmut results` names each, "
+                  "`mutmut show NAME` shows its change):", ""]  # fmt: skip
+        lines += [f"- `{function}`: {n}" for function, n in sorted(left.items())]
     if equivalent:
         lines += ["", "Equivalent mutants (same function as the original), left out of the score:", ""]
         lines += [f"- `{name}`: {reason}" for name, reason in sorted(equivalent.items())]
@@ -128,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print(f"{args.mutants}: no mutation results; run `make mutation` first", file=sys.stderr)
         return 1
-    text = table(rows, equivalent, datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
+    text = table(
+        rows, equivalent, datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), survivors(args.mutants, equivalent)
+    )
     print(text)
     if args.write:
         write_into(args.write, text)

@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tests"))
-from mutation_table import equivalents, score, table, tally, write_into  # noqa: E402
+from mutation_table import equivalents, score, survivors, table, tally, write_into  # noqa: E402
 
 
 def meta(root: Path, rel: str, codes: dict[str, int | None]) -> None:
@@ -37,6 +37,10 @@ def test_exit_codes_are_classed_per_module_and_equivalents_leave_the_score(tmp_p
     assert "| `bench/b.py` | 2 | 1 | 0 | 0 | 0 | 1 | 100.0 % |" in text
     assert "| **all** | 7 | 3 | 1 | 1 | 1 | 1 | 60.0 % |" in text
     assert "1 mutants were not checked" in text and "- `a.x_f__mutmut_5`: same function" in text
+    # what is left: a.x_f__mutmut_2 survived and _4 has no test; _5 is equivalent, b's are killed or unchecked
+    left = survivors(tmp_path, {"a.x_f__mutmut_5": "same function"})
+    assert left == {"a.x_f": 2}
+    assert "- `a.x_f`: 2" in table(rows, {}, "now", left)
 
 
 def test_an_equivalent_without_a_reason_is_refused(tmp_path):

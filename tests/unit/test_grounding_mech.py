@@ -127,6 +127,33 @@ def test_ablation_zeroes_exactly_the_chosen_heads():
     assert (every["n_control_heads"] == 0).all()
 
 
+def test_ablation_rows_control_is_the_mean_over_seeded_draws_by_hand():
+    model, heads = tiny(), [(0, 1), (1, 2)]
+    rows = ablation_rows(model, CONTEXTS, TARGETS, heads, n_draws=3, seed=4)
+    assert list(rows.columns) == ["context", "original", "intervention", "control", "n_heads", "n_control_heads"]
+    assert rows["context"].tolist() == list(range(len(CONTEXTS)))
+    rng = np.random.default_rng(4)
+    per_draw = []
+    for _ in range(3):  # the same draws from the same seed, each ablated alone
+        drawn = control_heads(heads, H, rng)
+        by_layer = {layer: [h for l2, h in drawn if l2 == layer] for layer, _ in drawn}
+        with model.hooks([ablation_hook(layer, hs, "zero", None) for layer, hs in by_layer.items()]):
+            per_draw.append(target_surprisal(model, CONTEXTS, TARGETS))
+    np.testing.assert_allclose(rows["control"], np.mean(per_draw, axis=0), rtol=1e-6)
+    assert rows["control"].nunique() > 1  # one value per context, not one over all
+    one = ablation_rows(model, CONTEXTS[:1], TARGETS[:1], heads, n_draws=2, seed=0)  # a single context
+    assert one["control"].notna().all() and one["n_control_heads"].tolist() == [2]
+    assert ablation_rows(model, CONTEXTS, TARGETS, [], n_draws=2, seed=0)["n_control_heads"].eq(0).all()
+
+
+def test_control_heads_in_a_full_layer_draw_none_and_never_repeat():
+    rng = np.random.default_rng(1)
+    assert control_heads([(0, h) for h in range(3)] + [(1, 0)], 3, rng) in ([(1, 1)], [(1, 2)])  # layer 0: none left
+    for _ in range(20):  # two of three others: always two different heads
+        drawn = control_heads([(0, 0), (0, 1)], 4, rng)
+        assert len(set(drawn)) == 2
+
+
 TURNS = pd.DataFrame(
     {
         "tokens": [

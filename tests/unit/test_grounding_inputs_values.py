@@ -308,6 +308,18 @@ def test_raw_dialogs_drop_those_without_features_with_one_warning(ws, capsys):
     assert len(err) == 1 and err[0].startswith("warning: ")
     assert "1 of 3 dialogs dropped, their 1 image(s) have no features" in err[0] and err[0].endswith("image_id 8)")
     assert Corpus("visdial").table(params, raw=True).equals(raw)
+    assert list(raw.columns) == ["file", "image_id", "env", "tokens"]  # renumbered, no old-index column
+
+
+def test_raw_dialogs_check_both_files_schemas(ws):
+    params, _ = ws
+    dialogs_path, images = params["paths"]["visual_dialogs"], f"{params['paths']['visual_features']}/images.parquet"
+    write_parquet(pd.read_parquet(images).drop(columns="image_id"), images)
+    with pytest.raises(PipelineError, match=r"images.parquet: wrong schema, missing column 'image_id'"):
+        visual_inputs.raw_dialogs(params)
+    write_parquet(pd.read_parquet(dialogs_path).drop(columns="tokens"), dialogs_path)
+    with pytest.raises(PipelineError, match=r"wrong schema, missing column 'tokens'"):
+        visual_inputs.raw_dialogs(params)
 
 
 def test_raw_dialogs_all_encoded_no_warning_and_many_skipped_listed_first_five(ws, capsys):

@@ -69,6 +69,7 @@ def test_window_keeps_epoch_ends_where_the_weight_exists(setup):
     assert w_o.loc[w_o["in_window"], "step"].tolist() == [2, 4, 6]
     w = table[(table["weight"] == "W") & (table["layer"] == 0)]
     assert w.loc[w["in_window"], "step"].tolist() == [4, 6]  # W is zero before step 3
+    assert w["epoch"].tolist() == [s / 2 for s in range(9)]  # steps over steps_per_epoch
     table["n_layers"], table["seed"] = 2, 0
     t1 = min_cosine_table(table)
     assert len(t1) == 2 * 3 + 1 and (t1["n_checkpoints"] >= 2).all()

@@ -104,6 +104,12 @@ def test_weight_rows_give_the_built_cosine_and_relative_error(step):
     assert rows.loc["W_O", "layer"] == -1 and (rows.drop(index="W_O")["layer"] == 0).all()
 
 
+def test_no_relative_error_before_the_theory_predicts_a_weight():
+    # at step 0 every leading coefficient is 0: the relative error is undefined (NaN), not |learned| / 0
+    rows = pd.DataFrame(weight_rows(checkpoint(3), BASIS, 0, ETA))
+    assert rows["rel_error"].isna().all() and (rows["norm"] > 0).all()
+
+
 def test_the_transposed_theory_gives_another_hand_computed_value():
     # At s = 4 (a = 1, b = 4/3), learned / c = D + (4/3) |D| U, norm (5/3) |D|:
     #   W_O: [[3, 0], [4, 20/3]] (norm 25/3) against B^T = [[3, 4], [0, 0]]: <, > = 9,

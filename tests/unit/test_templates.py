@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -84,6 +85,25 @@ def test_template_contexts_are_held_out_and_hold_one_target():
     template_contexts([t], ["ball", "cup"], "targets", training=[["<MOT>", "holds", "the", "cup<ENV>", "looks"]])
     with pytest.raises(PipelineError, match="carrier word 'box' is a target noun"):
         template_contexts([Template("t2", "MOT", "puts {n} in the box", "oh", "x")], ["ball", "box"], "targets", [])
+
+
+def test_template_contexts_more_refusals_and_no_template():
+    t = Template("t1", "MOT", "holds the {n}", "look", "x")
+    # a context that ends a training turn is in the training turns too
+    with pytest.raises(PipelineError, match="template t1: its context with 'cup' occurs in the training turns"):
+        template_contexts([t], ["ball", "cup"], "targets", training=[["<MOT>", "holds", "the", "cup<ENV>", "look"]])
+    # a carrier word in the speech, whatever its case, is a target too
+    with pytest.raises(PipelineError, match="template t3: carrier word 'box' is a target noun"):
+        template_contexts([Template("t3", "MOT", "holds {n}", "Box look", "x")], ["ball", "box"], "targets", [])
+    none = template_contexts([], ["ball", "cup"], "targets", [])
+    assert none.empty and list(none.columns) == ["template", "word", "context"]
+
+
+def test_template_surprisals_refuse_rows_out_of_vocabulary_order():
+    contexts = pd.DataFrame({"word": ["cup", "ball"]})
+    with pytest.raises(PipelineError) as e:
+        template_surprisals(np.zeros((2, 3)), contexts, ["ball", "cup"], {"ball<LAN>": 1, "cup<LAN>": 2})
+    assert str(e.value) == "template contexts: rows must run over every target, in vocabulary order"
 
 
 def test_gain_table_by_hand():

@@ -71,6 +71,17 @@ def test_pairs_columns_and_every_other_digit_drawn(pairs):
     assert {(n - o) % 10 for o, n in zip(old, new)} == set(range(1, 10))  # each of the 9 other digits occurs
 
 
+def test_pairs_follow_the_documented_draws(programs, pairs):
+    """The rows, then one shift in 1..9 per pair, drawn from the generator in that order; the new digit is
+    old + shift (mod 10), as the docstring says."""
+    rng = np.random.default_rng(1)
+    rows = programs.iloc[rng.choice(len(programs), size=64, replace=False)]
+    shifts = rng.integers(1, 10, size=64)
+    assert pairs["base"].tolist() == rows["program"].tolist()
+    for base, cf, pos, shift in zip(pairs["base"], pairs["cf"], pairs["changed_pos"], shifts):
+        assert int(cf[pos]) == (int(base[pos]) + shift) % 10
+
+
 def test_pairs_carry_their_base_programs_answer_and_hops(programs, pairs):
     by_program = programs.set_index("program")
     assert pairs["base_answer"].tolist() == by_program.loc[pairs["base"], "answer"].tolist()

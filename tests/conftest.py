@@ -135,3 +135,19 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "pipeline" in item.path.parent.name:
             item.add_marker(pytest.mark.pipeline)
+
+
+@pytest.fixture
+def figures(monkeypatch) -> list:
+    """The (matplotlib figure, alt text) pairs the code under test embeds, kept instead of rendered
+    (tests/figures.py describes them)."""
+    from emergence.core.report import html as H
+
+    kept = []
+
+    def keep(fig, alt, dpi=100):
+        kept.append((fig, alt))
+        return f'<img alt="{H.esc(alt)}" src="data:image/png;base64,">'
+
+    monkeypatch.setattr(H, "figure", keep)
+    return kept

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pandas as pd
-import pytest
 from figures import describe
 from test_assoc_report_values import (
     PROVENANCE,
@@ -22,19 +21,6 @@ from emergence.studies.assoc import report as R
 
 TAB10 = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 TAB20 = ["#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c"]
-
-
-@pytest.fixture
-def figures(monkeypatch) -> list:
-    """The (figure, alt) pairs a page embeds, kept instead of rendered."""
-    kept = []
-
-    def keep(fig, alt, dpi=100):
-        kept.append((fig, alt))
-        return f'<img alt="{H.esc(alt)}" src="data:image/png;base64,">'
-
-    monkeypatch.setattr(H, "figure", keep)
-    return kept
 
 
 # --- cosine figure ----------------------------------------------------------------------------------

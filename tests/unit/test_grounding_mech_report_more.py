@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from figures import describe
 from matplotlib.colors import to_hex
-from test_grounding_report_values import details, figures, paras, table  # noqa: F401 (figures: a fixture)
+from test_grounding_report_values import details, paras, table
 
 from emergence.studies.grounding import report_mech as M
 from emergence.studies.grounding.gain import sign_flip_test

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from figures import describe
-from test_grounding_report_values import details, figures, paras, table  # noqa: F401 (figures: a fixture)
+from test_grounding_report_values import details, paras, table
 
 from emergence.studies.grounding import report_mech as M
 from emergence.studies.grounding.gain import sign_flip_test

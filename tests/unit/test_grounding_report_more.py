@@ -23,20 +23,6 @@ from emergence.core.report import html as H
 from emergence.studies.grounding import report as R
 from emergence.studies.grounding.gain import sign_flip_test
 
-
-@pytest.fixture
-def figures(monkeypatch) -> list:
-    """The (figure, alt) pairs the code under test embeds, kept instead of rendered."""
-    kept = []
-
-    def keep(fig, alt, dpi=100):
-        kept.append((fig, alt))
-        return f'<img alt="{H.esc(alt)}" src="data:image/png;base64,">'
-
-    monkeypatch.setattr(H, "figure", keep)
-    return kept
-
-
 # --- the bootstrap band -----------------------------------------------------------------------------
 
 

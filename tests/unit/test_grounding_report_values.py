@@ -75,19 +75,6 @@ def sections(page: str) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def figures(monkeypatch) -> list:
-    """The matplotlib figures the code under test embeds, kept instead of rendered."""
-    kept = []
-
-    def keep(fig, alt, dpi=100):
-        kept.append((fig, alt))
-        return f'<img alt="{H.esc(alt)}" src="data:image/png;base64,">'
-
-    monkeypatch.setattr(H, "figure", keep)
-    return kept
-
-
 # --- metrics JSON and plots CSV -------------------------------------------------------------------
 
 

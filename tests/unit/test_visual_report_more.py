@@ -8,10 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from test_grounding_mech_report_more import ablation_frame, heads_inputs, layout, saliency_frame
-from test_grounding_report_values import (  # noqa: F401 (figures: a fixture)
+from test_grounding_report_values import (
     candidates,
     curve_frame,
-    figures,
     gain_rows,
     paras,
     sections,

@@ -4,7 +4,7 @@ data-source line, each traced to hand-built inputs."""
 from __future__ import annotations
 
 import pandas as pd
-from test_grounding_report_values import candidates, curve_frame, details, figures, paras, sections, table  # noqa: F401
+from test_grounding_report_values import candidates, curve_frame, details, paras, sections, table
 
 from emergence.studies.grounding import report_visual as V
 

@@ -101,7 +101,7 @@ def build_hf_mamba2(a: argparse.Namespace) -> Built:
     return model, lambda idx: model(input_ids=idx, labels=idx).loss
 
 
-def train_steps(model: torch.nn.Module, loss_fn: Callable, opt: torch.optim.Optimizer, idx: torch.Tensor, n: int):
+def train_steps(loss_fn: Callable, opt: torch.optim.Optimizer, idx: torch.Tensor, n: int):
     for _ in range(n):
         opt.zero_grad(set_to_none=True)
         loss_fn(idx).backward()
@@ -118,12 +118,12 @@ def tokens_per_second(builders: dict[str, Callable[[argparse.Namespace], Built]]
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         flops = step_flops(loss_fn, idx)
-        train_steps(model, loss_fn, opt, idx, a.warmup)
-        runs[name] = (model, loss_fn, opt, flops, [])
+        train_steps(loss_fn, opt, idx, a.warmup)
+        runs[name] = (loss_fn, opt, flops, [])
     for _ in range(a.rounds):
-        for model, loss_fn, opt, _, times in runs.values():
+        for loss_fn, opt, _, times in runs.values():
             start = time.perf_counter()
-            train_steps(model, loss_fn, opt, idx, a.steps)
+            train_steps(loss_fn, opt, idx, a.steps)
             times.append((time.perf_counter() - start) / a.steps)
     return {name: (a.batch * a.seq / statistics.median(t), flops) for name, (*_, flops, t) in runs.items()}
 
@@ -158,9 +158,9 @@ def matmul_profile(build: Callable[[argparse.Namespace], Built], a: argparse.Nam
     model, loss_fn = build(a)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     flops = step_flops(loss_fn, idx)
-    train_steps(model, loss_fn, opt, idx, a.warmup)
+    train_steps(loss_fn, opt, idx, a.warmup)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        train_steps(model, loss_fn, opt, idx, a.steps)
+        train_steps(loss_fn, opt, idx, a.steps)
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events)
     kernels = sum(e.self_cpu_time_total for e in events if MATMUL.search(e.key))

@@ -14,6 +14,7 @@ import bench.assoc_basis as assoc_basis
 import bench.dino_cache as dino_cache
 import bench.pipeline as pipeline
 import bench.saliency as saliency
+import bench.train_throughput as train_throughput
 from bench.table import not_measured, row
 from tests.conftest import ROOT
 
@@ -28,7 +29,7 @@ def words(text: str) -> str:
     return " ".join(text.split())
 
 
-@pytest.mark.parametrize("module", [saliency, dino_cache, assoc_basis], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [saliency, dino_cache, assoc_basis, train_throughput], ids=lambda m: m.__name__)
 def test_help_opens_with_the_docstrings_first_line(module, capsys):
     with pytest.raises(SystemExit) as e:
         module.parse_args(["--help"])
@@ -167,3 +168,24 @@ def test_pipeline_main_prints_each_row_and_its_bound(monkeypatch, capsys, tmp_pa
         "`snakemake -n`, tiny profile: 3.82 s  ()",  # no bound: nothing in the brackets
         "end-to-end binding, default profile: None min  (not measured: no --default-run given)",
     ]
+
+
+# --- bench/train_throughput.py ---------------------------------------------
+
+
+def test_train_throughput_defaults_are_the_documented_setting(capsys):
+    defaults = vars(train_throughput.parse_args([]))
+    assert defaults == {
+        "steps": 5, "rounds": 3, "warmup": 2, "batch": 16, "seq": 128, "d_model": 128, "layers": 4, "heads": 4,
+        "threads": 2,
+    }  # fmt: skip
+    assert "3 rounds x 5 steps after 2 warm-up steps" in DOC
+    assert "(pos learned, d_model 128, 4 layers, 4 heads, seq 128, batch 16, vocab 41)" in DOC
+    with pytest.raises(SystemExit):
+        train_throughput.parse_args(["--help"])
+    assert re.search(r"--steps STEPS\s+timed steps per round", capsys.readouterr().out)
+
+
+def test_train_throughput_flags():
+    given = {"steps": 1, "rounds": 2, "warmup": 0, "batch": 3, "seq": 7, "d_model": 8, "layers": 1, "heads": 2}
+    assert vars(train_throughput.parse_args(flags(**given, threads=1))) == {**given, "threads": 1}

@@ -15,7 +15,7 @@ from emergence.core.models import build_model
 from emergence.interp.ablation import ablation_hook
 from emergence.interp.saliency import head_saliency
 from emergence.studies.grounding import visual_inputs
-from emergence.studies.grounding.ablation import HeadAblationParams, ablation_rows, checkpoint_ablations
+from emergence.studies.grounding.ablation import HeadAblationParams, ablation_rows, checkpoint_ablations, control_heads
 from emergence.studies.grounding.gain import target_surprisal
 from emergence.studies.grounding.report_visual import mechanism_sections, visual_curve, visual_metrics
 from emergence.studies.grounding.saliency import (
@@ -172,6 +172,23 @@ def test_checkpoint_ablations_zero_each_kind_with_the_image_read_first():
     np.testing.assert_allclose(row["control"], alone["control"], rtol=1e-6)
     other = ablation_rows(model, contexts, targets, [(0, 1), (1, 2)], 8, 3, prefixes)  # seed alone, step left out
     assert not np.allclose(alone["control"], other["control"])
+
+
+def test_ablation_controls_read_the_image_too():
+    """Each control draw is measured with the image prefix, as the original and the intervention are."""
+    model = prefix_model(1)
+    contexts, targets, _, prefixes = matched_visual_inputs("image", EVAL, INDEX, FEATURES, IMAGE_ROW)
+    heads = [(0, 1), (1, 2)]
+    rows = ablation_rows(model, contexts, targets, heads, n_draws=3, seed=2, prefixes=prefixes)
+    rng, per_draw, blind = np.random.default_rng(2), [], []
+    for _ in range(3):  # the seeded draws, each ablated alone, with and without the image
+        drawn = control_heads(heads, H, rng)
+        by_layer = {layer: [h for l2, h in drawn if l2 == layer] for layer, _ in drawn}
+        with model.hooks([ablation_hook(layer, hs, "zero", None) for layer, hs in by_layer.items()]):
+            per_draw.append(target_surprisal(model, contexts, targets, prefixes=prefixes))
+            blind.append(target_surprisal(model, contexts, targets))
+    np.testing.assert_allclose(rows["control"], np.mean(per_draw, axis=0), rtol=1e-6)
+    assert not np.allclose(np.mean(per_draw, axis=0), np.mean(blind, axis=0), rtol=1e-3)  # the image matters
 
 
 def params(run_models: list[str], attention: list[str]) -> dict:

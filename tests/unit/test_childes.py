@@ -89,6 +89,13 @@ def test_turn_order_and_cleaning(tmp_path):
     assert chi2["lan"] == ["milk", "please"]
 
 
+def test_two_tiers_in_one_slot_keep_both_in_tier_order(tmp_path):
+    body = "*MOT:\tsee .\n%act:\t<bef> picks up ball\n%gpx:\t<bef> points\n%sit:\tat home\n@End\n"
+    mot = extract_turns(cha(tmp_path, body)).iloc[0]
+    # %act and %gpx both before the words: actions then gestures, after the situation
+    assert mot.env == ["at", "home", "picks", "up", "ball", "points"]
+
+
 def test_split_compounds_applies_to_every_tier(tmp_path):
     mot = extract_turns(cha(tmp_path, TURNS), split_compounds=True).iloc[0]
     assert mot.lan == ["look", "at", "the", "ice", "cream", "teddy", "bear"]

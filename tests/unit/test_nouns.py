@@ -24,6 +24,7 @@ def test_the_shipped_list_reads_in_file_order_with_its_provenance():
     "body, message",
     [
         ("noun\tkind\nball\ttoys\n", r"t\.tsv:1: the header must be the tab-separated columns noun, category"),
+        ("# a list\nnoun category\nball\ttoys\n", r"t\.tsv:2: the header must be the tab-separated columns"),
         (HEADER + "ball\ttoys\ncup\n", r"t\.tsv:4: 2 non-empty tab-separated fields expected"),
         (HEADER + "ball\ttoys\nBall\ttoys\n", r"t\.tsv:4: a noun is one lower-case word .*got 'Ball'"),
         (HEADER + "ball\ttoys\nice cream\tfood\n", r"t\.tsv:4: a noun is one lower-case word"),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from tiny_models import no_hooks
 
 from emergence.core.models import build_model
-from emergence.interp.saliency import head_saliency, head_saliency_per_layer, layer_flow
+from emergence.interp.saliency import _pattern_names, head_saliency, head_saliency_per_layer, layer_flow
 
 
 def tiny_transformer() -> torch.nn.Module:
@@ -37,3 +38,17 @@ def test_saliency_is_causal_and_stops_at_the_prediction_position(one_thread):
     assert torch.all(flow.triu(1) == 0)  # no edge from the future
     assert torch.all(flow[:, 2, 4:] == 0)  # rows after position 3 cannot matter
     assert flow[:, 2, 3].sum() > 0
+
+
+def test_saliency_layers_come_in_depth_order_past_ten_layers(one_thread):
+    """Layer 10 after layer 9, not after layer 1: the hook names sort by their number, not as text.
+    A model with no attention is refused by name."""
+    torch.manual_seed(0)
+    cfg = dict(n_layers=11, d_model=8, n_heads=1, d_head=8, d_mlp=8, n_ctx=8, d_vocab=11)
+    model = build_model("transformer", cfg).eval()
+    names = _pattern_names(model)
+    assert names == [f"blocks.{i}.attn.hook_pattern" for i in range(11)]
+    lstm = build_model("lstm", dict(n_layers=1, d_model=8, n_ctx=8, d_vocab=11))
+    with pytest.raises(ValueError) as e:
+        head_saliency(lstm, *batch())
+    assert str(e.value) == "LSTM has no attention patterns to take saliency of"

@@ -86,6 +86,42 @@ def test_damaged_features_are_one_line(tmp_path, damage):
         features(_features_params(root))
 
 
+@pytest.mark.parametrize(
+    "feats, rows, message",
+    [
+        (torch.zeros(2, 12), [0, 1], "features must be (images, positions, dim) floats, got (2, 12)"),
+        (
+            torch.zeros(2, 3, 4, dtype=torch.int64),
+            [0, 1],
+            "features must be (images, positions, dim) floats, got (2, 3, 4)",
+        ),
+        (torch.zeros(2, 3, 4), [0, 2], "images.parquet names rows outside the 2 feature rows"),  # one past the end
+        (torch.zeros(2, 3, 4), [-1, 1], "images.parquet names rows outside the 2 feature rows"),
+        (torch.zeros(2, 3, 4), [0.0, 1.0], "images.parquet: wrong schema, column 'row' has dtype float64"),
+    ],
+)
+def test_features_of_the_wrong_shape_or_rows_are_one_line(tmp_path, feats, rows, message):
+    root = tmp_path / "features"
+    root.mkdir()
+    save_file({"features": feats}, str(root / "features.safetensors"))
+    (root / "encoder.json").write_text("{}")
+    write_parquet(pd.DataFrame({"row": rows, "image_id": [7, 9]}), root / "images.parquet")
+    with pytest.raises(PipelineError) as e:
+        features(_features_params(root))
+    assert str(e.value).endswith(message) and str(e.value).startswith(str(root))
+
+
+def test_features_of_one_image_and_of_the_last_row_are_read(tmp_path):
+    root = tmp_path / "features"
+    root.mkdir()
+    feats = torch.arange(24.0).reshape(2, 3, 4)
+    save_file({"features": feats}, str(root / "features.safetensors"))
+    (root / "encoder.json").write_text('{"encoder_id": "e"}')
+    write_parquet(pd.DataFrame({"row": [1], "image_id": [9]}), root / "images.parquet")  # min = max = the last row
+    got, image_row, record = features(_features_params(root))
+    assert torch.equal(got, feats) and image_row == {9: 1} and record == {"encoder_id": "e"}
+
+
 def test_a_truncated_cache_entry_is_encoded_again(tmp_path):
     from test_dino_features import save_tiny
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from tiny_models import no_hooks
@@ -52,3 +54,27 @@ def test_saliency_layers_come_in_depth_order_past_ten_layers(one_thread):
     with pytest.raises(ValueError) as e:
         head_saliency(lstm, *batch())
     assert str(e.value) == "LSTM has no attention patterns to take saliency of"
+
+
+def test_target_loss_indexes_on_the_logits_device_with_no_warning(monkeypatch):
+    """The row index is made on the logits' device (on CUDA a CPU index would copy or fail; on this
+    CPU-only machine the device asked for is what can be read), and the softmax names its axis."""
+    import emergence.interp.saliency as module
+
+    asked = []
+
+    class Torch:
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        def arange(self, *args, **kw):
+            asked.append(kw.get("device"))
+            return torch.arange(*args, **kw)
+
+    monkeypatch.setattr(module, "torch", Torch())
+    logits = torch.zeros(2, 3, 5, device="meta")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an implicit softmax axis warns
+        module.target_loss(logits, torch.tensor([1, 2]), torch.tensor([0, 4]))
+        module.target_loss(torch.zeros(2, 3, 5), torch.tensor([1, 2]), torch.tensor([0, 4]))
+    assert asked == [torch.device("meta"), torch.device("cpu")]

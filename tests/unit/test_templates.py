@@ -154,3 +154,40 @@ def test_rows_must_cover_every_target_in_order():
     swapped.loc[[2, 3], "word"] = ["b", "a"]  # the second template's rows out of order
     with pytest.raises(PipelineError, match="every target"):
         template_surprisals(np.zeros((4, 5)), swapped, ["a", "b"], index)
+
+
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ("t2\tMOT\tholds{n}\tlook\tx", "the env frame needs exactly one {n} as a word, got 'holds{n}'"),
+        ("t2\tMOT\t{n} and x{n}\tlook\tx", "the env frame needs exactly one {n} as a word, got '{n} and x{n}'"),
+        ("t2\tMOT\tholds {n} now<LAN>\tlook\tx", "frames hold plain words (no <ENV>/<LAN>, one {n})"),
+        ("t2\tMOT\tholds {n} ball<ENV>\tlook\tx", "frames hold plain words (no <ENV>/<LAN>, one {n})"),
+        ("t2\tMOT\tholds {n}\tlook at {n}\tx", "frames hold plain words (no <ENV>/<LAN>, one {n})"),
+        ("t2\tMOT\tholds {n} {it}\tlook\tx", "frames hold plain words (no <ENV>/<LAN>, one {n})"),
+        ("t2\tMo\tholds {n}\tlook\tx", "speaker must be a CHAT code such as MOT or CHI, got 'Mo'"),
+        ("t1\tCHI\tdrops {n}\toh\ty", "duplicate template id 't1'"),
+    ],
+)
+def test_a_malformed_row_is_named_by_file_and_line_with_the_whole_message(tmp_path, row, message):
+    path = tmp_path / "t.tsv"
+    path.write_text("# templates\n" + HEADER + "t1\tMOT\tholds the {n}\tlook\tx\n# another comment\n\n" + row + "\n")
+    with pytest.raises(PipelineError) as err:
+        read_templates(path)
+    assert str(err.value) == f"{path}:6: {message}"
+
+
+def test_template_file_errors_name_the_template_file(tmp_path):
+    with pytest.raises(PipelineError) as err:
+        read_templates(tmp_path / "none.tsv")
+    assert str(err.value) == f"{tmp_path / 'none.tsv'}: template file not found"
+    path = tmp_path / "t.tsv"
+    path.write_text("# only the header\n" + HEADER)
+    with pytest.raises(PipelineError) as err:
+        read_templates(path)
+    assert str(err.value) == f"{path}: no template rows"
+    path.write_text(HEADER + "t1\tMOT\tholds the {n}\tlook\tx\nt2\tCHI\t{n} here\tsee it\tpaper\n")
+    assert read_templates(path) == [
+        Template("t1", "MOT", "holds the {n}", "look", "x"),
+        Template("t2", "CHI", "{n} here", "see it", "paper"),
+    ]

@@ -269,3 +269,9 @@ def test_report_sections_label_each_setting_and_show_what_the_control_lacks():
     agg = metrics["ablation"]["image_t4_aggregate"]
     assert agg["heads (mean)"] == H and agg["intervention"] > agg["control"] and agg["p (intervention > control)"] < 0.1
     assert metrics["ablation"]["caption_t4_gather"]["intervention"] is None
+
+
+def test_an_empty_image_setting_gives_an_empty_prefix_batch():
+    contexts, targets, env_pos, prefixes = matched_visual_inputs("image", EVAL.iloc[:0], INDEX, FEATURES, IMAGE_ROW)
+    assert contexts == [] and targets == [] and env_pos == []
+    assert prefixes.shape == (0, P, D_FEAT) and prefixes.dtype == FEATURES.dtype

@@ -1,0 +1,189 @@
+"""Study G's token data, value by value: the word rule, target choice and vocabulary from a hand-counted
+turn table, the parameter checks and vocabulary file errors with their full messages."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from emergence.core.config import from_dict
+from emergence.core.io import PipelineError
+from emergence.studies.grounding.tokens import (
+    EvalParams,
+    GroundingRuns,
+    VocabParams,
+    build_vocab,
+    encode,
+    env,
+    lan,
+    mark,
+    marked_table,
+    model_entry,
+    read_vocab,
+    select_targets,
+    target_vocabulary,
+    token_counts,
+)
+
+# dog<ENV> x3, dog<LAN> x2; cup<ENV> x2, cup<LAN> x4; ball<ENV> x1, ball<LAN> x5; run<ENV> x2, run<LAN> x1
+TURNS = pd.DataFrame(
+    {
+        "file": ["a", "a", "b"],
+        "tokens": [
+            ["<MOT>", "dog<ENV>", "cup<ENV>", "run<ENV>", "look<LAN>", "dog<LAN>", "cup<LAN>", "ball<LAN>"],
+            ["<CHI>", "dog<ENV>", "ball<ENV>", "run<ENV>", "dog<LAN>", "cup<LAN>", "ball<LAN>", "run<LAN>"],
+            ["<MOT>", "dog<ENV>", "cup<ENV>", "cup<LAN>", "cup<LAN>", "ball<LAN>", "ball<LAN>", "ball<LAN>"],
+        ],
+    },
+    index=[4, 7, 9],
+)
+
+
+def test_word_forms_and_counts():
+    assert env("dog") == "dog<ENV>" and lan("dog") == "dog<LAN>"
+    assert token_counts([["a", "b"], [], ["b", "b"]]) == Counter({"b": 3, "a": 1})
+    assert token_counts([]) == Counter()
+
+
+def test_encode_reads_unknown_tokens_as_unk():
+    assert encode(["b", "zz", "a", "<unk>"], {"<unk>": 0, "a": 1, "b": 2}) == [2, 0, 1, 0]
+    assert encode([], {"a": 1}) == []
+
+
+def test_mark_keeps_only_the_targets_two_forms():
+    tokens = ["<MOT>", "dog<ENV>", "run<ENV>", "look<LAN>", "dog<LAN>", "plain", "ENV", "<ENV>"]
+    assert mark(tokens, {"dog"}, "targets") == ["<MOT>", "dog<ENV>", "run", "look", "dog<LAN>", "plain", "ENV", ""]
+    assert mark(tokens, set(), "targets") == ["<MOT>", "dog", "run", "look", "dog", "plain", "ENV", ""]
+    assert mark(tokens, {"dog"}, "all") == tokens and mark(tokens, {"dog"}, "all") is not tokens
+    with pytest.raises(PipelineError) as err:
+        mark(tokens, {"dog"}, "some")
+    assert str(err.value) == "env_marking: one of ['targets', 'all'], got 'some'"
+
+
+def test_marked_table_applies_the_rule_to_each_row():
+    table = marked_table(TURNS, ["dog"], "targets")
+    assert table["tokens"].tolist()[0] == ["<MOT>", "dog<ENV>", "cup", "run", "look", "dog<LAN>", "cup", "ball"]
+    assert table["tokens"].tolist()[2] == ["<MOT>", "dog<ENV>", "cup", "cup", "cup", "ball", "ball", "ball"]
+    assert table.index.tolist() == [4, 7, 9] and table["file"].tolist() == ["a", "a", "b"]
+    assert marked_table(TURNS, ["dog"], "all")["tokens"].tolist() == TURNS["tokens"].tolist()
+
+
+def test_select_targets_rank_by_the_rarer_form_then_spelling():
+    counts = token_counts(TURNS["tokens"])
+    # rarer forms: dog min(3, 2) = 2, cup min(2, 4) = 2, ball min(1, 5) = 1, run min(2, 1) = 1
+    assert select_targets(counts, ["run", "dog", "ball", "cup", "dog"], 4, 1) == ["cup", "dog", "ball", "run"]
+    assert select_targets(counts, ["run", "dog", "ball", "cup"], 2, 2) == ["cup", "dog"]  # exactly min_count
+    assert select_targets(counts, ["ball", "run", "dog"], 1, 1) == ["dog"]
+    with pytest.raises(PipelineError) as err:
+        select_targets(counts, ["run", "dog", "ball", "cup", "dog"], 3, 2)
+    assert str(err.value) == (
+        "grounding_vocab.n_words: only 2 of the 4 candidate nouns have both forms >= min_count=2 times, "
+        "3 requested (lower n_words or min_count)"
+    )
+    with pytest.raises(PipelineError, match=r"^vocab\.n_words: only 0 of the 1 candidate nouns"):
+        select_targets(counts, ["dog"], 1, 3, "vocab")
+
+
+def test_vocab_orders_by_count_then_spelling_and_keeps_target_forms():
+    counts = Counter({"b": 3, "a": 3, "c": 2, "d": 1, "x<ENV>": 1})
+    assert build_vocab(counts, ["x"], 2) == ["<unk>", "a", "b", "c", "x<ENV>", "x<LAN>"]
+    assert build_vocab(counts, [], 1) == ["<unk>", "a", "b", "c", "d", "x<ENV>"]
+    assert build_vocab(counts, [], 3) == ["<unk>", "a", "b"]
+
+
+def test_target_vocabulary_counts_candidates_and_marks_the_rest():
+    p = VocabParams(n_words=2, min_count=2, min_token_count=2, env_marking="targets")
+    targets, vocab, stats = target_vocabulary(TURNS, ["run", "dog", "ball", "cup", "dog"], p, "vocab")
+    assert targets == ["cup", "dog"]
+    # after the rule: ball x6, cup<LAN> x4, dog<ENV> x3, run x3, <MOT> x2, cup<ENV> x2, dog<LAN> x2; once: <CHI>, look
+    assert vocab == ["<unk>", "ball", "cup<LAN>", "dog<ENV>", "run", "<MOT>", "cup<ENV>", "dog<LAN>"]
+    expected = pd.DataFrame(
+        {
+            "word": ["run", "dog", "ball", "cup"],
+            "n_env": np.array([2, 3, 1, 2], dtype=np.int64),
+            "n_lan": np.array([1, 2, 5, 4], dtype=np.int64),
+            "passes": [False, True, False, True],
+            "target": [False, True, False, True],
+        }
+    )
+    pd.testing.assert_frame_equal(stats, expected)
+    all_marked = VocabParams(n_words=1, min_count=1, min_token_count=3, env_marking="all")
+    targets, vocab, _ = target_vocabulary(TURNS, ["ball", "run"], all_marked, "vocab")
+    assert targets == ["ball"] and vocab == ["<unk>", "ball<LAN>", "cup<LAN>", "dog<ENV>", "ball<ENV>"]
+    with pytest.raises(PipelineError, match=r"^vocab\.n_words: only 0 of the 2 "):
+        target_vocabulary(TURNS, ["ball", "run"], VocabParams(n_words=2, min_count=2), "vocab")
+
+
+@pytest.mark.parametrize("key", ["n_words", "min_count", "min_token_count"])
+def test_vocab_params_need_counts_of_at_least_one(key):
+    assert getattr(from_dict(VocabParams, {key: 1}, "grounding_vocab"), key) == 1
+    with pytest.raises(PipelineError) as err:
+        from_dict(VocabParams, {key: 0}, "grounding_vocab")
+    assert str(err.value) == f"grounding_vocab.{key}: must be >= 1, got 0"
+
+
+def test_vocab_params_need_a_known_marking():
+    assert from_dict(VocabParams, {"env_marking": "all"}, "v").env_marking == "all"
+    with pytest.raises(PipelineError) as err:
+        from_dict(VocabParams, {"env_marking": "some"}, "v")
+    assert str(err.value) == "v.env_marking: one of ['targets', 'all'], got 'some'"
+
+
+@pytest.mark.parametrize("key", ["max_per_word", "n_mismatched"])
+def test_eval_params_need_counts_of_at_least_one(key):
+    assert getattr(from_dict(EvalParams, {key: 1}, "grounding_eval"), key) == 1
+    with pytest.raises(PipelineError) as err:
+        from_dict(EvalParams, {key: 0}, "grounding_eval")
+    assert str(err.value) == f"grounding_eval.{key}: must be >= 1, got 0"
+
+
+def test_runs_need_distinct_models_and_seeds():
+    runs = from_dict(GroundingRuns, {"models": ["a", "b"], "seeds": [0, 1]}, "runs")
+    assert runs.names() == ["a_seed0", "a_seed1", "b_seed0", "b_seed1"]
+    for models, seeds, message in [
+        ([], [0], "runs.models: distinct model names, at least one, got []"),
+        (["a", "a"], [0], "runs.models: distinct model names, at least one, got ['a', 'a']"),
+        (["a"], [], "runs.seeds: distinct seeds, at least one, got []"),
+        (["a"], [1, 1], "runs.seeds: distinct seeds, at least one, got [1, 1]"),
+    ]:
+        with pytest.raises(PipelineError) as err:
+            from_dict(GroundingRuns, {"models": models, "seeds": seeds}, "runs")
+        assert str(err.value) == message
+
+
+def test_model_entry_reads_the_arch_and_refuses_unknown_names():
+    models = {"tf": {"arch": "transformer", "n_layers": 2}, "odd": ["x"], "bare": {"n_layers": 1}}
+    assert model_entry(models, "tf") == ("transformer", {"n_layers": 2})
+    assert models["tf"] == {"arch": "transformer", "n_layers": 2}  # the section itself is left whole
+    for name, message in [
+        ("t_f", "grounding_models.t_f: model names are lower-case letters and digits, got 't_f'"),
+        ("lstm", "grounding_models.lstm: no such model (have ['bare', 'odd', 'tf'])"),
+        ("odd", "grounding_models.odd: no such model (have ['bare', 'odd', 'tf'])"),
+        ("bare", "grounding_models.bare.arch: one of ['transformer', 'mamba2', 'lstm'], got None"),
+    ]:
+        with pytest.raises(PipelineError) as err:
+            model_entry(models, name)
+        assert str(err.value) == message
+    with pytest.raises(PipelineError, match=r"^zoo\.Tf: model names"):
+        model_entry(models, "Tf", "zoo")
+
+
+def test_read_vocab_errors_name_the_file(tmp_path):
+    path = tmp_path / "vocab.json"
+    path.write_text(json.dumps({"targets": ["dog"], "vocab": ["<unk>", "dog<ENV>"], "env_marking": "all"}))
+    assert read_vocab(path) == (["dog"], ["<unk>", "dog<ENV>"], "all")
+    path.write_text(json.dumps({"targets": ["dog"], "vocab": ["<unk>"], "env_marking": "some"}))
+    with pytest.raises(PipelineError) as err:
+        read_vocab(path)
+    assert str(err.value) == f"{path}: env_marking must be one of ['targets', 'all'], got 'some'"
+    with pytest.raises(PipelineError) as err:
+        read_vocab(tmp_path / "missing.json")
+    assert str(err.value) == f"{tmp_path / 'missing.json'}: not found (run grounding_vocab first)"
+    path.write_text(json.dumps({"targets": ["dog"]}))
+    with pytest.raises(PipelineError) as err:
+        read_vocab(path)
+    assert str(err.value) == f"{path}: not a grounding vocabulary file (KeyError: 'vocab')"

@@ -1,0 +1,146 @@
+"""The corpus artifact's exact bytes and checks, config errors as build_corpus reports them, and edge cases."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from safetensors import safe_open
+from safetensors.numpy import save
+
+from emergence.core.io import PipelineError
+from emergence.studies.assoc.corpus import (
+    Corpus,
+    CorpusConfig,
+    WordsParams,
+    build_corpus,
+    load_corpus,
+    read_text_documents,
+    save_corpus,
+)
+from emergence.studies.assoc.stories import StoryConfig, generate_stories
+
+META = {"vocab": ["a", "b"], "tokenizer": "word", "n_documents": 1, "n_tokens": 6, "n_types": 2}
+
+
+def corpus_file(path, sequences: np.ndarray, **meta) -> None:
+    header = {"corpus": json.dumps({**META, "coverage": 1.0, "n_windows": 3, **meta})}
+    path.write_bytes(save({"sequences": sequences}, header))
+
+
+def test_saved_metadata_is_one_json_string_with_sorted_keys(tmp_path):
+    c = build_corpus(["b a b a c"], CorpusConfig(2, 1), "src.txt")
+    path = tmp_path / "c.safetensors"
+    save_corpus(c, path)
+    with safe_open(path, framework="np") as f:
+        assert f.metadata() == {
+            "corpus": '{"coverage": 0.8, "n_documents": 1, "n_tokens": 5, "n_types": 3, "n_windows": 2,'
+            ' "tokenizer": "word", "vocab": ["a", "b"]}'
+        }
+        assert f.get_tensor("sequences").tolist() == [[1, 0], [1, 0]]
+
+
+def test_sequences_are_saved_as_int32_whatever_their_dtype(tmp_path):
+    c = Corpus(sequences=np.array([[0, 1, 1], [1, 0, 0]], dtype=np.int64), coverage=1.0, n_windows=2, **META)
+    save_corpus(c, tmp_path / "c.safetensors")
+    back = load_corpus(tmp_path / "c.safetensors")
+    assert back.sequences.dtype == np.int32 and back.sequences.tolist() == [[0, 1, 1], [1, 0, 0]]
+
+
+@pytest.mark.parametrize(
+    "sequences, got",
+    [
+        (np.zeros((2, 1), np.int32), "int32 (2, 1)"),  # T + 1 = 1: no next token
+        (np.zeros((2, 3), np.int64), "int64 (2, 3)"),
+        (np.zeros(3, np.int32), "int32 (3,)"),
+        (np.zeros((2, 3, 1), np.int32), "int32 (2, 3, 1)"),
+    ],
+)
+def test_load_corpus_refuses_sequences_of_the_wrong_shape_or_dtype(tmp_path, sequences, got):
+    path = tmp_path / "c.safetensors"
+    corpus_file(path, sequences)
+    with pytest.raises(PipelineError) as e:
+        load_corpus(path)
+    assert str(e.value) == f"{path}: sequences must be (N, T+1) int32, got {got}"
+
+
+def test_load_corpus_accepts_a_single_id_and_the_last_id(tmp_path):
+    path = tmp_path / "c.safetensors"
+    corpus_file(path, np.zeros((2, 3), np.int32))  # min == max
+    assert load_corpus(path).sequences.tolist() == [[0, 0, 0], [0, 0, 0]]
+    corpus_file(path, np.ones((1, 2), np.int32))  # id 1 = the last of two
+    assert load_corpus(path).sequences.tolist() == [[1, 1]]
+    corpus_file(path, np.full((1, 2), 2, np.int32))
+    with pytest.raises(PipelineError) as e:
+        load_corpus(path)
+    assert str(e.value) == f"{path}: token ids outside the vocabulary of 2"
+
+
+@pytest.mark.parametrize(
+    "cfg, message",
+    [
+        (CorpusConfig(1, 4), "corpus.vocab_size: must be >= 2, got 1"),
+        (CorpusConfig(8, 0), "corpus.seq_len: must be >= 1, got 0"),
+        (CorpusConfig(8, 4, tokenizer="char"), "corpus.tokenizer: must be one of ('word', 'bpe'), got 'char'"),
+        (CorpusConfig(8, 4, max_sequences=-1), "corpus.max_sequences: must be >= 0, got -1"),
+        (CorpusConfig(8, 4, min_count=0), "corpus.min_count: must be >= 1, got 0"),
+        (CorpusConfig(8, 4, sequences="chunks"), "corpus.sequences: must be stories or windows, got 'chunks'"),
+    ],
+)
+def test_build_corpus_reports_a_bad_config_under_corpus(cfg, message):
+    with pytest.raises(PipelineError) as e:
+        build_corpus(["a b a b"], cfg, "src.txt")
+    assert str(e.value) == message
+
+
+def test_boundary_configs_are_accepted():
+    c = build_corpus(["a b a b c"], CorpusConfig(2, 1, max_sequences=0, min_count=1), "src.txt")
+    assert c.sequences.tolist() == [[0, 1], [0, 1]]
+    stories = build_corpus(["a b a", "b a b b"], CorpusConfig(2, 2, sequences="stories"), "src.txt")
+    assert stories.sequences.tolist() == [[1, 0, 1], [0, 1, 0]]  # b 4, a 3: b is id 0
+
+
+def test_a_single_surviving_sequence_is_a_corpus():
+    c = build_corpus(["a b z a"], CorpusConfig(2, 1), "src.txt")  # windows (a b) (z a): one in-vocabulary
+    assert c.vocab == ["a", "b"] and c.sequences.tolist() == [[0, 1]] and c.n_windows == 2
+
+
+def test_no_surviving_sequence_message_states_the_counts():
+    with pytest.raises(PipelineError) as e:
+        build_corpus(["a x b y", "x a b"], CorpusConfig(2, 1, sequences="stories"), "src.txt")
+    assert str(e.value) == (
+        "src.txt: no sequence of T+1=2 tokens inside the vocabulary survives (2 candidate stories, vocab_size=2, "
+        "longest document 4 tokens)"
+    )
+    with pytest.raises(PipelineError) as e:
+        build_corpus(["x x x"], CorpusConfig(2, 1), "src.txt")
+    assert str(e.value) == "src.txt: vocabulary of one type ('x'), need at least two"
+    with pytest.raises(PipelineError) as e:
+        build_corpus([" ", "!"][:1], CorpusConfig(2, 1), "src.txt")
+    assert str(e.value) == "src.txt: empty corpus, no tokens in 1 documents"
+
+
+def test_bpe_is_trained_to_the_vocabulary_size_and_quietly(capfd):
+    docs = generate_stories(StoryConfig(n_stories=40, seed=1))
+    c = build_corpus(docs, CorpusConfig(vocab_size=60, seq_len=4, tokenizer="bpe"), "stories")
+    assert c.n_types <= 60  # the BPE's own vocabulary: types never exceed it
+    assert capfd.readouterr() == ("", "")  # no progress bar drawn
+
+
+def test_a_character_cut_off_at_the_end_of_the_file_is_refused(tmp_path):
+    path = tmp_path / "cut.txt"
+    path.write_bytes("ab é".encode()[:-1])  # the two-byte é loses its last byte
+    with pytest.raises(PipelineError) as e:
+        read_text_documents(path)
+    assert str(e.value) == f"{path}: not UTF-8 text (invalid byte at offset 3)"
+
+
+def test_words_params_validation():
+    WordsParams(probes=["a"], top_k=1).validate("assoc_words")
+    with pytest.raises(PipelineError) as e:
+        WordsParams(probes=["a"], top_k=0).validate("assoc_words")
+    assert str(e.value) == "assoc_words.top_k: must be >= 1, got 0"
+    with pytest.raises(PipelineError) as e:
+        WordsParams(probes=[]).validate("assoc_words")
+    assert str(e.value) == "assoc_words.probes: at least one probe word"

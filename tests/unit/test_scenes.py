@@ -599,3 +599,23 @@ def test_each_object_is_centred_on_its_position_at_its_size(size):
         mark = (img == MARK_COLOURS[ids[noun][2]]).all(axis=2)  # the mark inside the body, around its centre
         my, mx = np.nonzero(mark)
         assert mark.any() and abs(mx.mean() + 0.5 - cx * size) < 0.6 and abs(my.mean() + 0.5 - cy * size) < 0.6
+
+
+def test_identity_of_noun_i_is_shape_i_mod_7_mark_i_mod_4_colour_i_div_4():
+    nouns = [f"n{chr(97 + i)}" for i in range(16)]
+    ids = noun_identities(nouns)
+    assert ids["na"] == ("circle", "stripes", "black")
+    assert ids["nf"] == ("star", "dot", "white")  # i = 5
+    assert ids["nj"] == ("triangle", "dot", "cyan")  # i = 9
+    assert ids["np"] == ("square", "checks", "magenta")  # i = 15
+    assert len(noun_identities(nouns[:3])) == 3
+
+
+def test_scenes_hold_one_to_max_objects_with_every_attribute_drawn():
+    params = replace(TINY, max_objects=3)
+    scenes = [s for s, _, _ in _scenes(params, 300)]
+    assert {len(s.objects) for s in scenes} == {1, 2, 3}
+    objs = [o for s in scenes for o in s.objects]
+    assert {o[1] for o in objs} == set(COLOURS) and {o[2] for o in objs} == {"small", "big"}
+    assert {o[3] for o in objs} == {"left", "middle", "right", "top", "bottom"}
+    assert {len(s.objects) for s, _, _ in _scenes(replace(TINY, max_objects=1), 50)} == {1}

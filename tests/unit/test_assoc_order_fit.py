@@ -66,6 +66,12 @@ def test_leading_coefficient_is_the_sum_over_steps(s):
     assert leading_coefficient("W", s, eta) == pytest.approx(sum(k * comb(k, 2) for k in range(s)) * eta**4)
 
 
+def test_leading_coefficient_of_an_unknown_weight_names_the_known_ones():
+    with pytest.raises(ValueError) as e:
+        leading_coefficient("Q", 3, 0.1)
+    assert str(e.value) == "unknown weight 'Q' (known: W, V, W_O, P)"
+
+
 def test_slopes_read_last_step_smallest_eta_and_skip_the_first_nonzero_step():
     laws = {(-1, "W_O"): (0.7, 1.5), (0, "V"): (1.3, 0.8), (1, "V"): (0.9, 2.2), (0, "W"): (2.0, 1.1)}
     slopes = order_slopes(table(laws)).set_index(["layer", "weight"])

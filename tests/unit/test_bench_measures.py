@@ -286,8 +286,12 @@ def test_yaml_bound_is_dvcs_yaml_share_of_the_profiled_run(monkeypatch, tmp_path
         Path(cmd[cmd.index("-o") + 1]).write_text("profile")
 
     monkeypatch.setattr(pipeline, "run", run)
-    monkeypatch.setattr(pipeline, "pstats", SimpleNamespace(Stats=lambda path: SimpleNamespace(stats=stats)))
+    read = []
+    monkeypatch.setattr(
+        pipeline, "pstats", SimpleNamespace(Stats=lambda path: read.append(path) or SimpleNamespace(stats=stats))
+    )
     text = pipeline.yaml_bound(tmp_path)
+    assert read == [str(tmp_path / ".bench-noop.prof")]  # the profile this run wrote
     assert text == (
         "30% of it is DVC parsing YAML (5 parses: dvc.yaml, dvc.lock of 4 lines, params.yaml once per stage; "
         "cProfile, same run)"

@@ -16,6 +16,9 @@ def test_ratio_and_target_on_the_ratio():
     assert list(r) == list(KEYS)
     assert r["ratio"] == 1.5 and r["met"] is True  # 12000 / 8000, exactly at the target
     assert row("training", 11999.0, "tokens/s", "HF", 8000.0, ">= 1.5x")["met"] is False
+    # a ratio target with no reference measured (or a reference of 0): no ratio, so neither met nor missed
+    assert row("training", 12000.0, "tokens/s", "HF", None, ">= 1.5x")["met"] is None
+    assert row("training", 12000.0, "tokens/s", "HF", 0.0, ">= 1.5x")["met"] is None
 
 
 def test_target_on_the_value_and_a_given_ratio():

@@ -97,6 +97,25 @@ def test_every_mark_shows_in_its_colour_at_the_small_size():
         assert (img == MARK_COLOURS[mark_colour]).all(axis=1).sum() >= 16, (noun, ids[noun])
 
 
+def test_each_noun_carries_its_own_mark():
+    """A dot fills the object's centre, a ring leaves it in the body colour and marks a point 0.15 d above it
+    (the ring spans 0.1 d to 0.2 d from the centre): the mark drawn is the noun's, not one for all."""
+    ids = noun_identities(SceneParams().inventory(CDI_NOUNS, "v"))
+    seen = set()
+    for noun, (_, mark, mark_colour) in ids.items():
+        if mark not in ("dot", "ring"):
+            continue
+        img = np.asarray(draw_scene(Scene([(noun, "yellow", "big", "middle")]), ids, 112))  # d = 34, centre 56
+        centre = {tuple(int(v) for v in px) for px in img[55:58, 55:58].reshape(-1, 3)}
+        above = tuple(int(v) for v in img[51, 56])  # 5 px = 0.15 d above the centre
+        if mark == "dot":
+            assert centre == {MARK_COLOURS[mark_colour]}, noun
+        else:
+            assert centre == {COLOURS["yellow"]} and above == MARK_COLOURS[mark_colour], noun
+        seen.add(mark)
+    assert seen == {"dot", "ring"}
+
+
 def test_scene_attributes_change_the_image():
     ids = noun_identities(SceneParams().inventory(CDI_NOUNS, "v"))
     base = np.asarray(draw_scene(Scene([("dog", "red", "small", "left")]), ids, 64))

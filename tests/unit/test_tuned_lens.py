@@ -8,6 +8,7 @@ from tiny_models import no_hooks
 
 from emergence.core.io import PipelineError
 from emergence.core.models import build_model
+from emergence.interp import tuned_lens
 from emergence.interp.tuned_lens import LensParams, TunedLens, layer_kl, layer_surprisal, resid_names, train_lens
 from emergence.studies.grounding.gain import target_surprisal
 
@@ -121,3 +122,55 @@ def test_params_validate_names_the_key(key, value):
     LensParams().validate("tuned_lens")
     with pytest.raises(PipelineError, match=rf"tuned_lens\.{key}"):
         LensParams(**{key: value}).validate("tuned_lens")
+
+
+def test_translator_adds_its_affine_map_to_the_identity():
+    lens = TunedLens(2, 3)
+    with torch.no_grad():
+        lens.translators[1].weight.copy_(torch.tensor([[1.0, 0, 0], [0, 2, 0], [0, 0, 0]]))
+        lens.translators[1].bias.copy_(torch.tensor([0.5, 0, -1]))
+    h = torch.tensor([[1.0, 2.0, 3.0]])
+    assert torch.equal(lens(h, 1), torch.tensor([[2.5, 6.0, 2.0]]))  # h + A h + b
+    assert torch.equal(lens(h, 0), h)  # layer 0's translator is still zero
+
+
+def test_kl_is_per_position_over_the_vocabulary():
+    teacher = torch.tensor([[[0.5, 0.5], [0.9, 0.1], [1.0, 0.0]]]).clamp(min=1e-30).log()  # (1, 3, 2)
+    student = torch.tensor([[[0.25, 0.75], [0.9, 0.1], [0.5, 0.5]]]).log()
+    got = tuned_lens._kl(teacher, student)
+    want = [0.5 * np.log(0.5 / 0.25) + 0.5 * np.log(0.5 / 0.75), 0.0, np.log(2.0)]  # sum_v p log(p / q)
+    assert got.shape == (1, 3)
+    np.testing.assert_allclose(got[0].numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_history_starts_at_the_logit_lens_kl_and_one_window_is_enough(monkeypatch):
+    """With a single window every batch is that window: step 0's KL per layer (before any update) is the
+    logit lens's mean KL per token on it."""
+    model, w = tiny("transformer"), windows(n=1, T=12, seed=3)
+    bars = []
+    real_tqdm = tuned_lens.tqdm
+    monkeypatch.setattr(tuned_lens, "tqdm", lambda it, **kw: bars.append(kw) or real_tqdm(it, **kw))
+    _, history = train_lens(model, w, LensParams(steps=2, batch_size=3, lr=1e-2))
+    first = history[history["step"] == 0].sort_values("layer")["kl"].to_numpy()
+    np.testing.assert_allclose(first, layer_kl(model, None, w), rtol=1e-5)
+    assert bars == [{"desc": "tuned lens", "leave": False, "disable": None}]  # a transient bar, off when not a tty
+
+
+def test_the_learning_rate_and_the_token_dtype_are_the_lenss_own(monkeypatch):
+    model, w = tiny("lstm"), windows()
+    moved = []
+
+    class Spy(TunedLens):
+        def to(self, *args, **kw):
+            moved.append(args)
+            return super().to(*args, **kw)
+
+    monkeypatch.setattr(tuned_lens, "TunedLens", Spy)
+    slow, _ = train_lens(model, w, LensParams(steps=3, batch_size=4, lr=1e-3))
+    fast, _ = train_lens(model, w, LensParams(steps=3, batch_size=4, lr=1e-2))
+    assert moved == [(torch.device("cpu"),)] * 2  # the lens goes where the model is
+    assert not torch.allclose(slow.translators[0].bias, fast.translators[0].bias)
+    # windows stored compactly (uint8) are read as token ids, not as a mask or a type the embedding refuses
+    small, _ = train_lens(model, w.astype(np.uint8), LensParams(steps=3, batch_size=4, lr=1e-2))
+    fast_again, _ = train_lens(model, w, LensParams(steps=3, batch_size=4, lr=1e-2))
+    assert all(torch.equal(v, fast_again.state_dict()[k]) for k, v in small.state_dict().items())

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
+import re
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -103,8 +106,24 @@ def test_no_weights_is_a_plain_error_unless_random_init_is_allowed(empty_hf_cach
     (empty / "config.json").write_text('{"model_type": "dinov2"}')  # a config without weights is not weights
     with pytest.raises(PipelineError, match=f"in {empty}: place its config.json"):
         load_encoder(EncoderParams(local_dir=str(empty)), "cpu")
-    with pytest.raises(PipelineError, match=r"dino_features.name: .*no random-init shape for 'facebook/dinov2-huge'"):
+    with pytest.raises(PipelineError) as e:
         load_encoder(EncoderParams(name="facebook/dinov2-huge", allow_random_init=True), "cpu")
+    assert str(e.value) == (
+        "dino_features.name: no local weights and no random-init shape for 'facebook/dinov2-huge' "
+        f"(known: {', '.join(dino.RANDOM_INIT_SHAPES)})"
+    )
+    assert ", ".join(dino.RANDOM_INIT_SHAPES).startswith("facebook/dinov2-small, facebook/dinov2-base")
+
+
+def test_the_random_init_warning_points_at_the_load_that_chose_it(empty_hf_cache, monkeypatch):
+    monkeypatch.setitem(dino.RANDOM_INIT_SHAPES, "facebook/dinov2-small", TINY)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_encoder(EncoderParams(allow_random_init=True), "cpu")
+    (w,) = [w for w in caught if "random-init DINOv2" in str(w.message)]
+    lines, first = inspect.getsourcelines(dino.load_encoder)
+    call = first + next(i for i, line in enumerate(lines) if "random_init(params.name" in line)
+    assert (Path(w.filename).name, w.lineno) == ("dino_features.py", call)
 
 
 def test_a_non_dinov2_directory_is_rejected(tmp_path):
@@ -123,7 +142,8 @@ def test_random_init_is_deterministic_and_leaves_the_caller_rng_alone(empty_hf_c
         a = load_encoder(p, "cpu")
     assert torch.equal(torch.rand(3), expected)
     b = load_encoder(p, "cpu")
-    assert not a.pretrained and a.encoder_id.startswith("random-init:facebook/dinov2-small:seed0@")
+    assert a.pretrained is False  # written to encoder.json as false, not null
+    assert re.fullmatch(r"random-init:facebook/dinov2-small:seed0@[0-9a-f]{12}", a.encoder_id)
     assert a.encoder_id == b.encoder_id
     assert a.model.config.hidden_size == 384 and a.model.config.num_hidden_layers == 12
     paths = images(tmp_path / "imgs", 2)

@@ -114,6 +114,13 @@ def test_generated_programs_are_valid():
         assert_valid(p)
 
 
+def test_sampled_programs_draw_hops_from_the_cubic_prior():
+    rng, cfg = np.random.default_rng(4), ProgramConfig()
+    hops = np.bincount([sample_program(rng, cfg).hops for _ in range(3000)], minlength=5) / 3000
+    weights = np.arange(1, 6) ** 3.0  # P(hops) ~ (hops + 1)^3: 0.004 .. 0.556; uniform would be 0.2 each
+    assert np.abs(hops - weights / weights.sum()).max() < 0.03, hops
+
+
 def test_heuristics_at_chance_answers_uniform_hops_cubic():
     df = generate_table(np.random.default_rng(3), ProgramConfig(), 5000, set_name="train")
     table = heuristic_table(df)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from emergence.core.io import PipelineError
+from emergence.studies.grounding import childes
 from emergence.studies.grounding.childes import ExtractParams, extract_turns, turn_counts, validate_chat, without_child
 
 EVE = "childes/Brown-Eve-010600a.cha"
@@ -264,6 +265,35 @@ def test_a_plain_transcript_over_the_member_cap_is_one_line(tmp_path):
     big.write_text(BIG_CHAT)
     with pytest.raises(PipelineError, match=rf"^{re.escape(str(big))}: over childes_extract.max_member_mb \(1\)$"):
         extract_turns(big, limits=ExtractParams(max_member_mb=1))
+
+
+def test_a_plain_transcript_exactly_at_the_member_cap_is_read(tmp_path, monkeypatch):
+    text = HEADER + "*MOT:\tlook .\n@End\n"
+    at_cap = cha(tmp_path, text[len(HEADER) :], name="at.cha")
+    monkeypatch.setattr(childes, "MB", at_cap.stat().st_size)  # max_member_mb 1 = exactly this file's size
+    assert extract_turns(at_cap, limits=ExtractParams(max_member_mb=1))["speaker"].tolist() == ["MOT"]
+    over = cha(tmp_path, text[len(HEADER) :] + "\n", name="over.cha")
+    with pytest.raises(PipelineError, match=rf"^{re.escape(str(over))}: over childes_extract.max_member_mb \(1\)$"):
+        extract_turns(over, limits=ExtractParams(max_member_mb=1))
+
+
+def test_zip_members_are_read_with_the_archive_named_for_errors(tmp_path, monkeypatch):
+    archive = _zip(tmp_path / "corpus.zip", {"C/a.cha": HEADER + "*MOT:\tlook .\n@End\n"})
+    seen = []
+    real = childes._read_member
+    monkeypatch.setattr(
+        childes, "_read_member", lambda zf, info, where, limits: seen.append(where) or real(zf, info, where, limits)
+    )
+    assert len(extract_turns(archive)) == 1 and seen == [archive]
+
+
+def test_extract_turns_columns_and_an_empty_transcript(tmp_path):
+    df = extract_turns(cha(tmp_path, TURNS))
+    assert list(df.columns) == ["file", "line", "speaker", "env", "lan", "tokens"] and df["line"].dtype == "int64"
+    empty = cha(tmp_path, "@End\n", name="empty.cha")
+    with pytest.raises(PipelineError) as e:
+        extract_turns(empty)
+    assert str(e.value) == f"{empty}: no utterances, nothing to extract"
 
 
 def test_zip_limits_are_checked_as_params():

@@ -11,6 +11,8 @@ import torch
 
 from emergence.core.io import PipelineError
 from emergence.core.models import build_model
+from emergence.interp import padding
+from emergence.interp.padding import right_pad
 from emergence.studies.grounding.gain import gain_rows, sign_flip_test, target_surprisal, word_gains
 from emergence.studies.grounding.tokens import (
     build_vocab,
@@ -119,6 +121,29 @@ def test_sign_flip_test_separates_shift_from_noise():
     assert sign_flip_test(rng.normal(1.0, 0.5, 20)) < 0.01
     assert sign_flip_test(rng.normal(0.0, 0.5, 20)) > 0.01
     assert sign_flip_test(-np.ones(10)) > 0.99
+
+
+def test_right_pad_pads_with_zero_on_the_device_asked_for(monkeypatch):
+    idx, lengths = right_pad([[3, 1, 4], [5], [9, 2]])
+    assert idx.tolist() == [[3, 1, 4], [5, 0, 0], [9, 2, 0]] and lengths.tolist() == [3, 1, 2]
+    assert idx.dtype == torch.long
+
+    class Torch:  # records the device each tensor is made on (a CPU-only machine has no other device)
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        def tensor(self, data, **kw):
+            made.append(("tensor", kw.get("device")))
+            return torch.tensor(data)
+
+        def zeros(self, *size, **kw):
+            made.append(("zeros", kw.get("device")))
+            return torch.zeros(*size, dtype=kw["dtype"])
+
+    made = []
+    monkeypatch.setattr(padding, "torch", Torch())
+    padding.right_pad([[3, 1, 4], [5]], "cuda:1")
+    assert made == [("tensor", "cuda:1"), ("zeros", "cuda:1"), ("tensor", "cuda:1"), ("tensor", "cuda:1")]
 
 
 def test_zoo_models_are_causal_under_right_padding():

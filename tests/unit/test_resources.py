@@ -136,6 +136,25 @@ def test_paper_association_run_by_hand():
     assert resources(on("cpu", paper), "assoc_train", layers=3, seed=42)["mem_mb"] == 205056
 
 
+def test_association_workload_edges():
+    corpus = {"vocab_size": 8, "seq_len": 4}
+    assert attn_only_workload(corpus, {"epochs": 3}, n_layers=1) is None  # max_sequences unset: N unknown
+    one = attn_only_workload({**corpus, "max_sequences": 1}, {"epochs": 3}, n_layers=1)
+    assert (one.batch, one.steps, one.dtype_bytes) == (1, 3, 4)  # one sequence: full batch, one step an epoch
+    # 100 sequences in batches of 64: one whole batch an epoch (the remainder is dropped), in float64
+    w = attn_only_workload({**corpus, "max_sequences": 100}, {"epochs": 3, "batch_size": 64, "dtype": "float64"}, 1)
+    assert (w.batch, w.steps, w.dtype_bytes) == (64, 3, 8) and isinstance(w.steps, int)
+
+
+def test_rule_resources_name_the_rule_in_errors():
+    paper = profile("paper")
+    rule = next(r for r in rules_of(DVC, paper) if r.name == "grounding_train")
+    paper["base"]["device"] = "tpu"
+    with pytest.raises(PipelineError) as e:
+        rule_resources(rule, paper)["mem_mb"]({"model": "transformer4", "seed": 0})
+    assert str(e.value) == "rule grounding_train resources: base.device must be auto, cpu or cuda, got 'tpu'"
+
+
 def test_association_run_over_an_unbounded_corpus_gets_the_floor():
     """max_sequences 0 (all): N is only known once the corpus is built."""
     params = profile("paper")

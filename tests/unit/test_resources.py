@@ -146,6 +146,26 @@ def test_association_workload_edges():
     assert (w.batch, w.steps, w.dtype_bytes) == (64, 3, 8) and isinstance(w.steps, int)
 
 
+def test_workload_sizes_and_their_defaults():
+    base = dict(n_layers=1, d_model=10, n_ctx=4, batch_size=1, steps=1)  # every size at its smallest
+    w = workload(base)
+    assert (w.n_heads, w.d_mlp, w.d_attn) == (1, 40, 10)  # one head of d_model, a 4x MLP
+    w = workload({**base, "n_heads": 3})
+    assert w.d_attn == 9 and isinstance(w.d_attn, int)  # 3 heads of 10 // 3
+    assert workload({**base, "n_heads": 3, "d_head": 5}).d_attn == 15
+    assert workload({**base, "steps": 0}) is None and workload({**base, "n_layers": 0}) is None
+
+
+def test_declared_values_merge_sections_and_name_scalars_by_their_last_part():
+    params = {"top": 3, "a": {"b": {"c": 5}, "model": "m1", "m1": {"d_model": 7}}, "s": {"model": {"d": 1}}}
+    assert declared_values(params, ["top", "a.b.c"], "w") == {"top": 3, "c": 5}
+    assert declared_values(params, ["a"], "w")["d_model"] == 7  # a declared model name brings its entry in
+    assert declared_values(params, ["s"], "w") == {"model": {"d": 1}}  # a model section, not a name
+    with pytest.raises(PipelineError) as e:
+        declared_values(params, ["a.x"], "rule r resources")
+    assert str(e.value) == "rule r resources: ${a.x} is not defined in params.yaml"
+
+
 def test_rule_resources_name_the_rule_in_errors():
     paper = profile("paper")
     rule = next(r for r in rules_of(DVC, paper) if r.name == "grounding_train")

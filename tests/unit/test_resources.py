@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import re
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -18,6 +19,7 @@ from emergence.core.resources import (
     attn_only_workload,
     declared_values,
     job_resources,
+    mem_mb,
     on_device,
     rule_resources,
     workload,
@@ -164,6 +166,28 @@ def test_declared_values_merge_sections_and_name_scalars_by_their_last_part():
     with pytest.raises(PipelineError) as e:
         declared_values(params, ["a.x"], "rule r resources")
     assert str(e.value) == "rule r resources: ${a.x} is not defined in params.yaml"
+
+
+def test_host_memory_at_a_step_boundary_on_a_gpu_and_on_a_cpu():
+    """1024 MB + 2 x 128 MiB of state is exactly 1280 MB, a multiple of the 256 MB step: not one step more.
+    On a CPU the activations count too."""
+    w = SimpleNamespace(state_bytes=128 * 2**20, activation_bytes=64 * 2**20)
+    assert mem_mb(w, "cuda") == 1280 and mem_mb(w, "auto") == 1280
+    assert mem_mb(w, "cpu") == 1536  # 1024 + 2 (128 + 64) = 1408 -> 1536
+
+
+def test_missing_sections_are_named_with_the_job():
+    params = profile("tiny")
+    del params["base"]["device"]
+    with pytest.raises(PipelineError) as e:
+        job_resources(params, ["binding_train"], "job j")
+    assert str(e.value) == "job j: ${base.device} is not defined in params.yaml"
+    for section in ("assoc_corpus", "assoc_train"):
+        params = profile("tiny")
+        del params[section]
+        with pytest.raises(PipelineError) as e:
+            job_resources(params, ["assoc_train"], "job j", {"layers": "1"})
+        assert str(e.value) == f"job j: ${{{section}}} is not defined in params.yaml"
 
 
 def test_rule_resources_name_the_rule_in_errors():

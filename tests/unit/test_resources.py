@@ -182,6 +182,11 @@ def test_missing_sections_are_named_with_the_job():
     with pytest.raises(PipelineError) as e:
         job_resources(params, ["binding_train"], "job j")
     assert str(e.value) == "job j: ${base.device} is not defined in params.yaml"
+    params = profile("tiny")
+    del params["binding_model"]
+    with pytest.raises(PipelineError) as e:
+        job_resources(params, ["base.device", "binding_model", "binding_train"], "job j")
+    assert str(e.value) == "job j: ${binding_model} is not defined in params.yaml"
     for section in ("assoc_corpus", "assoc_train"):
         params = profile("tiny")
         del params[section]

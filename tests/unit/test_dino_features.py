@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import inspect
 import re
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -113,17 +111,6 @@ def test_no_weights_is_a_plain_error_unless_random_init_is_allowed(empty_hf_cach
         f"(known: {', '.join(dino.RANDOM_INIT_SHAPES)})"
     )
     assert ", ".join(dino.RANDOM_INIT_SHAPES).startswith("facebook/dinov2-small, facebook/dinov2-base")
-
-
-def test_the_random_init_warning_points_at_the_load_that_chose_it(empty_hf_cache, monkeypatch):
-    monkeypatch.setitem(dino.RANDOM_INIT_SHAPES, "facebook/dinov2-small", TINY)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        load_encoder(EncoderParams(allow_random_init=True), "cpu")
-    (w,) = [w for w in caught if "random-init DINOv2" in str(w.message)]
-    lines, first = inspect.getsourcelines(dino.load_encoder)
-    call = first + next(i for i, line in enumerate(lines) if "random_init(params.name" in line)
-    assert (Path(w.filename).name, w.lineno) == ("dino_features.py", call)
 
 
 def test_a_non_dinov2_directory_is_rejected(tmp_path):

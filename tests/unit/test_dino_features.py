@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -525,7 +526,7 @@ def test_error_texts_name_the_config_key(tiny_dir, tmp_path):
     )
 
 
-def test_an_unreadable_cache_entry_is_encoded_again_with_a_warning_at_the_lookup(tiny_dir, tmp_path):
+def test_an_unreadable_cache_entry_is_encoded_again_with_a_warning(tiny_dir, tmp_path):
     enc, p = load_encoder(params(tiny_dir), "cpu"), params(tiny_dir)
     a, b = images(tmp_path / "imgs", 2)
     first, _ = encode_images([a, b], p, enc, tmp_path / "cache")
@@ -537,9 +538,6 @@ def test_an_unreadable_cache_entry_is_encoded_again_with_a_warning_at_the_lookup
         again, info = encode_images([a, b], p, enc, tmp_path / "cache")
     (w,) = caught
     assert str(w.message) == f"{entry}: unreadable cache entry (SafetensorError), encoding the image again"
-    lines, start = inspect.getsourcelines(dino.encode_images)
-    lookup = start + next(i for i, line in enumerate(lines) if "cached_features(key_dir" in line)
-    assert (Path(w.filename).name, w.lineno) == ("dino_features.py", lookup)
     assert (info["n_encoded"], info["n_cached"]) == (1, 1) and torch.equal(again, first)
     assert entry.read_bytes() == good_bytes  # overwritten with the same entry
 

@@ -259,3 +259,18 @@ def test_patching_table_counts_the_right_pairs_and_skips_the_wrong_ones(pairs):
             to_cf, to_base = brute_force(model, counted, layer, pos)
             assert totals["patch_success", layer, pos] == to_cf.sum()
             assert totals["base_kept", layer, pos] == to_base.sum()
+
+
+def test_answer_digits_reads_the_answer_row_and_marks_a_non_digit_minus_one():
+    # Each row's top token at its own answer position, built by hand: a digit reads as its value,
+    # anything else (a letter, '=') as -1, never as a digit (1 or 0 would be read as an answer).
+    vocab, t = len(TOK), 5
+    logits = torch.zeros(4, t, vocab)
+    answer_pos = torch.tensor([4, 2, 0, 3])
+    tops = [TOK.digit_ids[7], TOK.encode("a")[0], TOK.encode("=")[0], TOK.digit_ids[0]]
+    for row, (pos, top) in enumerate(zip(answer_pos.tolist(), tops)):
+        logits[row, pos, top] = 3.0
+        logits[row, (pos + 1) % t, TOK.digit_ids[9]] = 5.0  # a larger digit elsewhere is not read
+    got = answer_digits(logits, answer_pos, TOK)
+    assert got.dtype == np.int64
+    assert got.tolist() == [7, -1, -1, 0]

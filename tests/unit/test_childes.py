@@ -312,3 +312,23 @@ def test_transcripts_where_the_child_never_speaks_are_listed(tmp_path):
     # listed in name order whatever order the turns come in
     turns = pd.DataFrame({"file": ["b.cha", "a.cha", "c.cha"], "speaker": ["MOT", "MOT", "CHI"]})
     assert without_child(turns) == ["a.cha", "b.cha"]
+
+
+@pytest.mark.parametrize(("n_bytes", "refused"), [(20, False), (21, True), (35, True)])
+def test_read_member_counts_every_chunk_against_the_cap(tmp_path, monkeypatch, n_bytes, refused):
+    # The cap is on the running total, not on one chunk: read 10 bytes at a time against a 20-byte cap,
+    # the third chunk is the one that passes it (whatever the header says: it is not consulted here).
+    monkeypatch.setattr(childes, "MB", 10)
+    body = bytes(range(65, 65 + n_bytes))
+    archive = _zip(tmp_path / "c.zip", {"C/a.cha": body})
+    with zipfile.ZipFile(archive) as zf:
+        info = zf.getinfo("C/a.cha")
+        limits = ExtractParams(max_member_mb=2)
+        if not refused:
+            assert childes._read_member(zf, info, archive, limits) == body
+            return
+        with pytest.raises(
+            PipelineError,
+            match=rf"^{re.escape(str(archive))}: member 'C/a.cha' expands past childes_extract.max_member_mb \(2\)$",
+        ):
+            childes._read_member(zf, info, archive, limits)

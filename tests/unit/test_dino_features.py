@@ -574,3 +574,56 @@ def test_load_image_applies_the_exif_orientation(tmp_path):
         assert img.getexif()[0x0112] == 3  # the orientation is stored and readable
     blue = by_hand(np.array([[(0, 0, 255)]], dtype=np.uint8))[:, 0, 0]
     torch.testing.assert_close(load_image(tmp_path / "r.png", 8)[:, 1, 1], blue, atol=1e-5, rtol=0)
+
+
+def test_the_hf_cache_is_asked_offline_only(empty_hf_cache, monkeypatch):
+    # The pipeline never downloads: snapshot_download must be told local_files_only=True (without it,
+    # an online machine would fetch the weights; an offline one fails over to the cache, so only the call tells).
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        raise LocalEntryNotFoundError("not cached")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", spy)
+    assert dino.find_weights(EncoderParams(name="facebook/dinov2-base")) == (None, f"the HF cache {empty_hf_cache}")
+    assert calls == [(("facebook/dinov2-base",), {"local_files_only": True})]
+
+
+def test_the_encoder_is_frozen_on_the_cpu_by_default_and_moved_when_asked(tiny_dir):
+    enc = load_encoder(params(tiny_dir))
+    assert {p.device for p in enc.model.parameters()} == {torch.device("cpu")}
+    assert not any(p.requires_grad for p in enc.model.parameters()) and not enc.model.training
+    meta = load_encoder(params(tiny_dir), "meta")  # a device this machine has besides the CPU
+    assert {p.device.type for p in meta.model.parameters()} == {"meta"}
+
+
+def test_load_encoder_checks_its_params_under_the_callers_key(tiny_dir):
+    with pytest.raises(PipelineError, match=r"^grounding_images\.pool_grid: must be >= 0, got -1$"):
+        load_encoder(params(tiny_dir, pool_grid=-1), where="grounding_images")
+    with pytest.raises(PipelineError, match=r"^dino_features\.batch_size: must be >= 1, got 0$"):
+        load_encoder(params(tiny_dir, batch_size=0))
+
+
+def test_pooling_errors_name_the_callers_key_or_dino_features(tiny_dir):
+    patches = torch.zeros(1, 16, 3)
+    with pytest.raises(PipelineError, match=r"^dino_features\.pool_grid: 5 exceeds the 4x4 patch grid"):
+        dino.pool_patches(patches, 5)
+    with pytest.raises(PipelineError, match=r"^visual_lens\.pool_grid: 5 exceeds the 4x4 patch grid"):
+        encode_batch(load_encoder(params(tiny_dir)), torch.zeros(1, 3, SIZE, SIZE), 5, "visual_lens")
+
+
+def test_the_random_init_warning_names_its_key_and_a_library_line(empty_hf_cache, monkeypatch):
+    monkeypatch.setitem(dino.RANDOM_INIT_SHAPES, "facebook/dinov2-small", TINY)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_encoder(EncoderParams(allow_random_init=True, seed=3), where="grounding_images")
+    (w,) = caught
+    assert str(w.message) == (
+        "grounding_images: using a random-init DINOv2 (facebook/dinov2-small, seed 3): "
+        "features carry no pretrained semantics"
+    )
+    assert w.category is UserWarning and Path(w.filename) != Path(__file__)  # the library's line, not the caller's

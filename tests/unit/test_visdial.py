@@ -185,6 +185,8 @@ WHERE = r"tiny.json: dialog 1 \(image_id 9\): round 0: "
         (broken(answer=-1), WHERE + r"answer index -1 out of range \(3 answers\)"),
         (broken(answer=True), WHERE + "answer index must be an integer, got True"),
         (broken(answer_options=[0, 5]), WHERE + r"answer_options\[1\] 5 out of range \(3 answers\)"),
+        (broken(answer_options=[0, 1, 3]), WHERE + r"answer_options\[2\] 3 out of range \(3 answers\)"),
+        (broken(answer_options="0 1"), WHERE + "answer_options must be a list, got str$"),
         (broken(answer_options=[0, 1], gt_index=2), WHERE + r"gt_index 2 outside answer_options \(2 options\)"),
         (broken(gt_index=0), WHERE + r"gt_index 0 outside answer_options \(0 options\)"),
     ],
@@ -195,6 +197,13 @@ def test_bad_rounds_name_file_dialog_image_and_round(tmp_path, obj, message):
         load_visdial(path)
     with pytest.raises(PipelineError, match=message):
         extract_dialogs(path)
+
+
+def test_a_round_that_is_not_an_object_is_named(tmp_path):
+    obj = copy.deepcopy(TINY)
+    obj["data"]["dialogs"][1]["dialog"][0] = [0, 1]
+    with pytest.raises(PipelineError, match=WHERE + "a round must be a JSON object, got list$"):
+        extract_dialogs(write(tmp_path, obj))
 
 
 @pytest.mark.parametrize("key", ["caption", "dialog"])

@@ -1,5 +1,6 @@
 import copy
 import json
+import re
 
 import pytest
 
@@ -256,3 +257,66 @@ def test_counts_refuse_a_table_of_another_file(tmp_path):
     df = extract_dialogs(write(tmp_path, TINY))
     with pytest.raises(PipelineError, match="tiny.json: the table has 1 dialogs, the file 2"):
         visdial_counts(tmp_path / "tiny.json", df.iloc[:1])
+
+
+def _edited(edit):
+    obj = copy.deepcopy(TINY)
+    edit(obj["data"])
+    return obj
+
+
+D1 = r"tiny.json: dialog 1 \(image_id 9\): "
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(questions="q"), r"tiny.json: data.questions must be a list, got str"),
+        (lambda d: d["answers"].__setitem__(1, 5), r"tiny.json: data.answers\[1\] must be a string, got 5"),
+        (lambda d: d["questions"].__setitem__(2, None), r"tiny.json: data.questions\[2\] must be a string, got None"),
+        (lambda d: d.update(dialogs=[]), r"tiny.json: no dialogs, nothing to extract"),
+        (lambda d: d["dialogs"].__setitem__(1, "x"), r"tiny.json: dialog 1: a dialog must be a JSON object, got str"),
+        (lambda d: d["dialogs"][1].update(caption=3), D1 + "caption must be a string, got int"),
+        (lambda d: d["dialogs"][1].update(dialog={}), D1 + "dialog must be a list of rounds, got dict"),
+        (
+            lambda d: d["dialogs"][1]["dialog"][1].update(gt_index="1"),
+            D1 + "round 1: gt_index must be an integer, got '1'",
+        ),
+        (
+            lambda d: d["dialogs"][1].update(image_id=-1),
+            r"tiny.json: dialog 1 \(image_id -1\): image_id must be an integer in \[0, 10\^12\) "
+            r"\(image files carry 12 digits\), got -1",
+        ),
+    ],
+)
+def test_every_shape_error_is_one_whole_line(tmp_path, edit, message):
+    with pytest.raises(PipelineError) as e:
+        load_visdial(write(tmp_path, _edited(edit)))
+    assert re.fullmatch(f"{re.escape(str(tmp_path))}/{message}", str(e.value)), str(e.value)
+
+
+def test_data_that_is_not_an_object_and_image_id_zero(tmp_path):
+    obj = copy.deepcopy(TINY)
+    obj["data"] = [1]
+    with pytest.raises(PipelineError) as e:
+        load_visdial(write(tmp_path, obj))
+    assert str(e.value) == f"{tmp_path / 'tiny.json'}: 'data' must be a JSON object, got list"
+    zero = _edited(lambda d: d["dialogs"][0].update(image_id=0))  # the lowest id is an id
+    assert load_visdial(write(tmp_path, zero))["data"]["dialogs"][0]["image_id"] == 0
+
+
+def test_file_level_errors_name_the_line_and_a_bom_is_read_past(tmp_path):
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    with pytest.raises(PipelineError) as e:
+        load_visdial(folder)
+    assert str(e.value) == f"{folder}: not readable (Is a directory)"
+    # the bad byte on line 3 of 5, after a leading blank line: lines count from the file's start to it
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'\n{"version": "1.0",\n"split": "caf\xe9",\n"x": 1,\n"y": 2}\n')
+    with pytest.raises(PipelineError) as e:
+        load_visdial(bad)
+    assert str(e.value) == f"{bad}: line 3: not UTF-8 (byte 0xe9)"
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(TINY).encode())
+    assert load_visdial(bom) == TINY

@@ -50,3 +50,10 @@ def test_encode_batch_right_pads():
     assert wide.shape == (2, 16) and (wide[:, 11:] == tok.pad_id).all()
     with pytest.raises(PipelineError, match="pad_to=5"):
         tok.encode_batch(texts, pad_to=5)
+
+
+def test_encode_batch_of_nothing_and_of_empty_texts_is_zero_wide():
+    tok = CharTokenizer()
+    assert tok.encode_batch([]).shape == (0, 0)
+    assert tok.encode_batch(["", ""]).shape == (2, 0)
+    assert tok.encode_batch([], pad_to=3).shape == (0, 3)

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         dense_until=p.dense_until,
         n_log_checkpoints=p.n_log_checkpoints,
         checkpoint_every=p.checkpoint_every_epochs * per_epoch,
-        device=load_base(params).device,
+        **load_base(params).train_keys(),
         on_nonfinite=p.on_nonfinite,
     )
     model = build_model(

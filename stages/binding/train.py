@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     programs_path = path_of(params, "binding_programs")
     programs = load_programs(programs_path)
     tok = CharTokenizer()
-    fmt, n_eval, stream, cfg = train_params(params, args.seed, base.device)
+    fmt, n_eval, stream, cfg = train_params(params, args.seed, base.train_keys())
     arch, model_cfg = model_params(params, int(programs["program"].str.len().max()), len(tok))
 
     if stream.on:

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     seq_len = Corpus("childes").seq_len(params)
     windows = training_windows(table, held_out, index, seq_len)
     values = {k: v for k, v in section(params, "grounding_train").items() if k != "seq_len"}
-    cfg = from_dict(TrainConfig, {**values, "seed": p.seed, "device": load_base(params).device}, "grounding_train")
+    cfg = from_dict(TrainConfig, {**values, **load_base(params).train_keys(), "seed": p.seed}, "grounding_train")
     if cfg.batch_size > len(windows):
         raise PipelineError(f"grounding_train.batch_size: only {len(windows)} training sequences, got {cfg.batch_size}")
     torch.manual_seed(p.seed)  # the same initial weights as the default run of this model and seed

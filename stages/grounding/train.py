@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     arch, model_cfg = model_entry(section(params, "grounding_models"), args.model)
     where = setting.key("train")
     values = {k: v for k, v in section(params, where).items() if k != "seq_len"}
-    cfg = from_dict(TrainConfig, {**values, "seed": args.seed, "device": load_base(params).device}, where)
+    cfg = from_dict(TrainConfig, {**values, **load_base(params).train_keys(), "seed": args.seed}, where)
     _, index = setting.corpus.vocab_index(params)
     batch_fn, extra, n, train_features = training_data(params, setting, index, cfg.batch_size, args.seed)
     if cfg.batch_size > n:

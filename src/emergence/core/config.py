@@ -170,6 +170,12 @@ class BaseParams:
     seeds: list[int]
     device: typing.Literal["auto", "cpu", "cuda"] = "auto"
     threads: int = 2
+    precision: typing.Literal["fp32", "bf16"] = "fp32"  # bf16: autocast in training (TrainConfig.precision)
+    compile: bool = False  # torch.compile the training forward
+
+    def train_keys(self) -> dict[str, Any]:
+        """The TrainConfig keys every training stage takes from base."""
+        return {"device": self.device, "precision": self.precision, "compile": self.compile}
 
     def validate(self, where: str) -> None:
         if not self.seeds:

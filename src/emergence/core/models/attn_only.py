@@ -21,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from emergence.core.io import PipelineError
-from emergence.core.models.hooks import HookedModel, HookPoint
+from emergence.core.models.hooks import HookedModel, HookPoint, fp32_or_wider
 from emergence.core.models.registry import register
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -62,7 +62,9 @@ class VocabAttention(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         T = h.shape[1]
         scores = (h @ self.W) @ h.transpose(1, 2) + diagonal_bias(self.P[:T], T)  # (B, T, T)
-        pattern = self.hook_pattern(self.hook_scores(scores[:, None]).softmax(dim=-1))  # (B, 1, T, T)
+        pattern = self.hook_pattern(
+            self.hook_scores(scores[:, None]).softmax(dim=-1, dtype=fp32_or_wider(scores.dtype))
+        )  # (B, 1, T, T)
         return pattern[:, 0] @ (h @ self.V)  # (B, T, V)
 
 
@@ -99,7 +101,9 @@ class AttnOnly(HookedModel):
         logits = h @ self.W_O  # (B, T, V)
         if targets is None:
             return logits, None
-        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1)
+        return logits, F.cross_entropy(
+            logits.flatten(0, 1).to(fp32_or_wider(logits.dtype)), targets.flatten(), ignore_index=-1
+        )
 
     def weight(self, name: str, layer: int | None = None) -> torch.Tensor:
         """W_O, or W / V / P of `layer`: the matrices the theory predicts."""

@@ -16,6 +16,12 @@ from contextlib import contextmanager
 import torch
 import torch.nn as nn
 
+
+def fp32_or_wider(dtype: torch.dtype) -> torch.dtype:
+    """The dtype softmax and loss run in: fp32 under bf16 autocast, float64 where the model is float64."""
+    return torch.promote_types(dtype, torch.float32)
+
+
 # fn(activation, hook_name) -> replacement activation, or None to keep it.
 HookFn = Callable[[torch.Tensor, str], torch.Tensor | None]
 NameFilter = str | Callable[[str], bool]

@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from emergence.core.models.hooks import HookPoint
+from emergence.core.models.hooks import HookPoint, fp32_or_wider
 
 STD_FLOOR = 1e-5
 
@@ -58,4 +58,6 @@ def prepend(model: nn.Module, x: torch.Tensor, prefix: torch.Tensor | None) -> t
 
 def token_loss(logits: torch.Tensor, targets: torch.Tensor, n_prefix: int) -> torch.Tensor:
     """Cross-entropy of the token positions only: logits (B, P + T, V), targets (B, T); -1 is ignored."""
-    return F.cross_entropy(logits[:, n_prefix:].flatten(0, 1), targets.flatten(), ignore_index=-1)
+    return F.cross_entropy(
+        logits[:, n_prefix:].flatten(0, 1).to(fp32_or_wider(logits.dtype)), targets.flatten(), ignore_index=-1
+    )

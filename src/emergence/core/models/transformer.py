@@ -24,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from emergence.core.io import PipelineError
-from emergence.core.models.hooks import HookedModel, HookPoint
+from emergence.core.models.hooks import HookedModel, HookPoint, fp32_or_wider
 from emergence.core.models.prefix import add_prefix_input, prepend, token_loss
 from emergence.core.models.registry import register
 
@@ -128,7 +128,9 @@ class Attention(nn.Module):
         T = q.shape[2]
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, H, T, T)
         causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-        pattern = self.hook_pattern(scores.masked_fill(~causal, float("-inf")).softmax(dim=-1))
+        pattern = self.hook_pattern(
+            scores.masked_fill(~causal, float("-inf")).softmax(dim=-1, dtype=fp32_or_wider(scores.dtype))
+        )
         return F.dropout(pattern, p, self.training) @ v  # (B, H, T, d_head)
 
 

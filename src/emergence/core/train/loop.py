@@ -4,7 +4,11 @@ Exact resume rests on two rules: the data is a pure function of the step
 (`batch_fn(step)`), and torch's RNG is re-seeded from (seed, step) before
 every update, so dropout is a pure function of the step too. A run resumed
 from its scratch state therefore ends with the same bits as one that never
-stopped.
+stopped. That holds on the CPU, in fp32 and bf16, eager and compiled; on a
+GPU only as far as its kernels are deterministic (docs/gpu.md).
+
+On a GPU the loop uses what makes small models fast: TF32 matmuls, the fused
+AdamW, and, as params, bf16 autocast (`precision`) and `torch.compile`.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import dataclasses
 import math
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +45,7 @@ BatchFn = Callable[[int], tuple[torch.Tensor | dict[str, torch.Tensor], torch.Te
 EvalFn = Callable[[nn.Module, int], dict[str, Any]]
 RESUME, METRICS = "resume", "metrics.parquet"  # resume: a folder of safetensors + JSON
 SEED_MAX = 2**32 - 1  # np.random.seed's limit; torch.manual_seed takes up to 2**64 - 1
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass
@@ -63,6 +69,8 @@ class TrainConfig:
     eval_every: int = 0  # call eval_fn every N steps (and at every checkpoint)
     device: str = "auto"  # auto -> cuda if available else cpu
     on_nonfinite: str = "stop"  # a nan/inf loss: stop (keeping the last good resume state) | continue (recorded)
+    precision: str = "fp32"  # fp32 | bf16: autocast (bf16 matmuls; fp32 weights, optimizer, softmax and loss)
+    compile: bool = False  # torch.compile the training forward; a failed compile trains on in eager mode
 
     def validate(self, where: str = "train") -> None:
         def check(key: str, ok: bool, rule: str) -> None:
@@ -93,6 +101,8 @@ class TrainConfig:
         device_ok = isinstance(self.device, str) and (self.device in ("auto", "cpu") or self.device.startswith("cuda"))
         check("device", device_ok, "must be auto, cpu or cuda[:N]")
         check("on_nonfinite", self.on_nonfinite in ("stop", "continue"), "must be stop or continue")
+        check("precision", self.precision in PRECISIONS, f"must be one of {', '.join(PRECISIONS)}")
+        check("compile", isinstance(self.compile, bool), "must be true or false")
         check("seed", self.seed <= SEED_MAX, f"must be <= {SEED_MAX} (2**32 - 1, numpy's range; from the run's seeds)")
 
 
@@ -130,8 +140,10 @@ def train(
     train_dict = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "on_nonfinite"}
     fingerprint = run_fingerprint(train_dict, model, data_fingerprint)  # before .to(): hashes init weights
     device = resolve_device(cfg.device)
+    check_precision(cfg.precision, device)
     model.to(device).train()
-    optimizer = _make_optimizer(model, cfg)
+    optimizer = _make_optimizer(model, cfg, device)
+    forward = StepForward(model, cfg, device, where)
     resumed = load_resume_state(scratch_dir / RESUME, fingerprint, model, optimizer, device)
     if resumed is None:
         clear_run_files(scratch_dir, [RESUME, METRICS])  # leftovers of another run must not be published
@@ -142,7 +154,10 @@ def train(
     scratch_dir.mkdir(parents=True, exist_ok=True)
     plan = CheckpointPlan(cfg.steps, cfg.dense_until, cfg.n_log_checkpoints, cfg.checkpoint_every)
     meta = {"train": train_dict, "data_fingerprint": data_fingerprint}
-    with tqdm(total=cfg.steps, initial=start, disable=None if progress else True, desc="train") as bar:
+    with (
+        _fast_matmuls(device),
+        tqdm(total=cfg.steps, initial=start, disable=None if progress else True, desc="train") as bar,
+    ):
         for step in range(start, cfg.steps + 1):
             pending = None  # written only once this step's loss is known to be finite
             if step != start and (step % cfg.resume_every == 0 or step in plan):
@@ -158,7 +173,7 @@ def train(
                     model, scratch_dir, step, meta if diverged is None else {**meta, "diverged_at": diverged}
                 )
             if step < cfg.steps:
-                stats, n_tokens = _train_step(model, optimizer, batch_fn, cfg, step, device)
+                stats, n_tokens = _train_step(model, forward, optimizer, batch_fn, cfg, step, device)
                 if not math.isfinite(stats["loss"]):
                     if cfg.on_nonfinite == "stop":
                         raise _diverged(where, stats, step, saved, scratch_dir / RESUME)
@@ -198,8 +213,66 @@ def _diverged(where: str, stats: dict, step: int, saved: int | None, resume: Pat
     )
 
 
+class StepForward:
+    """The training forward `model(...)`: under bf16 autocast when cfg.precision says so, through
+    torch.compile when cfg.compile does. A compile that fails (no C++ compiler, an op the backend
+    lacks) says so in one line and the run goes on in eager mode, which computes the same function."""
+
+    def __init__(self, model: nn.Module, cfg: TrainConfig, device: str, where: str) -> None:
+        self.model, self.where = model, where
+        self.autocast = dict(
+            device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"
+        )
+        self.compiled = torch.compile(model) if cfg.compile else None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.autocast(**self.autocast):
+            if self.compiled is not None:
+                try:
+                    return self.compiled(*args, **kwargs)
+                except Exception as e:  # noqa: BLE001 - any backend failure; eager re-raises a real error
+                    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                    tqdm.write(
+                        f"warning: {self.where}: torch.compile failed ({type(e).__name__}: {first}); "
+                        "training goes on in eager mode",
+                        file=sys.stderr,
+                    )
+                    self.compiled = None
+            return self.model(*args, **kwargs)
+
+
+def check_precision(precision: str, device: str) -> None:
+    """bf16 needs a device that does it: every CPU (autocast), a GPU only from Ampere on."""
+    if precision == "bf16" and torch.device(device).type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise PipelineError(
+            f"base.precision: bf16 is not supported on {device} ({torch.cuda.get_device_name(device)}); "
+            "set base.precision: fp32"
+        )
+
+
+@contextmanager
+def _fast_matmuls(device: str) -> Iterator[None]:
+    """TF32 matmuls on a GPU (fp32 storage, 10-bit mantissa products) while the loop runs; the CPU
+    is left alone, so its fp32 results stay bitwise."""
+    if torch.device(device).type != "cuda":
+        yield
+        return
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
 def _train_step(
-    model: nn.Module, optimizer: torch.optim.Optimizer, batch_fn: BatchFn, cfg: TrainConfig, step: int, device: str
+    model: nn.Module,
+    forward: StepForward,
+    optimizer: torch.optim.Optimizer,
+    batch_fn: BatchFn,
+    cfg: TrainConfig,
+    step: int,
+    device: str,
 ) -> tuple[dict[str, float], int]:
     torch.manual_seed(cfg.seed * 1_000_003 + step)  # dropout as a pure function of step -> exact resume
     inputs, targets = batch_fn(step)
@@ -208,10 +281,10 @@ def _train_step(
         group["lr"] = lr
     if isinstance(inputs, dict):  # e.g. {"idx": tokens, "prefix": image features}
         idx = inputs["idx"]
-        _, loss = model(**{k: v.to(device) for k, v in inputs.items()}, targets=targets.to(device))
+        _, loss = forward(**{k: v.to(device) for k, v in inputs.items()}, targets=targets.to(device))
     else:
         idx = inputs
-        _, loss = model(idx.to(device), targets.to(device))
+        _, loss = forward(idx.to(device), targets.to(device))
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     params = [p for p in model.parameters() if p.grad is not None]
@@ -235,7 +308,7 @@ def _evaluate(model: nn.Module, eval_fn: EvalFn, step: int) -> dict[str, Any]:
     return result
 
 
-def _make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+def _make_optimizer(model: nn.Module, cfg: TrainConfig, device: str) -> torch.optim.Optimizer:
     # As in nanoGPT: decay matrices and embeddings, not biases or norm gains.
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
@@ -243,7 +316,8 @@ def _make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+        # The fused kernel on a GPU: one launch for every tensor. The CPU keeps the reference loop.
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=torch.device(device).type == "cuda" or None)
     return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
 
 

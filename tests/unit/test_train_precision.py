@@ -1,0 +1,201 @@
+"""Training precision and compilation on the CPU: bf16 autocast, torch.compile, and the GPU-only
+settings (TF32, fused AdamW, the bf16 check) read without a GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from emergence.core.config import load_base
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model
+from emergence.core.train import TrainConfig, list_checkpoints, load_checkpoint, train
+from emergence.core.train import loop as train_loop
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+VOCAB, B, T = 16, 8, 12
+# Stated tolerance: over 50 AdamW steps a bf16-autocast run's loss stays within 0.02 nats of the
+# fp32 run's at every step (bf16 keeps 8 mantissa bits, ~0.4 % per product; measured: at most 0.0055).
+BF16_LOSS_TOL = 0.02
+
+
+def gpt(dropout: float = 0.0) -> torch.nn.Module:
+    torch.manual_seed(0)
+    arch = dict(n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64, n_ctx=T, d_vocab=VOCAB, dropout=dropout)
+    return build_model("transformer", arch)
+
+
+def batches(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Predict the previous token (attention has to move it), a pure function of the step."""
+    idx = torch.randint(VOCAB, (B, T), generator=torch.Generator().manual_seed(step))
+    targets = torch.roll(idx, 1, dims=1)
+    targets[:, 0] = -1
+    return idx, targets
+
+
+class Interrupt(Exception):
+    pass
+
+
+def fit(tmp_path, name: str, fail_at: int | None = None, dropout: float = 0.0, **overrides):
+    model = gpt(dropout)
+
+    def batch_fn(step):
+        if step == fail_at:
+            raise Interrupt
+        return batches(step)
+
+    cfg = dict(steps=50, batch_size=B, lr=3e-3, n_log_checkpoints=2, resume_every=3, device="cpu")
+    metrics = train(model, batch_fn, TrainConfig(**{**cfg, **overrides}), tmp_path / name, tmp_path / f"{name}.s")
+    return model, metrics
+
+
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_bf16_training_tracks_fp32_within_the_stated_tolerance(tmp_path):
+    fp32, m32 = fit(tmp_path, "fp32")
+    bf16, m16 = fit(tmp_path, "bf16", precision="bf16")
+    l32, l16 = m32["loss"].iloc[:-1], m16["loss"].iloc[:-1]
+    assert l32.iloc[-5:].mean() < 0.8 * l32.iloc[:5].mean()  # it learns: the comparison is not of two flat lines
+    assert (l16 - l32).abs().max() <= BF16_LOSS_TOL
+    assert not l16.equals(l32) and not same_weights(fp32, bf16)  # autocast really ran in bf16
+    assert {p.dtype for p in bf16.parameters()} == {torch.float32}  # fp32 master weights
+
+
+def test_bf16_runs_matmuls_in_bf16_and_softmax_loss_weights_and_optimizer_in_fp32():
+    model = gpt()
+    cfg = TrainConfig(steps=1, batch_size=B, lr=1e-3, device="cpu", precision="bf16")
+    forward = train_loop.StepForward(model, cfg, "cpu", "train")
+    idx, targets = batches(0)
+    patterns = []
+    with model.hooks([(lambda n: n.endswith("hook_pattern"), lambda x, _: patterns.append(x.dtype))]):
+        logits, loss = forward(idx, targets)
+    assert logits.dtype == torch.bfloat16 and loss.dtype == torch.float32
+    assert patterns == [torch.float32] * 2  # the explicit softmax a hook reads
+    optimizer = train_loop._make_optimizer(model, cfg, "cpu")
+    loss.backward()
+    optimizer.step()
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert {s["exp_avg"].dtype for s in optimizer.state.values()} == {torch.float32}
+    plain_logits, plain_loss = train_loop.StepForward(model, dataclasses.replace(cfg, precision="fp32"), "cpu", "t")(
+        idx, targets
+    )
+    assert plain_logits.dtype == torch.float32 and plain_loss.dtype == torch.float32
+
+
+def test_float64_models_keep_float64_softmax_and_loss():
+    model = build_model("attn_only", dict(n_layers=1, d_vocab=VOCAB, n_ctx=T, dtype="float64"))
+    idx, targets = batches(0)
+    seen = []
+    with model.hooks([(lambda n: n.endswith("hook_pattern"), lambda x, _: seen.append(x.dtype))]):
+        _, loss = model(idx, targets)
+    assert loss.dtype == torch.float64 and seen == [torch.float64]
+
+
+def test_resume_is_bit_exact_in_bf16_with_dropout(tmp_path):
+    fit(tmp_path, "ref", steps=8, precision="bf16", dropout=0.2)
+    with pytest.raises(Interrupt):
+        fit(tmp_path, "again", steps=8, precision="bf16", dropout=0.2, fail_at=7)
+    fit(tmp_path, "again", steps=8, precision="bf16", dropout=0.2)
+    for (_, a), (_, b) in zip(list_checkpoints(tmp_path / "ref"), list_checkpoints(tmp_path / "again"), strict=True):
+        assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+    assert (tmp_path / "ref/metrics.parquet").read_bytes() == (tmp_path / "again/metrics.parquet").read_bytes()
+
+
+def test_compiled_training_matches_eager_and_resumes_bit_exact(tmp_path):
+    eager, m_eager = fit(tmp_path, "eager", steps=6, dropout=0.0)
+    compiled, m_compiled = fit(tmp_path, "compiled", steps=6, dropout=0.0, compile=True)
+    # Inductor fuses and reorders float sums: close to eager, not bitwise (stated tolerance 1e-4).
+    for a, b in zip(eager.parameters(), compiled.parameters()):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(m_eager["loss"], m_compiled["loss"], atol=1e-5, rtol=1e-5)
+    with pytest.raises(Interrupt):
+        fit(tmp_path, "again", steps=6, dropout=0.0, compile=True, fail_at=5)
+    again, _ = fit(tmp_path, "again", steps=6, dropout=0.0, compile=True)
+    assert same_weights(again, compiled)
+    final, info = load_checkpoint(tmp_path / "compiled/step6")
+    assert info["meta"]["train"]["compile"] is True and info["meta"]["train"]["precision"] == "fp32"
+
+
+def test_a_failed_compile_says_so_once_and_trains_on_in_eager_mode(tmp_path, monkeypatch, capfd):
+    calls = []
+
+    def broken_compile(model):
+        def run(*args, **kwargs):
+            calls.append(1)
+            raise RuntimeError("C++ compiler not found\nlong backtrace")
+
+        return run
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    fallback, _ = fit(tmp_path, "fallback", steps=5, compile=True)
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if "compile" in line]
+    assert lines == [
+        "warning: train: torch.compile failed (RuntimeError: C++ compiler not found); training goes on in eager mode"
+    ]
+    assert calls == [1]  # tried once, then eager for good
+    eager, _ = fit(tmp_path, "eager", steps=5)
+    assert same_weights(fallback, eager)  # eager is the same function
+
+
+def test_bf16_on_a_gpu_that_cannot_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: f"Tesla V100 ({device})")
+    with pytest.raises(PipelineError) as e:
+        train_loop.check_precision("bf16", "cuda:1")
+    assert str(e.value) == (
+        "base.precision: bf16 is not supported on cuda:1 (Tesla V100 (cuda:1)); set base.precision: fp32"
+    )
+    train_loop.check_precision("bf16", "cpu")  # every CPU does bf16 autocast
+    train_loop.check_precision("fp32", "cuda:1")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    train_loop.check_precision("bf16", "cuda")
+
+
+def test_gpu_runs_get_fused_adamw_and_tf32_matmuls_and_the_cpu_neither():
+    model = gpt()
+    cfg = TrainConfig(steps=1, batch_size=B, lr=1e-3)
+    assert train_loop._make_optimizer(model, cfg, "cuda:0").defaults["fused"] is True
+    assert train_loop._make_optimizer(model, cfg, "cpu").defaults["fused"] is None
+    assert (
+        train_loop._make_optimizer(model, dataclasses.replace(cfg, optimizer="sgd"), "cuda").defaults["fused"] is None
+    )
+    before = torch.get_float32_matmul_precision()
+    assert before == "highest"
+    with train_loop._fast_matmuls("cuda:0"):
+        assert torch.get_float32_matmul_precision() == "high"  # TF32
+    assert torch.get_float32_matmul_precision() == before
+    with train_loop._fast_matmuls("cpu"):
+        assert torch.get_float32_matmul_precision() == "highest"
+    with pytest.raises(Interrupt), train_loop._fast_matmuls("cuda"):
+        raise Interrupt
+    assert torch.get_float32_matmul_precision() == before  # restored on the way out of an error too
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"precision": "fp16"}, "train.precision: must be one of fp32, bf16, got 'fp16'"),
+        ({"compile": "yes"}, "train.compile: must be true or false, got 'yes'"),
+    ],
+)
+def test_validate_names_precision_and_compile(change, message):
+    cfg = dataclasses.replace(TrainConfig(steps=10, batch_size=2, lr=1e-3), **change)
+    with pytest.raises(PipelineError) as e:
+        cfg.validate()
+    assert str(e.value) == message
+
+
+def test_base_hands_device_precision_and_compile_to_training():
+    base = load_base({"base": {"seeds": [0], "device": "cuda", "precision": "bf16", "compile": True}})
+    assert base.train_keys() == {"device": "cuda", "precision": "bf16", "compile": True}
+    assert load_base({"base": {"seeds": [0]}}).train_keys() == {"device": "auto", "precision": "fp32", "compile": False}
+    with pytest.raises(PipelineError) as e:
+        load_base({"base": {"seeds": [0], "precision": "fp16"}})
+    assert str(e.value) == "base.precision: must be one of fp32, bf16, got 'fp16'"

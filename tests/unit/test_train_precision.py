@@ -1,13 +1,17 @@
-"""Training precision and compilation on the CPU: bf16 autocast, torch.compile, and the GPU-only
-settings (TF32, fused AdamW, the bf16 check) read without a GPU."""
+"""Training precision and compilation on the CPU: bf16 autocast, torch.compile, the GPU-only
+settings (TF32, fused AdamW, the bf16 check) read without a GPU, and what the stage record says ran."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import sys
+import types
 
 import pytest
 import torch
 
+from emergence.core import stage_record
 from emergence.core.config import load_base
 from emergence.core.io import PipelineError
 from emergence.core.models import build_model
@@ -199,3 +203,43 @@ def test_base_hands_device_precision_and_compile_to_training():
     with pytest.raises(PipelineError) as e:
         load_base({"base": {"seeds": [0], "precision": "fp16"}})
     assert str(e.value) == "base.precision: must be one of fp32, bf16, got 'fp16'"
+
+
+# ---- what ran, in the stage record -------------------------------------------
+
+
+def test_the_stage_record_says_what_trained(tmp_path, monkeypatch):
+    monkeypatch.setattr(stage_record, "_NOTES", {})
+    fit(tmp_path, "bf16", steps=2, precision="bf16")
+    assert stage_record._NOTES == {"training": {"device": "cpu", "precision": "bf16", "forward": "eager"}}
+    record = stage_record.begin("stages.x.y", ["--seed", "0"], env={})
+    assert stage_record._NOTES == {}  # a new stage starts with no notes
+    stage_record.note("training", {"device": "cuda", "forward": "compiled"})
+    path = stage_record.finish(record, 0, root=tmp_path / "logs")
+    assert json.loads(path.read_text())["training"] == {"device": "cuda", "forward": "compiled"}
+
+
+def test_mamba2_reports_hf_s_dispatch_and_a_gpu_without_the_extra_says_so(tmp_path, monkeypatch, capfd):
+    from transformers.integrations.hub_kernels import use_kernel_func_from_hub_with_fallback
+    from transformers.models.mamba2 import modeling_mamba2
+
+    model = build_model("mamba2", dict(n_layers=1, d_model=32, d_vocab=VOCAB, n_ctx=T, d_state=8, head_dim=16))
+    torch_paths = {"mamba2.scan": "torch", "mamba2.chunk_scan": "torch", "mamba2.conv1d": "torch"}
+    assert model.kernels() == torch_paths  # no mamba_ssm on a CPU machine
+    assert train_loop._kernels(model, "cpu", "grounding_train") == torch_paths
+    assert capfd.readouterr().err == ""  # the CPU has no other path: nothing to say
+    train_loop._kernels(model, "cuda:0", "grounding_train")
+    assert capfd.readouterr().err == (
+        "warning: grounding_train: mamba2.chunk_scan, mamba2.conv1d, mamba2.scan run the torch path on cuda:0: "
+        "the .[gpu] extra (mamba-ssm, causal-conv1d) is not importable (docs/gpu.md says how to carry it)\n"
+    )
+    # HF's own decorator over a package that imports: the wrapper it builds is read as fused.
+    fake = types.ModuleType("fake_mamba_ssm")
+    fake.mamba_chunk_scan_combined = lambda *a, **k: None
+    monkeypatch.setitem(sys.modules, "fake_mamba_ssm", fake)
+    fused = use_kernel_func_from_hub_with_fallback("mamba_chunk_scan_combined", "fake_mamba_ssm")(
+        modeling_mamba2.mamba2_chunk_scan.__wrapped__
+    )
+    monkeypatch.setattr(modeling_mamba2, "mamba2_chunk_scan", fused)
+    assert model.kernels() == {**torch_paths, "mamba2.chunk_scan": "fused"}
+    assert "mamba2.chunk_scan" not in capfd.readouterr().err

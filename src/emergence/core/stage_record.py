@@ -26,6 +26,7 @@ from emergence.core import reads
 from emergence.core.io import atomic_path
 
 RECORDS = Path("logs") / "stages"  # relative to the working directory, like the stage's artifacts
+_NOTES: dict[str, object] = {}  # what the stage says ran (device, precision, kernels): note()
 # Snakemake 9.27 (snakemake/shell.py) gives every shell job these six, all set to the job's thread
 # count; it sets no variable of its own. DVC 3.67 (dvc/stage/run.py) sets DVC_ROOT and DVC_STAGE.
 SNAKEMAKE_THREAD_VARS = (
@@ -71,10 +72,17 @@ def max_rss_mb() -> float:
     return round(kib / 1024, 1)
 
 
+def note(key: str, value: object) -> None:
+    """Put `key: value` (JSON) in this process's stage record: what ran, e.g. the training loop's
+    device, precision, compiled or eager forward, and each fused kernel's path."""
+    _NOTES[key] = value
+
+
 def begin(module: str, argv: list[str], env: dict[str, str] | None = None) -> dict:
     """The record's fields known when the stage starts."""
     engine, stage = engine_of(dict(os.environ) if env is None else env)
     started = process_start()
+    _NOTES.clear()
     return {
         "command": shlex.join(["python", "-m", module, *argv]),
         "stage": stage,
@@ -89,6 +97,7 @@ def finish(record: dict, exit_code: int, root: Path = RECORDS) -> Path | None:
     """Complete `record` with wall time, memory and exit code; write it atomically under `root`.
     Returns the path, or None (with a warning on stderr) when it could not be written."""
     start = record.pop("_start")
+    record.update(_NOTES)
     record.update(wall_s=round(time.time() - start, 3), max_rss_mb=max_rss_mb(), exit=exit_code)
     path = Path(root) / f"{record_key(record['command'])}.json"
     try:

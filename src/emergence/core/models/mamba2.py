@@ -16,6 +16,7 @@ sequence 256); mamba_ssm and HF default to 256.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -124,6 +125,27 @@ def _hf_model(cfg: Mamba2Config) -> nn.Module:
     return Mamba2ForCausalLM(hf_config(cfg))
 
 
+# HF wraps each kernel entry point at import: mamba_ssm's / causal_conv1d's function when the
+# package imports (the `.[gpu]` extra), else its own torch function; the wrapper's closure says which.
+KERNEL_ENTRY_POINTS = {
+    "scan": "mamba2_split_conv1d_scan_combined",  # training: conv + chunked scan + norm + out_proj, fused
+    "chunk_scan": "mamba2_chunk_scan",  # the chunked scan alone (eval and hooks)
+    "conv1d": "causal_conv1d_fn",
+}
+
+
+def kernel_paths() -> dict[str, str]:
+    """{entry point: "fused" or "torch"}: what HF's Mamba-2 mixer dispatches to in this process."""
+    from transformers.models.mamba2 import modeling_mamba2
+
+    paths = {}
+    for key, name in KERNEL_ENTRY_POINTS.items():
+        wrapped = getattr(modeling_mamba2, name)
+        fused = inspect.getclosurevars(wrapped).nonlocals.get("is_new_implementation", False)
+        paths[f"mamba2.{key}"] = "fused" if fused else "torch"
+    return paths
+
+
 class HookedNorm(nn.Module):
     def __init__(self, norm: nn.Module) -> None:
         super().__init__()
@@ -161,3 +183,7 @@ class Mamba2(TokenLM):
         self.lm_head = hf.lm_head
         add_prefix_input(self, config.d_prefix, config.d_model)
         self._setup_hook_points()
+
+    def kernels(self) -> dict[str, str]:
+        """Which implementation each fused entry point runs (the training loop records it)."""
+        return kernel_paths()

@@ -29,6 +29,7 @@ import torch
 import torch.nn as nn
 from tqdm import tqdm
 
+from emergence.core import stage_record
 from emergence.core.io import PipelineError, write_parquet
 from emergence.core.train.checkpoint import (
     capture_resume_state,
@@ -144,6 +145,7 @@ def train(
     model.to(device).train()
     optimizer = _make_optimizer(model, cfg, device)
     forward = StepForward(model, cfg, device, where)
+    kernels = _kernels(model, device, where)
     resumed = load_resume_state(scratch_dir / RESUME, fingerprint, model, optimizer, device)
     if resumed is None:
         clear_run_files(scratch_dir, [RESUME, METRICS])  # leftovers of another run must not be published
@@ -193,6 +195,10 @@ def train(
                 saved = step
             if step < cfg.steps or evaluate:
                 rows.append(row)
+    stage_record.note(
+        "training",
+        {"device": device, "precision": cfg.precision, "forward": forward.path, **kernels},
+    )
     metrics = pd.DataFrame(rows)
     write_parquet(metrics, scratch_dir / METRICS)
     publish_run(scratch_dir, out_dir, [METRICS])
@@ -224,6 +230,7 @@ class StepForward:
             device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"
         )
         self.compiled = torch.compile(model) if cfg.compile else None
+        self.path = "compiled" if cfg.compile else "eager"  # what ran, for the stage record
 
     def __call__(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.autocast(**self.autocast):
@@ -237,8 +244,22 @@ class StepForward:
                         "training goes on in eager mode",
                         file=sys.stderr,
                     )
-                    self.compiled = None
+                    self.compiled, self.path = None, "eager (compile failed)"
             return self.model(*args, **kwargs)
+
+
+def _kernels(model: nn.Module, device: str, where: str) -> dict[str, str]:
+    """The model's fused-kernel paths (Mamba-2: mamba_ssm or torch); on a GPU, one line for each
+    that runs the torch path."""
+    kernels = model.kernels() if hasattr(model, "kernels") else {}
+    slow = sorted(k for k, path in kernels.items() if path == "torch")
+    if slow and torch.device(device).type == "cuda":
+        tqdm.write(
+            f"warning: {where}: {', '.join(slow)} run the torch path on {device}: the .[gpu] extra "
+            "(mamba-ssm, causal-conv1d) is not importable (docs/gpu.md says how to carry it)",
+            file=sys.stderr,
+        )
+    return kernels
 
 
 def check_precision(precision: str, device: str) -> None:

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     params = yaml.safe_load(open(args.params))
-    cfg = stream_programs(load_program_config(params), train_params(params, 0, {"device": "cpu"})[2])
+    cfg = stream_programs(load_program_config(params), train_params(params, 0, "cpu")[2])
     rng, tok = np.random.default_rng(args.seed), CharTokenizer()
     programs = [sample_program(rng, cfg) for _ in range(args.programs)]
     data = encode_programs([p.text for p in programs], [p.answer for p in programs], tok, "line_values")

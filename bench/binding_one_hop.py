@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     print(scored.groupby(scored["distance"].clip(upper=4))["correct"].agg(["mean", "size"]).round(3).to_string())
 
     params = yaml.safe_load(open(args.params))
-    cfg = stream_programs(load_program_config(params), train_params(params, 0, {"device": "cpu"})[2])
+    cfg = stream_programs(load_program_config(params), train_params(params, 0, "cpu")[2])
     rng = np.random.default_rng(args.seed)
     ours = [x for x in (layout(sample_program(rng, cfg).text) for _ in range(5000)) if x]
     r = random.Random(args.seed)

@@ -64,7 +64,7 @@ def eval_sets_fit_their_splits(params: dict) -> list[str]:
     problems = []
     for name, key, schema, split in EVAL_SETS:
         if schema is None:
-            loaded = _loaded(lambda: train_params(params, seed=0, base={"device": "cpu"}))
+            loaded = _loaded(lambda: train_params(params, seed=0, device="cpu"))
             value = None if loaded is None else loaded[1]
         else:
             value = getattr(_typed(schema, params, name), key, None)

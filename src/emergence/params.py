@@ -58,7 +58,7 @@ def check_binding_model(params: dict, name: str) -> None:
 
 
 def check_binding_train(params: dict, name: str) -> None:
-    train_params(params, seed=0, base={"device": "cpu"})
+    train_params(params, seed=0, device="cpu")
 
 
 def check_assoc_corpus(params: dict, name: str) -> None:

@@ -3,6 +3,8 @@ drawn every step (binding_train.stream), never on an evaluation program."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from emergence.core.cli import stage_main, start_stage
@@ -25,7 +27,8 @@ def main(argv: list[str] | None = None) -> None:
     programs_path = path_of(params, "binding_programs")
     programs = load_programs(programs_path)
     tok = CharTokenizer()
-    fmt, n_eval, stream, cfg = train_params(params, args.seed, base.train_keys())
+    fmt, n_eval, stream, cfg = train_params(params, args.seed, base.device)
+    cfg = dataclasses.replace(cfg, precision=base.precision, compile=base.compile)
     arch, model_cfg = model_params(params, int(programs["program"].str.len().max()), len(tok))
 
     if stream.on:

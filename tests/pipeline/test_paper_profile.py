@@ -8,7 +8,7 @@ import pandas as pd
 import yaml
 from conftest import project_copy, run
 
-from emergence.core.config import load_base, read_params
+from emergence.core.config import read_params
 from emergence.studies.binding.sets import load_data_params
 from emergence.studies.binding.train_config import train_params
 
@@ -17,7 +17,7 @@ def test_paper_profile_is_the_paper_and_trains_at_tiny_width_on_cpu(tmp_path):
     root = project_copy(tmp_path, profile="paper")
     params = read_params(root / "params.yaml")
     data, programs = load_data_params(params)
-    fmt, _, stream, cfg = train_params(params, seed=0, base=load_base(params).train_keys())
+    fmt, _, stream, cfg = train_params(params, seed=0, device="cuda")
     model = params["binding_model"]
     # the paper (summary we have): 12 layers, 512-d, 500,000 programs, batch 64, AdamW 1e-4,
     # 15 epochs, linear warmup then decay; 16 lines, up to 4 hops, cubic hop weighting

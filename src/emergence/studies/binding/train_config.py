@@ -50,9 +50,8 @@ def stream_programs(program_cfg: ProgramConfig, stream: Stream) -> ProgramConfig
     return dataclasses.replace(program_cfg, **changes)
 
 
-def train_params(params: dict, seed: int, base: dict) -> tuple[str, int, Stream, TrainConfig]:
-    """(format, number of validation programs, stream, TrainConfig) from binding_train; `base` holds
-    BaseParams.train_keys() (device, precision, compile)."""
+def train_params(params: dict, seed: int, device: str) -> tuple[str, int, Stream, TrainConfig]:
+    """(format, number of validation programs, stream, TrainConfig) from binding_train."""
     values = dict(section(params, "binding_train"))
     fmt = values.pop("format", "answer_only")
     n_eval = values.pop("eval_programs", 500)
@@ -77,5 +76,5 @@ def train_params(params: dict, seed: int, base: dict) -> tuple[str, int, Stream,
         raise PipelineError(f"binding_train.stream_links: one of {', '.join(LINKS)} or null, got {stream.links!r}")
     if "seed" in values:
         raise PipelineError("binding_train.seed: seeds come from base.seeds, remove it here")
-    cfg = from_dict(TrainConfig, {**values, **base, "seed": seed}, "binding_train")
+    cfg = from_dict(TrainConfig, {**values, "seed": seed, "device": device}, "binding_train")
     return fmt, n_eval, stream, cfg

@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PROFILE ?=
 
-.PHONY: repro test unit lint check snakemake push pull bench profile mutation clean-venv
+.PHONY: repro test unit lint check snakemake push pull bench gpu-check profile mutation clean-venv
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -59,6 +59,12 @@ pull: $(STAMP)
 ## bench: every benchmark, one table (reports/bench.json); BENCH_ARGS="--default-run DIR" adds default minutes
 bench: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench $(BENCH_ARGS)
+
+## gpu-check: on a machine with a GPU, under that machine's own python and torch (docs/gpu.md): writes
+## reports/gpu_check.json and docs/bench.md's GPU section. On a CPU: make gpu-check GPU_ARGS="--device cpu --smoke"
+GPU_PYTHON ?= python3
+gpu-check:
+	PYTHONPATH="$(CURDIR)/src:$(CURDIR)" $(GPU_PYTHON) -m bench.gpu $(GPU_ARGS)
 
 ## mutation: which mutants of the science core the unit suite kills (mutmut; hours on 2 cores, not in CI);
 ## writes the per-module table into docs/testing.md. `mutants/` keeps the results: a rerun checks only what changed.

@@ -135,14 +135,17 @@ KERNEL_ENTRY_POINTS = {
 
 
 def kernel_paths() -> dict[str, str]:
-    """{entry point: "fused" or "torch"}: what HF's Mamba-2 mixer dispatches to in this process."""
+    """{entry point: "fused", "torch" or "unknown"}: what HF's Mamba-2 mixer dispatches to in this
+    process ("unknown": a transformers release that wraps its kernels otherwise than 5.23 does)."""
     from transformers.models.mamba2 import modeling_mamba2
 
     paths = {}
     for key, name in KERNEL_ENTRY_POINTS.items():
-        wrapped = getattr(modeling_mamba2, name)
-        fused = inspect.getclosurevars(wrapped).nonlocals.get("is_new_implementation", False)
-        paths[f"mamba2.{key}"] = "fused" if fused else "torch"
+        held = inspect.getclosurevars(getattr(modeling_mamba2, name)).nonlocals
+        if "implementation" in held and "torch_function" in held:
+            paths[f"mamba2.{key}"] = "torch" if held["implementation"] is held["torch_function"] else "fused"
+        else:
+            paths[f"mamba2.{key}"] = "unknown"
     return paths
 
 

@@ -1,0 +1,238 @@
+"""GPU check: the paper-scale models' training throughput on one device, like for like with HF GPT-2,
+a paper-profile binding run, and Mamba-2's fused kernels against its torch path.
+
+    make gpu-check                              # python -m bench.gpu: on a GPU machine, <= 9 minutes
+    python -m bench.gpu --device cpu --smoke    # the same code on a CPU at tiny shapes (the unit test)
+
+Writes reports/gpu_check.json and the section of docs/bench.md between its markers. It fetches
+nothing: it needs only torch, transformers and this project (docs/gpu.md says how to carry them and
+mamba-ssm onto a machine with no registry).
+
+Every throughput is a median over timed rounds after warm-up (and after compilation): tokens/s of
+AdamW training steps (forward, backward, step) on one random batch. FLOPs of a step are counted by
+torch's FlopCounterMode (matmuls and attention, not AdamW), so TFLOP/s = FLOPs x steps/s and MFU =
+TFLOP/s / the device's dense bf16 peak (PEAK_BF16, by name; else a measured 8192^3 bf16 matmul).
+Peak memory is torch's max allocated on the device, beside resources.py's state + activation bytes.
+Rows run in priority order until --budget-s is spent; a row left over says "not measured: budget".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from bench.gpu_rows import (
+    BINDING_STEPS,
+    arch_row,
+    binding_run,
+    hf_gpt2_rows,
+    mamba_check,
+    paper_params,
+    peak_flops,
+    seeds_on_one_device,
+    specs,
+    torch_path_row,
+    worker,
+)
+from emergence.core.io import atomic_path
+
+MARKERS = ("<!-- gpu-check:start -->", "<!-- gpu-check:end -->")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes and few steps: the code path, not numbers")
+    ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting rows after this many seconds")
+    ap.add_argument("--steps", type=int, default=10, help="timed steps per round")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--binding-s", type=float, default=90.0, help="seconds of the paper-profile binding run")
+    ap.add_argument("--out", type=Path, help="the JSON (default reports/gpu_check.json; none with --smoke)")
+    ap.add_argument(
+        "--doc", type=Path, help="the page whose section is written (default docs/bench.md; none with --smoke)"
+    )
+    ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one of K seeds sharing the device
+    return ap.parse_args(argv)
+
+
+def cpu_name() -> str:
+    models = [line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")]
+    return f"CPU: {models[0] if models else platform.machine()}, {os.cpu_count()} cores"
+
+
+def _cpuinfo() -> list[str]:
+    try:
+        return Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return []
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version(), "torch": torch.__version__}
+    for name in ("transformers", "triton", "mamba_ssm", "causal_conv1d"):
+        try:
+            out[name] = __import__(name).__version__
+        except Exception as e:  # noqa: BLE001 - not importable is the answer, whatever the reason
+            out[name] = f"not importable ({type(e).__name__})"
+    return out
+
+
+def run(a: argparse.Namespace) -> dict:
+    """Every measurement, in priority order, until the budget is spent."""
+    start, device = time.perf_counter(), a.device
+    params = paper_params()
+    all_specs = specs(params, a.smoke)
+    binding, mamba = all_specs[0], all_specs[2]
+    peak, peak_from = peak_flops(device)
+    result = {
+        "device": torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else cpu_name(),
+        "versions": versions(),
+        "peak_bf16_tflops": peak / 1e12 if peak else None,
+        "peak_from": peak_from,
+        "smoke": a.smoke,
+        "architectures": [],
+        "not_measured": [],
+        "task_s": {},  # where the time went
+    }
+    combos = [("bf16", True), ("bf16", False), ("fp32", False), ("fp32", True)]
+    tasks: list[tuple[str, str, Callable[[], object]]] = [  # (result key, label, measurement)
+        ("binding_run", "binding_run", lambda: binding_run(params, a, device, a.smoke)),
+        ("hf_gpt2", "hf_gpt2", lambda: hf_gpt2_rows(binding, a, device, (False,) if a.smoke else (False, True))),
+        (
+            "seeds_per_device",
+            "seeds_per_device",
+            lambda: seeds_on_one_device(a, device, (1, 2) if a.smoke else (1, 2, 4, 6)),
+        ),
+        ("mamba_kernels", "mamba_kernels", lambda: mamba_check(mamba, device)),
+    ]
+    for precision, compiled in combos:
+        for spec in all_specs:
+            if a.smoke and compiled and (spec is not binding or precision != "bf16"):
+                result["not_measured"].append(
+                    f"{spec.name} {precision} compiled: --smoke compiles the binding GPT-2 in bf16 only"
+                )
+                continue
+            label = f"{spec.name} {precision} {'compiled' if compiled else 'eager'}"
+            tasks.append(
+                ("architectures", label, lambda s=spec, p=precision, c=compiled: arch_row(s, p, c, a, device, peak))
+            )
+        if precision == "bf16" and not compiled:
+            label = f"{mamba.name} (torch path) bf16 eager"
+            tasks.append(("architectures", label, lambda: torch_path_row(mamba, a, device, peak)))
+    for key, label, task in tasks:
+        if time.perf_counter() - start > a.budget_s:
+            result["not_measured"].append(f"{label}: budget of {a.budget_s:.0f} s spent")
+            continue
+        began = time.perf_counter()
+        try:
+            value = task()
+        except Exception as e:  # noqa: BLE001 - one failed measurement must not lose the others (one GPU call)
+            result["not_measured"].append(
+                f"{label}: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            )
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            continue
+        finally:
+            result["task_s"][label] = round(time.perf_counter() - began, 1)
+        if key == "architectures":
+            result[key].append(value)
+        else:
+            result[key] = value
+    result["wall_s"] = time.perf_counter() - start
+    return result
+
+
+def _fmt(x: float | None, spec: str = ",.0f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def render(result: dict) -> str:
+    """The docs/bench.md section: the targets first, then every architecture row."""
+    lines = [
+        MARKERS[0],
+        "",
+        f"## GPU check: {result['device']}{' (smoke: code path only)' if result['smoke'] else ''}",
+        "",
+    ]
+    v = result["versions"]
+    lines.append("Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".")
+    peak = result["peak_bf16_tflops"]
+    lines += ["", f"MFU is against {_fmt(peak, '.0f')} TFLOP/s dense bf16 ({result['peak_from']}).", ""]
+    b = result.get("binding_run")
+    if b:
+        lines.append(
+            f"- One paper-scale binding seed ({BINDING_STEPS:,} steps, {b['precision']}, "
+            f"{'compiled' if b['compiled'] else 'eager'}): {b['predicted_seed_min']:.1f} min predicted (target <= 30) "
+            f"from {b['steps']} steps at {b['step_s'] * 1e3:.1f} ms; loss {b['first_loss']:.3f} -> "
+            f"{b['last_loss']:.3f}, held-out accuracy {b['held_out_accuracy']:.3f} ({b['note']})."
+        )
+    for r in result.get("hf_gpt2", []):
+        lines.append(
+            f"- Paper-shape GPT-2, bf16 {'compiled' if r['compiled'] else 'eager'}: ours {r['ours_tokens_per_s']:,.0f} "
+            f"tokens/s vs HF GPT2LMHeadModel (same function: erf GELU, untied, learned positions) "
+            f"{r['hf_tokens_per_s']:,.0f}: {r['ratio']:.2f}x (target >= 1.2x)."
+        )
+    for r in result.get("seeds_per_device", []):
+        lines.append(
+            f"- {r['k']} binding seed(s) as processes on one device: {r['seeds_per_hour']:.2f} seeds/hour, "
+            f"{r['vs_one_seed']:.2f}x the time of one seed (target for 6: <= 2x)."
+        )
+    m = result.get("mamba_kernels")
+    if m:
+        paths = ", ".join(f"{k} {val}" for k, val in m["kernels"].items())
+        lines.append(
+            f"- Mamba-2 kernels ({paths}) against HF's torch path, fp32: max |logit difference| "
+            f"{m['max_abs_logit_diff']:.2e}, training-loss difference {m['loss_diff']:.2e}."
+        )
+    lines += [
+        "",
+        "| model | precision | compiled | batch x seq | tokens/s | TFLOP/s | MFU | peak MiB | estimate MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["architectures"]:
+        lines.append(
+            f"| {r['model']} | {r['precision']} | {'yes' if r['compiled'] else 'no'} | {r['batch']} x {r['seq']} | "
+            f"{_fmt(r['tokens_per_s'])} | {_fmt(r['tflops'], '.3g')} | {_fmt(r['mfu'], '.1%')} | "
+            f"{_fmt(r['peak_mem_mib'])} | {_fmt(r['estimate_mib'])} |"
+        )
+    lines += [""] + [f"Not measured: {n}." for n in result["not_measured"]] + ["", MARKERS[1]]
+    return "\n".join(lines) + "\n"
+
+
+def write_doc(section: str, doc: Path) -> None:
+    """Replace the section between the markers, or append it: nothing else in the file changes."""
+    text = doc.read_text() if doc.exists() else ""
+    head, sep, rest = text.partition(MARKERS[0])
+    tail = rest.partition(MARKERS[1])[2] if sep else ""
+    body = (head if sep else text.rstrip("\n") + "\n\n") + section.rstrip("\n") + tail
+    with atomic_path(doc) as tmp:
+        tmp.write_text(body if body.endswith("\n") else body + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = parse_args(argv)
+    if a.worker:
+        worker(a.worker, a)
+        return
+    out = a.out or (None if a.smoke else Path("reports/gpu_check.json"))
+    doc = a.doc or (None if a.smoke else Path("docs/bench.md"))
+    result = run(a)
+    text = json.dumps(result, indent=2, allow_nan=False) + "\n"
+    if out is not None:
+        with atomic_path(out) as tmp:
+            tmp.write_text(text)
+    if doc is not None:
+        write_doc(render(result), doc)
+    print(render(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,359 @@
+"""The measurements of the GPU check (bench/gpu.py): the paper profile's models at its shapes,
+trained the way the training loop trains them (StepForward, its optimizer), on one device."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import transformers
+
+from bench.train_throughput import step_flops
+from emergence.core.config import read_params
+from emergence.core.models import build_model
+from emergence.core.models.mamba2 import KERNEL_ENTRY_POINTS
+from emergence.core.profile import merge_into, profile_path
+from emergence.core.resources import AttnOnlyWorkload, Workload, workload
+from emergence.core.train import TrainConfig
+from emergence.core.train.loop import StepForward, _make_optimizer
+
+# Dense bf16 tensor-core peaks from the vendors' data sheets (sparsity not counted), FLOP/s.
+PEAK_BF16 = {"H100 80GB HBM3": 989.4e12, "H100 PCIe": 756.5e12, "H100 NVL": 835.5e12, "H200": 989.4e12}
+BINDING_STEPS = 105_469  # one paper-scale binding seed (profiles/paper.yaml binding_train.steps)
+GROUNDING_VOCAB = 8192  # a stand-in: the real vocabulary is built from the user's corpus
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    arch: str
+    config: dict
+    batch: int
+    seq: int
+    estimate: Workload | AttnOnlyWorkload | None  # resources.py's sizes of the same job
+
+    def build(self, device: str) -> torch.nn.Module:
+        torch.manual_seed(0)
+        return build_model(self.arch, dict(self.config), self.name).to(device)
+
+
+def paper_params() -> dict:
+    params = read_params(Path("params.yaml"))
+    merge_into(params, read_params(profile_path("paper")))
+    return params
+
+
+def specs(params: dict, smoke: bool) -> list[Spec]:
+    """The paper profile's architectures at its shapes (smoke: the same kinds, tiny)."""
+    b = dict(params["binding_model"])
+    b.pop("arch", None)
+    g = params["grounding_models"]
+    train_g, train_b = params["grounding_train"], params["binding_train"]
+    corpus = params["assoc_corpus"]
+    if smoke:
+        b.update(n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64, n_ctx=32)
+        tf, mamba, lstm = (
+            {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_head": 16, "d_mlp": 64},
+            {"n_layers": 2, "d_model": 32, "d_state": 16, "head_dim": 16, "chunk_size": 16},
+            {"n_layers": 2, "d_model": 32},
+        )
+        seq_g, batch_b, batch_g, vocab_g, vocab_a, seq_a, batch_a = 16, 4, 2, 64, 64, 16, 2
+    else:
+        tf, mamba, lstm = g["transformer12"], g["mamba12"], g["lstm4"]
+        seq_g, batch_b, batch_g = train_g["seq_len"], train_b["batch_size"], train_g["batch_size"]
+        vocab_g, vocab_a, seq_a, batch_a = GROUNDING_VOCAB, corpus["vocab_size"], corpus["seq_len"], 256
+    binding = {**b, "d_vocab": 41}
+    grounding = {"n_ctx": seq_g, "d_vocab": vocab_g}
+    out = [
+        Spec("binding GPT-2", "transformer", binding, batch_b, b["n_ctx"], _sized(binding, batch_b)),
+        Spec(
+            "grounding Transformer",
+            "transformer",
+            {**tf, **grounding},
+            batch_g,
+            seq_g,
+            _sized({**tf, **grounding}, batch_g),
+        ),
+        Spec(
+            "grounding Mamba-2",
+            "mamba2",
+            {**mamba, **grounding},
+            batch_g,
+            seq_g,
+            _sized({**mamba, **grounding}, batch_g),
+        ),
+        Spec("grounding LSTM", "lstm", {**lstm, **grounding}, batch_g, seq_g, _sized({**lstm, **grounding}, batch_g)),
+    ]
+    attn = {"n_layers": params["assoc_order"]["n_layers"], "d_vocab": vocab_a, "n_ctx": seq_a}
+    estimate = AttnOnlyWorkload(attn["n_layers"], vocab_a, seq_a, batch_a, 1, 4)
+    return [*out, Spec("association attention-only", "attn_only", attn, batch_a, seq_a, estimate)]
+
+
+def _sized(config: dict, batch: int) -> Workload | None:
+    return workload({**config, "batch_size": batch, "steps": 1})
+
+
+def sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def trainer(
+    model: torch.nn.Module, precision: str, compiled: bool, device: str, hf: bool = False
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """One AdamW training step of `model` as the training loop makes it (StepForward, its optimizer).
+    An HF model gets the same step; it shifts its labels itself."""
+    cfg = TrainConfig(steps=1, batch_size=1, lr=1e-4, device=device, precision=precision, compile=compiled)
+    forward, optimizer = StepForward(model, cfg, device, "gpu-check"), _make_optimizer(model, cfg, device)
+
+    def step(idx: torch.Tensor) -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = forward(input_ids=idx, labels=idx).loss if hf else forward(idx, F.pad(idx[:, 1:], (0, 1), value=-1))[1]
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def timed_rates(steps: dict[str, Callable], idx: torch.Tensor, a: argparse.Namespace, device: str) -> dict:
+    """{name: tokens/s}: rounds alternate between the steps so load hits all alike."""
+    for step in steps.values():
+        for _ in range(3):  # warm-up, and compilation on the first call
+            step(idx)
+    sync(device)
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(a.rounds):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            for _ in range(a.steps):
+                step(idx)
+            sync(device)
+            times[name].append((time.perf_counter() - start) / a.steps)
+    return {name: idx.numel() / statistics.median(t) for name, t in times.items()}
+
+
+def peak_flops(device: str) -> tuple[float | None, str]:
+    """(dense bf16 FLOP/s, where the number comes from)."""
+    if torch.device(device).type != "cuda":
+        return None, "no GPU"
+    name = torch.cuda.get_device_name(device)
+    for key, peak in PEAK_BF16.items():
+        if key in name:
+            return peak, f"data sheet ({key})"
+    n = 8192
+    x = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    x @ x
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(10):
+        x @ x
+    sync(device)
+    return 2 * n**3 * 10 / (time.perf_counter() - start), "measured 8192^3 bf16 matmul"
+
+
+def arch_row(spec: Spec, precision: str, compiled: bool, a: argparse.Namespace, device: str, peak: float | None):
+    model = spec.build(device).train()
+    idx = torch.randint(spec.config["d_vocab"], (spec.batch, spec.seq), device=device)
+    flops = step_flops(lambda i: model(i, F.pad(i[:, 1:], (0, 1), value=-1))[1], idx)
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    rate = timed_rates({"x": trainer(model, precision, compiled, device)}, idx, a, device)["x"]
+    tflops = flops * rate / idx.numel() / 1e12
+    cuda = torch.device(device).type == "cuda"
+    estimate = spec.estimate
+    return {
+        "model": spec.name,
+        "precision": precision,
+        "compiled": compiled,
+        "batch": spec.batch,
+        "seq": spec.seq,
+        "tokens_per_s": rate,
+        "tflops": tflops,
+        "mfu": tflops * 1e12 / peak if peak else None,
+        "peak_mem_mib": torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None,
+        "estimate_mib": (estimate.state_bytes + estimate.activation_bytes) / 2**20 if estimate else None,
+        "kernels": model.kernels() if hasattr(model, "kernels") else None,
+    }
+
+
+@contextmanager
+def torch_path() -> Iterator[None]:
+    """HF's Mamba-2 mixer on its torch functions, whatever imported: each wrapper's __wrapped__."""
+    from transformers.models.mamba2 import modeling_mamba2
+
+    saved = {name: getattr(modeling_mamba2, name) for name in KERNEL_ENTRY_POINTS.values()}
+    if missing := [name for name, fn in saved.items() if not hasattr(fn, "__wrapped__")]:
+        raise RuntimeError(f"transformers {transformers.__version__}: {', '.join(missing)} wrap no torch function")
+    try:
+        for name, fn in saved.items():
+            setattr(modeling_mamba2, name, fn.__wrapped__)
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(modeling_mamba2, name, fn)
+
+
+def torch_path_row(spec: Spec, a: argparse.Namespace, device: str, peak: float | None) -> dict:
+    with torch_path():
+        row = arch_row(spec, "bf16", False, a, device, peak)
+    return {**row, "model": f"{spec.name} (torch path)"}
+
+
+def mamba_check(spec: Spec, device: str) -> dict:
+    """Our Mamba-2 at `spec`'s shape: logits (eval: chunk scan + conv) and loss (training: the fused
+    split-conv-scan) through the kernels that imported, against HF's torch path, in fp32."""
+    model = spec.build(device)
+    idx = torch.randint(spec.config["d_vocab"], (2, spec.seq), device=device)
+    targets = F.pad(idx[:, 1:], (0, 1), value=-1)
+
+    def run() -> tuple[torch.Tensor, float]:
+        with torch.no_grad():
+            logits = model.eval()(idx)[0].float()
+            loss = model.train()(idx, targets)[1].item()
+        return logits, loss
+
+    kernels = model.kernels()
+    fused_logits, fused_loss = run()
+    with torch_path():
+        torch_logits, torch_loss = run()
+    return {
+        "model": spec.name,
+        "kernels": kernels,
+        "max_abs_logit_diff": (fused_logits - torch_logits).abs().max().item(),
+        "loss_diff": abs(fused_loss - torch_loss),
+    }
+
+
+def hf_gpt2_rows(spec: Spec, a: argparse.Namespace, device: str, modes: tuple[bool, ...]) -> list[dict]:
+    """Ours (learned positions, exact GELU, untied, no dropout) against HF GPT2LMHeadModel computing the
+    same function (activation_function="gelu" is erf GELU; GPT-2's own "gelu_new" is the tanh one), bf16
+    autocast both, eager then compiled; rounds alternate between the two."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    c = spec.config
+    ours = Spec(
+        spec.name, "transformer", {**c, "pos": "learned", "dropout": 0.0, "conv_kernel": 0}, spec.batch, spec.seq, None
+    )
+    hf_cfg = GPT2Config(
+        vocab_size=c["d_vocab"], n_positions=c["n_ctx"], n_embd=c["d_model"], n_layer=c["n_layers"],
+        n_head=c["n_heads"], n_inner=c["d_mlp"], activation_function="gelu", resid_pdrop=0.0, embd_pdrop=0.0,
+        attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, tie_word_embeddings=False,
+    )  # fmt: skip
+    idx = torch.randint(c["d_vocab"], (spec.batch, spec.seq), device=device)
+    rows = []
+    for compiled in modes:
+        torch.manual_seed(0)
+        hf = GPT2LMHeadModel(hf_cfg).to(device).train()
+        steps = {
+            "ours": trainer(ours.build(device).train(), "bf16", compiled, device),
+            "hf": trainer(hf, "bf16", compiled, device, hf=True),
+        }
+        rates = timed_rates(steps, idx, a, device)
+        rows.append({"compiled": compiled, "ours_tokens_per_s": rates["ours"], "hf_tokens_per_s": rates["hf"],
+                     "ratio": rates["ours"] / rates["hf"]})  # fmt: skip
+    return rows
+
+
+def binding_run(params: dict, a: argparse.Namespace, device: str, smoke: bool) -> dict:
+    """The paper profile's binding model, data and optimizer, trained for --binding-s seconds with the
+    training loop's own step (precision and compile from the paper profile); loss, held-out accuracy
+    and the minutes one whole seed (105,469 steps) would take at the measured step rate."""
+    from emergence.core.train.loop import _train_step
+    from emergence.studies.binding.batches import encode_programs, predict_answers, sampler
+    from emergence.studies.binding.sets import generate_table, load_program_config
+    from emergence.studies.binding.tokenizer import CharTokenizer
+    from emergence.studies.binding.train_config import model_params, train_params
+
+    tok, program_cfg = CharTokenizer(), load_program_config(params)
+    fmt, _, _, cfg = train_params(params, 0, device)
+    base = params["base"]
+    cfg = dataclasses.replace(cfg, precision=base["precision"], compile=base["compile"])
+    n_train, n_eval = (64, 32) if smoke else (16_384, 1024)
+    train_rows = generate_table(np.random.default_rng(0), program_cfg, n_train, set_name="gpu-check")
+    held_out = generate_table(np.random.default_rng(1), program_cfg, n_eval, set_name="gpu-check-eval")
+    data = encode_programs(train_rows["program"], train_rows["answer"], tok, fmt)
+    arch, model_cfg = model_params(params, data.idx.shape[1], len(tok))
+    if smoke:
+        model_cfg.update(n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64)
+        cfg = dataclasses.replace(cfg, batch_size=4, compile=False)
+    torch.manual_seed(0)
+    model = build_model(arch, model_cfg, "binding_model").to(device).train()
+    forward, optimizer = StepForward(model, cfg, device, "gpu-check"), _make_optimizer(model, cfg, device)
+    batch_fn = sampler(data, cfg.batch_size, 0)
+    losses, times, step, start = [], [], 0, time.perf_counter()
+    while time.perf_counter() - start < a.binding_s and step < cfg.steps:
+        t0 = time.perf_counter()
+        stats, _ = _train_step(model, forward, optimizer, batch_fn, cfg, step, device)  # .item() syncs
+        times.append(time.perf_counter() - t0)
+        losses.append(stats["loss"])
+        step += 1
+    steady = statistics.median(times[10:] or times)  # compilation and warm-up left out
+    model.eval()
+    eval_data = encode_programs(held_out["program"], held_out["answer"], tok, fmt)
+    accuracy = float((predict_answers(model, eval_data, tok) == held_out["answer"].to_numpy()).mean())
+    return {
+        "steps": step,
+        "batch": cfg.batch_size,
+        "precision": cfg.precision,
+        "compiled": cfg.compile,
+        "first_loss": losses[0],
+        "last_loss": statistics.mean(losses[-10:]),
+        "held_out_accuracy": accuracy,
+        "step_s": steady,
+        "predicted_seed_min": steady * BINDING_STEPS / 60,
+        "note": "steps only: checkpoints and evaluation of a real run come on top",
+    }
+
+
+def seeds_on_one_device(a: argparse.Namespace, device: str, counts: tuple[int, ...]) -> list[dict]:
+    """K binding trainings as K processes sharing the device (the paper profile's shape, precision
+    and compile), timed over the same window: seeds per hour and the time K seeds take against one."""
+    # Workers hit the compile cache of binding_run's model (the same graph), so 30 s warms them up.
+    warm, window = (5.0, 3.0) if a.smoke else (30.0, 10.0)
+    rows, one = [], None
+    for k in counts:
+        begin = time.time() + warm  # every worker warms up (and compiles) first, then all are timed together
+        cmd = [sys.executable, "-m", "bench.gpu", "--worker", f"{begin}:{window}", "--device", device]
+        procs = [subprocess.Popen([*cmd, *(["--smoke"] if a.smoke else [])], stdout=subprocess.PIPE, text=True)
+                 for _ in range(k)]  # fmt: skip
+        outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+        rates = [o["steps_per_s"] for o in outs]
+        seed_min = BINDING_STEPS / min(rates) / 60  # the slowest seed ends the batch of K
+        one = one or seed_min
+        rows.append({"k": k, "steps_per_s": rates, "late_workers": sum(o["late"] for o in outs),
+                     "seeds_per_hour": 60 / seed_min * k, "minutes_for_k_seeds": seed_min,
+                     "vs_one_seed": seed_min / one})  # fmt: skip
+    return rows
+
+
+def worker(spec_arg: str, a: argparse.Namespace) -> None:
+    begin, window = map(float, spec_arg.split(":"))
+    params = paper_params()
+    spec = specs(params, a.smoke)[0]  # the binding model
+    model = spec.build(a.device).train()
+    step = trainer(model, params["base"]["precision"], params["base"]["compile"] and not a.smoke, a.device)
+    idx = torch.randint(spec.config["d_vocab"], (spec.batch, spec.seq), device=a.device)
+    for _ in range(3):
+        step(idx)
+    sync(a.device)
+    late = time.time() > begin
+    time.sleep(max(0.0, begin - time.time()))
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < window:
+        step(idx)
+        n += 1
+    sync(a.device)
+    print(json.dumps({"steps_per_s": n / (time.perf_counter() - start), "late": late}))

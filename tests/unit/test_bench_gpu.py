@@ -1,0 +1,131 @@
+"""The GPU check in its CPU smoke mode: every measurement runs, the JSON and the page section are whole,
+and the numbers hang together (the prediction is the step time times a seed's steps)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from bench import gpu, gpu_rows
+
+ARCHS = ["binding GPT-2", "grounding Transformer", "grounding Mamba-2", "grounding LSTM", "association attention-only"]
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gpu_check")
+    doc = d / "bench.md"
+    doc.write_text(f"# Bench\n\nbefore\n\n{gpu.MARKERS[0]}\nold section\n{gpu.MARKERS[1]}\n\nafter\n")
+    args = ["--device", "cpu", "--smoke", "--steps", "1", "--rounds", "1", "--binding-s", "2"]
+    gpu.main([*args, "--out", str(d / "gpu_check.json"), "--doc", str(doc)])
+    return json.loads((d / "gpu_check.json").read_text()), doc.read_text()
+
+
+def test_every_architecture_is_measured_in_both_precisions(smoke):
+    result, _ = smoke
+    got = [(r["model"], r["precision"], r["compiled"]) for r in result["architectures"]]
+    expected = (
+        [("binding GPT-2", "bf16", True)]
+        + [(m, "bf16", False) for m in ARCHS]
+        + [("grounding Mamba-2 (torch path)", "bf16", False)]
+        + [(m, "fp32", False) for m in ARCHS]
+    )
+    assert got == expected
+    for r in result["architectures"]:
+        assert r["tokens_per_s"] > 0 and r["tflops"] > 0 and r["estimate_mib"] > 0
+        assert r["mfu"] is None and r["peak_mem_mib"] is None  # no GPU: no peak to divide by, no device memory
+    mamba = next(r for r in result["architectures"] if r["model"] == "grounding Mamba-2")
+    assert mamba["kernels"] == {"mamba2.scan": "torch", "mamba2.chunk_scan": "torch", "mamba2.conv1d": "torch"}
+    skipped = [n for n in result["not_measured"] if "--smoke compiles" in n]
+    assert len(skipped) == 9  # 4 other architectures in bf16, all 5 in fp32
+
+
+def test_the_binding_prediction_is_its_step_time_times_a_seed(smoke):
+    b = smoke[0]["binding_run"]
+    assert b["steps"] >= 1 and b["precision"] == "bf16" and b["compiled"] is False  # smoke: eager
+    assert b["predicted_seed_min"] == pytest.approx(b["step_s"] * 105_469 / 60)
+    assert 0 <= b["held_out_accuracy"] <= 1 and math.isfinite(b["first_loss"])
+
+
+def test_seeds_hf_and_mamba_rows(smoke):
+    result, _ = smoke
+    seeds = result["seeds_per_device"]
+    assert [r["k"] for r in seeds] == [1, 2] and seeds[0]["vs_one_seed"] == 1.0
+    for r in seeds:
+        assert len(r["steps_per_s"]) == r["k"]
+        minutes = 105_469 / min(r["steps_per_s"]) / 60
+        assert r["minutes_for_k_seeds"] == pytest.approx(minutes)
+        assert r["seeds_per_hour"] == pytest.approx(60 / minutes * r["k"])
+    (hf,) = result["hf_gpt2"]
+    assert hf["compiled"] is False and hf["ratio"] == pytest.approx(hf["ours_tokens_per_s"] / hf["hf_tokens_per_s"])
+    m = result["mamba_kernels"]
+    assert m["max_abs_logit_diff"] == 0.0 and m["loss_diff"] == 0.0  # both paths are torch on a CPU
+    assert result["versions"]["torch"] == torch.__version__ and "mamba_ssm" in result["versions"]
+    assert result["device"].startswith("CPU: ") and result["peak_bf16_tflops"] is None
+
+
+def test_the_page_section_is_replaced_and_nothing_else(smoke):
+    result, page = smoke
+    before, rest = page.split(gpu.MARKERS[0])
+    section, after = rest.split(gpu.MARKERS[1])
+    assert before == "# Bench\n\nbefore\n\n" and after == "\n\nafter\n"
+    assert "old section" not in page and "(smoke: code path only)" in section
+    assert section.count("\n| ") == len(result["architectures"]) + 1  # the header, then one line per row
+    assert (
+        gpu.MARKERS[0] + gpu.render(result).split(gpu.MARKERS[0])[1] == gpu.MARKERS[0] + section + gpu.MARKERS[1] + "\n"
+    )
+
+
+def test_write_doc_appends_a_section_to_a_page_without_one(tmp_path):
+    page = tmp_path / "bench.md"
+    page.write_text("# Bench\n\ntext\n")
+    gpu.write_doc(f"{gpu.MARKERS[0]}\nnew\n{gpu.MARKERS[1]}\n", page)
+    assert page.read_text() == f"# Bench\n\ntext\n\n{gpu.MARKERS[0]}\nnew\n{gpu.MARKERS[1]}\n"
+    gpu.write_doc(f"{gpu.MARKERS[0]}\nnewer\n{gpu.MARKERS[1]}\n", page)
+    assert page.read_text() == f"# Bench\n\ntext\n\n{gpu.MARKERS[0]}\nnewer\n{gpu.MARKERS[1]}\n"
+
+
+def test_the_torch_path_is_restored_after_an_error():
+    from transformers.models.mamba2 import modeling_mamba2
+
+    before = {name: getattr(modeling_mamba2, name) for name in gpu_rows.KERNEL_ENTRY_POINTS.values()}
+    with pytest.raises(RuntimeError), gpu_rows.torch_path():
+        assert all(getattr(modeling_mamba2, n) is fn.__wrapped__ for n, fn in before.items())
+        raise RuntimeError
+    assert {name: getattr(modeling_mamba2, name) for name in before} == before
+
+
+def test_the_paper_shapes_are_the_paper_profiles():
+    binding, transformer, mamba, lstm, attn = gpu_rows.specs(gpu_rows.paper_params(), smoke=False)
+    assert (binding.config["n_layers"], binding.config["d_model"], binding.batch, binding.seq) == (12, 512, 64, 128)
+    assert (transformer.config["n_layers"], transformer.config["d_model"], transformer.seq) == (12, 768, 256)
+    assert (mamba.arch, mamba.config["d_model"], lstm.arch, lstm.config["d_model"]) == ("mamba2", 768, "lstm", 768)
+    assert (attn.arch, attn.config["d_vocab"], attn.seq) == ("attn_only", 3000, 200)
+
+
+def test_a_failed_or_late_measurement_is_named_and_the_rest_still_run(monkeypatch):
+    # The check gets one call on a lent GPU: an error in one task, or the budget, must not lose the others.
+    clock = iter(range(0, 10_000, 10))  # every perf_counter call advances 10 s
+    monkeypatch.setattr(gpu.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(gpu, "binding_run", lambda *a: {"ok": 1})
+    monkeypatch.setattr(gpu, "hf_gpt2_rows", lambda *a: [])
+    monkeypatch.setattr(gpu, "seeds_on_one_device", lambda *a: [])
+
+    def boom(*a):
+        raise RuntimeError("mamba_ssm kernel failed\ntraceback")
+
+    monkeypatch.setattr(gpu, "mamba_check", boom)
+    monkeypatch.setattr(gpu, "arch_row", lambda spec, p, c, *a: {"model": spec.name, "precision": p, "compiled": c})
+    a = gpu.parse_args(["--device", "cpu", "--budget-s", "125"])
+    result = gpu.run(a)
+    assert result["binding_run"] == {"ok": 1} and "mamba_kernels" not in result
+    assert result["not_measured"][0] == "mamba_kernels: RuntimeError: mamba_ssm kernel failed"
+    assert result["task_s"]["mamba_kernels"] == 10  # timed even when it fails
+    # start at 0; each task reads the clock three times (budget check, start, end): the checks read 10,
+    # 40, 70 and 100 (<= 125: the four study-level tasks run), then 130 > 125: every architecture is left
+    measured = [r["model"] for r in result["architectures"]]
+    assert measured == [] and len(result["not_measured"]) == 1 + 21
+    assert result["not_measured"][1] == "binding GPT-2 bf16 compiled: budget of 125 s spent"

@@ -159,7 +159,14 @@ def test_the_instance_of_a_shared_script_is_the_one_its_flags_name():
     run = "${paths.visual_runs}/${item.setting}_${item.model}_seed${item.seed}"  # as pipeline.yaml names it
     assert caption.outs == {"data/visual/runs/caption_transformer4_seed1": run}
     assert caption.untracked == ("data/scratch/visual",)
-    assert caption.params == ("base.threads", "base.device", "grounding_models.transformer4", "visual_train")
+    assert caption.params == (
+        "base.threads",
+        "base.device",
+        "base.precision",
+        "base.compile",
+        "grounding_models.transformer4",
+        "visual_train",
+    )
     childes = instance_of_module(
         "stages.grounding.train", ROOT, ["--setting", "childes", "--model", "lstm4", "--seed", "1"], SHIPPED
     )

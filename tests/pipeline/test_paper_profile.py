@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pandas as pd
@@ -50,4 +51,6 @@ def test_paper_profile_is_the_paper_and_trains_at_tiny_width_on_cpu(tmp_path):
     final = root / "data/binding/runs/seed0/step4"
     assert (final / "model.safetensors").is_file()
     assert yaml.safe_load((final / "config.json").read_text())["config"]["n_layers"] == 12
+    meta = json.loads((final / "config.json").read_text())["meta"]["train"]
+    assert (meta["precision"], meta["compile"]) == ("bf16", True)  # the paper's GPU settings, run on this CPU
     assert pd.read_parquet(root / "data/binding/runs/seed0/metrics.parquet")["step"].max() >= 3

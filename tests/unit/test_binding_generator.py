@@ -225,3 +225,46 @@ def test_generalisation_table_covers_ranges():
     for text, answer, hops, chain in zip(full["program"], full["answer"], full["hops"], full["chain_lines"]):
         lines, q = parse(text)
         assert_valid(Program(lines, q, int(answer), int(hops), tuple(chain)))
+
+
+def test_generalisation_table_hop_bounds_and_first_line_count_exactly():
+    rng = np.random.default_rng(0)
+    # hops 0 and 25 (26 letters: one variable per chain link) are the extremes allowed; -1 and 26 are not
+    zero = generalisation_table(rng, ProgramConfig(), 1, lines_range=(1, 1), hops_range=(0, 25))
+    assert list(zip(zero["n_lines"], zero["hops"])) == [(1, 0)]
+    for hops in [(-1, 3), (0, 26)]:
+        with pytest.raises(PipelineError) as e:
+            generalisation_table(rng, ProgramConfig(), 1, lines_range=(2, 4), hops_range=hops)
+        assert str(e.value) == (
+            f"binding_data.gen_hops: hops must lie in [0, 25] (one variable per chain link), got {list(hops)}"
+        )
+    # the grid starts at lines_range[0]: 3 and 4 lines, never 2 (where one hop would also fit)
+    df = generalisation_table(rng, ProgramConfig(), 1, lines_range=(3, 4), hops_range=(1, 1))
+    assert sorted(df["n_lines"]) == [3, 4]
+
+
+def test_generalisation_table_bar_counts_every_program_and_is_off_by_default(monkeypatch):
+    import emergence.studies.binding.sets as sets
+
+    bars = []
+
+    class Bar:
+        def __init__(self, **kw):
+            bars.append({**kw, "updates": []})
+
+        def update(self, k):
+            bars[-1]["updates"].append(k)
+
+        def close(self):
+            bars[-1]["closed"] = True
+
+    monkeypatch.setattr(sets, "tqdm", Bar)
+    generalisation_table(np.random.default_rng(0), ProgramConfig(), 3, lines_range=(2, 3), hops_range=(1, 2))
+    generalisation_table(
+        np.random.default_rng(0), ProgramConfig(), 3, lines_range=(2, 3), hops_range=(1, 2), progress=True
+    )
+    # cells (2, 1), (3, 1), (3, 2): 3 programs each
+    assert bars == [
+        {"total": 9, "desc": "programs[gen]", "disable": True, "updates": [3, 3, 3], "closed": True},
+        {"total": 9, "desc": "programs[gen]", "disable": False, "updates": [3, 3, 3], "closed": True},
+    ]

@@ -16,10 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+import yaml
+
 from emergence.bounds import CHECKS as SIZE_CHECKS
 from emergence.core.config import PARAMS_FILE, read_params
-from emergence.core.declared import unknown_section
+from emergence.core.declared import instances, interpolate, unknown_section
 from emergence.core.io import PipelineError
+from emergence.core.resources import device_need_mb, job_workload, on_device
 from emergence.core.train.loop import SEED_MAX
 from emergence.core.train.schedule import CheckpointPlan
 from emergence.params import Checker, load_schemas
@@ -201,10 +205,46 @@ CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
 CROSS_CHECKS += SIZE_CHECKS  # eval sets, top_k, probe words and image sizes against what they draw on
 
 
-def problems_of(params: dict[str, Any], schemas: dict[str, Checker] | None = None) -> list[str]:
+Capacity = Callable[[str], tuple[int, str, bool] | None]  # device -> (MiB, what holds it, is a GPU)
+
+
+def device_memory(device: str) -> tuple[int, str, bool] | None:
+    """What the jobs' device holds: the first visible GPU's memory for cuda (None when none is visible:
+    a login node cannot tell), else this machine's memory."""
+    if device in ("cuda", "auto") and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        return props.total_memory // 2**20, f"the {props.name}", True
+    if device == "cuda":
+        return None
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20, "this machine's memory", False
+
+
+def jobs_fit_the_device(params: dict, root: Path = Path("."), capacity: Capacity = device_memory) -> list[str]:
+    """Each device job's memory estimate (resources.py, without its safety factor) against the device,
+    refused before anything runs: a paper-profile job that cannot fit would otherwise fail at its first
+    step, possibly hours into the pipeline."""
+    base = params.get("base")
+    held = capacity(base.get("device", "auto")) if isinstance(base, dict) else None
+    if held is None or not (root / "dvc.yaml").is_file():
+        return []
+    limit, what, on_gpu = held
+    problems = []
+    for name, stage in yaml.safe_load((root / "dvc.yaml").read_text())["stages"].items():
+        for instance, item in instances(name, stage, params):
+            keys = interpolate(stage.get("params", []), {**params, "item": item}, instance)
+            w = job_workload(params, keys, instance, item) if on_device(keys) else None
+            if w is not None and (need := device_need_mb(w, on_gpu)) > limit:
+                problems.append(
+                    f"{instance}: resources.py estimates {need:,} MiB (weights, gradients, optimizer moments and "
+                    f"activations), more than the {limit:,} MiB of {what}; lower its batch_size or context"
+                )
+    return problems
+
+
+def problems_of(params: dict[str, Any], schemas: dict[str, Checker] | None = None, root: Path = Path(".")) -> list[str]:
     """Every problem of a parsed params file, one line each; [] when it is valid. `schemas`: each
-    section's checker (default: pipeline.yaml's `schemas:` of the checkout in the working directory)."""
-    schemas = load_schemas(Path(".")) if schemas is None else schemas
+    section's checker (default: pipeline.yaml's `schemas:` of the checkout `root`)."""
+    schemas = load_schemas(root) if schemas is None else schemas
     problems = [unknown_section(name, list(schemas)) for name in params if name not in schemas]
     for name, check in schemas.items():
         if name not in params:
@@ -219,6 +259,8 @@ def problems_of(params: dict[str, Any], schemas: dict[str, Checker] | None = Non
             problems.extend(cross(params))
         except (AttributeError, TypeError):  # a malformed section, already reported above
             pass
+    if not problems:  # jobs are sized only from params that passed every other check
+        problems.extend(jobs_fit_the_device(params, root))
     return problems
 
 
@@ -232,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         schemas = load_schemas(args.root)
         n_sections = len(schemas)
-        problems = problems_of(read_params(args.params), schemas)
+        problems = problems_of(read_params(args.params), schemas, args.root)
     except PipelineError as e:
         problems = [str(e)]
     for line in problems:

@@ -77,3 +77,52 @@ def test_the_largest_seed_passes():
     params["assoc_runs"]["seeds"] = [TOP_SEED]
     params["assoc_words"]["seed"] = TOP_SEED
     assert problems_of(params) == []
+
+
+def _paper() -> dict:
+    from emergence.core.profile import merge_into, profile_path
+
+    params = copy.deepcopy(SHIPPED)
+    merge_into(params, yaml.safe_load(profile_path("paper").read_text()))
+    return params
+
+
+# The paper's binding model, worked by hand from resources.py's formula: P = 12 (4 d^2 + 2 d d_mlp) with
+# d 512, d_mlp 2048; state 16 P bytes; activations 4 B T L (16 d + 2 d_mlp + 2 H T), B 64, T 128, H 8.
+P = 12 * (4 * 512 * 512 + 2 * 512 * 2048)
+BINDING_MIB = (16 * P + 4 * 64 * 128 * 12 * (16 * 512 + 2 * 2048 + 2 * 8 * 128)) // 2**20  # 5,952 exactly
+
+
+@pytest.mark.parametrize("limit, refused", [(BINDING_MIB, False), (BINDING_MIB - 1, True)])
+def test_a_job_larger_than_the_gpu_is_refused_naming_it_and_its_estimate(limit, refused):
+    from emergence.check import jobs_fit_the_device
+
+    assert BINDING_MIB == 5952
+    params = _paper()
+    params["base"]["seeds"] = [0, 1]
+    seen = []
+    got = jobs_fit_the_device(params, ROOT, lambda device: seen.append(device) or (limit, "a test GPU", True))
+    binding = [line for line in got if line.startswith("binding_train@")]
+    expected = [
+        f"binding_train@{s}: resources.py estimates 5,952 MiB (weights, gradients, optimizer moments and "
+        f"activations), more than the {limit:,} MiB of a test GPU; lower its batch_size or context"
+        for s in (0, 1)
+    ]
+    assert binding == (expected if refused else []) and seen == ["cuda"]
+    assert any(line.startswith("assoc_train@3-42: ") for line in got)  # |V| 3000 at batch 2048: ~100 GB
+    assert not any(line.startswith(("binding_data", "assoc_corpus", "binding_report")) for line in got)  # host-only
+
+
+def test_on_a_cpu_the_process_base_counts_and_no_visible_gpu_checks_nothing():
+    from emergence.check import jobs_fit_the_device
+
+    params = _paper()
+    cpu = jobs_fit_the_device(params, ROOT, lambda device: (BINDING_MIB + 1023, "this machine's memory", False))
+    assert any(line.startswith("binding_train@0: resources.py estimates 6,976 MiB") for line in cpu)  # + 1,024 base
+    roomy = jobs_fit_the_device(params, ROOT, lambda device: (BINDING_MIB + 1024, "this machine's memory", False))
+    assert not any(line.startswith("binding_train@") for line in roomy)
+    assert jobs_fit_the_device(params, ROOT, lambda device: None) == []  # cuda named, none visible: cannot tell
+
+
+def test_the_shipped_default_fits_this_machine():
+    assert problems_of(copy.deepcopy(SHIPPED), root=ROOT) == []

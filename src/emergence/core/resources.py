@@ -179,6 +179,14 @@ def mem_mb(w: Sized | None, device: str) -> int:
     return MEM_STEP_MB * math.ceil(need / MEM_STEP_MB)
 
 
+def device_need_mb(w: Sized, on_gpu: bool) -> int:
+    """The estimate itself, without the safety factor: what `python -m emergence check` holds against
+    the device. On a GPU its own memory holds weights, gradients, moments and activations; on a CPU
+    the process holds them beside BASE_MB."""
+    need = (w.state_bytes + w.activation_bytes) / 2**20
+    return math.ceil(need if on_gpu else BASE_MB + need)
+
+
 def runtime_min(w: Sized | None, device: str) -> int:
     if w is None:
         return STARTUP_MIN * 12  # an hour
@@ -211,13 +219,17 @@ def job_resources(params: dict, keys: list[str], where: str, wildcards: dict | N
     device = lookup(params, DEVICE_PARAM, where)
     if device not in ("auto", "cpu", "cuda"):
         raise PipelineError(f"{where}: {DEVICE_PARAM} must be auto, cpu or cuda, got {device!r}")
+    w = job_workload(params, keys, where, wildcards)
+    return {"mem_mb": mem_mb(w, device), "runtime": runtime_min(w, device), "gpu": 1}
+
+
+def job_workload(params: dict, keys: list[str], where: str, wildcards: dict | None = None) -> Sized | None:
+    """The sizes of one job from its declared params (None: they give no model size)."""
     shaped = next((s for s in CORPUS_SHAPED if s in keys), None)
     if shaped is not None:
         corpus, layers = CORPUS_SHAPED[shaped]
-        w = attn_only_workload(lookup(params, corpus, where), lookup(params, shaped, where), int(wildcards[layers]))
-    else:
-        w = workload(declared_values(params, keys, where))
-    return {"mem_mb": mem_mb(w, device), "runtime": runtime_min(w, device), "gpu": 1}
+        return attn_only_workload(lookup(params, corpus, where), lookup(params, shaped, where), int(wildcards[layers]))
+    return workload(declared_values(params, keys, where))
 
 
 def rule_resources(rule, params: dict) -> dict[str, Any]:

@@ -434,6 +434,9 @@ def test_examples_alternate_wrong_and_right_over_hop_classes_of_the_first_seed()
     note = '<p class="note">No examples.</p>'
     assert R._examples_section(preds(), 0) == note
     assert R._examples_section(preds()[lambda d: d["set"] == "gen"], 3) == note
+    # the first seed with a single test program: the heading names it (read from that one row)
+    lone = preds()[lambda d: (d["seed"] == 1) | (d["program_id"] == 1) | (d["split"] != "test")]
+    assert R._examples_section(lone, 3) == head + '<div class="examples">' + card(1, 0, 3, 1, False) + "</div>"
 
 
 def test_binding_page_sections_in_order_each_from_its_tables(drawn):

@@ -249,3 +249,13 @@ def test_accuracy_drop_is_baseline_minus_ablated_when_the_baseline_is_not_one(pr
                 mask = np.ones(len(hops), bool) if k == -1 else hops == k
                 right_now = (ablated == labels)[mask].mean()
                 assert wide.loc[(1, head, mode, k), "accuracy_drop"] == pytest.approx(acc - right_now)
+
+
+def test_heads_by_hop_breaks_ties_by_layer_then_head():
+    # three heads cost exactly the same: the earlier layer ranks first, then the lower head
+    rows = [
+        dict(seed=0, step=9, layer=layer, head=head, mode="zero", hops=1, n=4, metric="accuracy_drop", value=0.25)
+        for layer, head in ((1, 1), (1, 0), (0, 1))
+    ]
+    got = heads_by_hop(pd.DataFrame(rows), top=3)
+    assert got[["rank", "layer", "head"]].values.tolist() == [[1, 0, 1], [2, 1, 0], [3, 1, 1]]

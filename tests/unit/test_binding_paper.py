@@ -275,3 +275,23 @@ def test_the_stream_lays_chains_out_as_binding_train_says():
         programs = [sample_program(rng, cfg) for _ in range(3000)]
         gaps = [_one_hop_gap(list(p.lines), p.query) for p in programs]
         assert abs(np.mean(gaps) - mean) < 0.2, (links, np.mean(gaps))
+
+
+def test_chain_lines_at_the_tightest_fits_and_every_first_line():
+    from emergence.studies.binding.paper import chain_lines
+
+    for seed in range(200):
+        r = random.Random(seed)
+        # near: three links in three lines is the only fit (gaps of 1 summing to n - 1); at four lines
+        # the chain stays inside the program, ascending, one line or more apart
+        assert chain_lines(r, 3, 2, "near") == [0, 1, 2]
+        near = chain_lines(r, 4, 2, "near")
+        assert 0 <= near[0] and near[-1] <= 3 and all(b - a >= 1 for a, b in zip(near, near[1:]))
+        assert chain_lines(r, 2, 1, "const_first") == [0, 1]
+        assert chain_lines(r, 5, 0, "spread") in ([0], [1], [2], [3], [4])
+    # const_first reaches every later line, line 1 among them
+    seen = {tuple(chain_lines(random.Random(s), 4, 1, "const_first")) for s in range(100)}
+    assert seen == {(0, 1), (0, 2), (0, 3)}
+    with pytest.raises(PipelineError) as e:
+        chain_lines(random.Random(0), 5, 1, "diagonal")
+    assert str(e.value) == "links: unknown layout 'diagonal'"

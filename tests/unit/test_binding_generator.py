@@ -268,3 +268,37 @@ def test_generalisation_table_bar_counts_every_program_and_is_off_by_default(mon
         {"total": 9, "desc": "programs[gen]", "disable": True, "updates": [3, 3, 3], "closed": True},
         {"total": 9, "desc": "programs[gen]", "disable": False, "updates": [3, 3, 3], "closed": True},
     ]
+
+
+def test_trace_refuses_a_variable_read_before_its_assignment():
+    # b is read on line 0 but assigned only on line 1: the search goes back from line 0, never wraps around
+    with pytest.raises(PipelineError) as e:
+        trace([("a", "b"), ("b", "1")], "a")
+    assert str(e.value) == "variable 'b' is read before any assignment (line 0)"
+    assert trace([("b", "1"), ("a", "b")], "a") == (1, (1, 0))
+
+
+def test_program_table_refuses_a_program_its_interpreter_reads_otherwise():
+    from emergence.studies.binding.sets import program_table
+
+    good = Program((("a", "3"), ("b", "a")), "b", 3, 1, (0, 1))
+    bad = Program((("a", "3"), ("b", "a")), "b", 4, 1, (0, 1))
+    assert program_table([good], "t")[["answer", "hops"]].values.tolist() == [[3, 1]]
+    with pytest.raises(PipelineError) as e:
+        program_table([good, bad], "t")
+    assert str(e.value) == f"programs[t]: generated as answer 4 in 1 hops, read as answer 3 in 1 hops: {bad.text!r}"
+
+
+def test_generate_table_bar_is_named_by_set_and_off_by_default(monkeypatch):
+    import emergence.studies.binding.sets as sets
+
+    bars = []
+
+    def bar(iterable, **kw):
+        bars.append(kw)
+        return iterable
+
+    monkeypatch.setattr(sets, "tqdm", bar)
+    generate_table(np.random.default_rng(0), ProgramConfig(), 2, set_name="train")
+    generate_table(np.random.default_rng(0), ProgramConfig(), 2, set_name="val", progress=True)
+    assert bars == [{"desc": "programs[train]", "disable": True}, {"desc": "programs[val]", "disable": False}]

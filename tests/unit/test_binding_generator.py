@@ -302,3 +302,14 @@ def test_generate_table_bar_is_named_by_set_and_off_by_default(monkeypatch):
     generate_table(np.random.default_rng(0), ProgramConfig(), 2, set_name="train")
     generate_table(np.random.default_rng(0), ProgramConfig(), 2, set_name="val", progress=True)
     assert bars == [{"desc": "programs[train]", "disable": True}, {"desc": "programs[val]", "disable": False}]
+
+
+def test_run_program_reads_lines_not_words():
+    from emergence.studies.binding.interpreter import run_program
+
+    with pytest.raises(PipelineError) as e:
+        run_program("a = 5\n#a:")
+    assert str(e.value) == "line 1 'a = 5': expected an assignment like 'x=5' or 'x=y'"
+    with pytest.raises(PipelineError) as e:
+        run_program("a=5\n\n#a:")  # an empty line is a line, and not an assignment
+    assert str(e.value) == "line 2 '': expected an assignment like 'x=5' or 'x=y'"

@@ -295,3 +295,154 @@ def test_chain_lines_at_the_tightest_fits_and_every_first_line():
     with pytest.raises(PipelineError) as e:
         chain_lines(random.Random(0), 5, 1, "diagonal")
     assert str(e.value) == "links: unknown layout 'diagonal'"
+
+
+def _text_of(p) -> str:
+    return "\n".join(f"{lhs}={rhs}" for lhs, rhs in p.lines) + f"\n#{p.query}:"
+
+
+def test_fits_at_the_query_writes_bound_by_hand():
+    from emergence.studies.binding.paper import fits
+
+    # 6 lines, 2 hops: at most 6 - 2 - 1 = 3 lines before the query's final write, so up to 4 writes
+    assert fits(Shape(query_writes=(4, 4)), 6, 2) and fits(Shape(query_writes=(4, 9)), 6, 2)
+    assert not fits(Shape(query_writes=(5, 5)), 6, 2)
+    assert fits(Shape(query_writes=(1, 1)), 3, 2) and not fits(Shape(query_writes=(2, 2)), 3, 2)
+    # and the bound is reached: four writes of the query in six lines
+    program = sample_shaped(random.Random(0), 6, 2, Shape(query_writes=(4, 4)))
+    assert sum(lhs == program.query for lhs, _ in program.lines) == 4
+    assert run_program(_text_of(program)) == (program.answer, 2)
+
+
+def test_more_variables_asked_than_letters_gives_all_26():
+    # 30 lines, at least 26 variables asked, up to 40: only 26 letters exist
+    for seed in range(30):
+        p = sample_shaped(random.Random(seed), 30, 1, Shape(n_vars=(26, 40)))
+        assert len({lhs for lhs, _ in p.lines}) == 26
+        assert run_program(_text_of(p)) == (p.answer, 1)
+
+
+def test_a_planted_chain_that_does_not_fit_falls_back_and_depth_zero_is_drawn():
+    from emergence.studies.binding.paper import _draw
+
+    # 4 lines, 1 hop, exactly 3 variables: a planted chain of one copy needs 4 variables, so it is
+    # dropped (the draw goes on as natural), never a failed draw
+    for seed in range(200):
+        p = _draw(random.Random(seed), 4, 1, Shape(n_vars=(3, 3), distractor="planted"))
+        assert p is not None and len({lhs for lhs, _ in p.lines}) == 3
+        assert run_program(_text_of(p)) == (p.answer, 1)
+    # 0 hops: the planted chain is a constant of depth 0
+    for seed in range(50):
+        p = sample_shaped(random.Random(seed), 5, 0, Shape(distractor="planted"))
+        assert run_program(_text_of(p)) == (p.answer, 0)
+
+
+def test_a_twin_that_cannot_fit_is_no_program():
+    from emergence.studies.binding.paper import _draw
+
+    # 30 lines, 13 hops: two chains of 14 lines fit in 30 lines but need 28 letters of 26
+    shape = Shape(distractor="twin")
+    assert all(_draw(random.Random(seed), 30, 13, shape) is None for seed in range(20))
+    with pytest.raises(PipelineError) as e:
+        sample_shaped(random.Random(0), 30, 13, shape)
+    assert str(e.value) == f"no program of 30 lines, 13 hops has shape {shape} (200 draws)"
+
+
+def _two_digits(p) -> int:
+    """The one digit line off the query's chain in a program of exactly two digit lines."""
+    digits = [int(rhs) for i, (_, rhs) in enumerate(p.lines) if rhs.isdigit() and i != p.chain_lines[-1]]
+    assert len(digits) == 1 and sum(rhs.isdigit() for _, rhs in p.lines) == 2
+    return digits[0]
+
+
+def test_twin_digit_is_never_the_answer_and_every_other_offset_is_drawn():
+    # 2 * (hops + 1) lines: the two chains fill the program, so its only digits are the two constants
+    offsets = set()
+    for seed in range(300):
+        p = sample_shaped(random.Random(seed), 6, 2, Shape(distractor="twin"), reject=())
+        assert run_program(_text_of(p)) == (p.answer, 2)
+        offsets.add((_two_digits(p) - p.answer) % 10)
+    assert offsets == set(range(1, 10))
+
+
+class _Plus3(random.Random):
+    """A generator whose draw of the twin's offset (randrange(1, 10)) is always 3."""
+
+    def randrange(self, start, stop=None, step=1):
+        return 3 if (start, stop) == (1, 10) else super().randrange(start, stop, step)
+
+
+def test_twin_digit_is_the_answer_plus_the_drawn_offset():
+    for seed in range(20):
+        p = sample_shaped(_Plus3(seed), 6, 2, Shape(distractor="twin"), reject=())
+        assert _two_digits(p) == (p.answer + 3) % 10
+
+
+def test_planted_digits_are_single_digits_and_every_digit_is_drawn():
+    seen = set()
+    for seed in range(300):
+        p = sample_shaped(random.Random(seed), 6, 1, Shape(distractor="planted"), reject=())
+        assert run_program(_text_of(p)) == (p.answer, 1)
+        rhs_digits = [rhs for _, rhs in p.lines if rhs.isdigit()]
+        assert all(len(d) == 1 for d in rhs_digits), p.lines
+        seen.update(rhs_digits)
+    assert seen == set("0123456789")
+
+
+def test_off_chain_lines_copy_other_variables_and_the_query_is_rewritten():
+    copies, rewritten = 0, 0
+    for seed in range(300):
+        p = sample_shaped(random.Random(seed), 8, 1)
+        chain = set(p.chain_lines)
+        copies += any(i not in chain and not rhs.isdigit() and rhs != lhs for i, (lhs, rhs) in enumerate(p.lines))
+        rewritten += sum(lhs == p.query for lhs, _ in p.lines) >= 2
+    assert copies > 100 and rewritten > 20, (copies, rewritten)
+
+
+def test_one_free_line_still_rejects_one_value():
+    # 3 lines, 1 hop: one line off the chain, so a program whose every digit is the answer can be redrawn
+    for seed in range(200):
+        p = sample_shaped(random.Random(seed), 3, 1)
+        assert {int(rhs) for _, rhs in p.lines if rhs.isdigit()} != {p.answer}, p.lines
+
+
+def test_the_self_check_names_a_broken_chain(monkeypatch):
+    from emergence.studies.binding import paper
+
+    real = paper.trace
+
+    def short_path(lines, query):
+        got, path = real(lines, query)
+        return got, path[:-1]
+
+    monkeypatch.setattr(paper, "trace", short_path)
+    with pytest.raises(AssertionError) as e:
+        paper._draw(random.Random(0), 4, 1, Shape())
+    monkeypatch.setattr(paper, "trace", real)
+    p = paper._draw(random.Random(0), 4, 1, Shape())  # the same draw, checked by the real trace
+    assert str(e.value) == f"generator broke its own chain: {list(p.lines)} #{p.query}"
+
+
+class _Half(random.Random):
+    """A generator whose share of digits (uniform) and every coin (random) are exactly 0.5; its integer
+    draws (sample, choice, shuffle) stay random."""
+
+    _randbelow = random.Random._randbelow_with_getrandbits
+
+    def random(self):
+        return 0.5
+
+    def uniform(self, a, b):
+        return 0.5
+
+
+def test_a_coin_at_exactly_p_const_copies():
+    from emergence.studies.binding.paper import _draw
+
+    # a right-hand side is a digit with probability p_const: a coin at p_const itself is a copy, so with
+    # every coin at 0.5 = p_const each off-chain line with another variable defined above it copies one
+    for seed in range(20):
+        p = _draw(_Half(seed), 8, 1, Shape())
+        chain = set(p.chain_lines)
+        off = [rhs for i, (lhs, rhs) in enumerate(p.lines) if i not in chain and {v for v, _ in p.lines[:i]} - {lhs}]
+        assert off and not any(rhs.isdigit() for rhs in off), p.lines

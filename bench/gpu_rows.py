@@ -76,25 +76,15 @@ def specs(params: dict, smoke: bool) -> list[Spec]:
         vocab_g, vocab_a, seq_a, batch_a = GROUNDING_VOCAB, corpus["vocab_size"], corpus["seq_len"], 256
     binding = {**b, "d_vocab": 41}
     grounding = {"n_ctx": seq_g, "d_vocab": vocab_g}
+
+    def spec(name: str, arch: str, config: dict, batch: int, seq: int) -> Spec:
+        return Spec(name, arch, config, batch, seq, _sized(config, batch))
+
     out = [
-        Spec("binding GPT-2", "transformer", binding, batch_b, b["n_ctx"], _sized(binding, batch_b)),
-        Spec(
-            "grounding Transformer",
-            "transformer",
-            {**tf, **grounding},
-            batch_g,
-            seq_g,
-            _sized({**tf, **grounding}, batch_g),
-        ),
-        Spec(
-            "grounding Mamba-2",
-            "mamba2",
-            {**mamba, **grounding},
-            batch_g,
-            seq_g,
-            _sized({**mamba, **grounding}, batch_g),
-        ),
-        Spec("grounding LSTM", "lstm", {**lstm, **grounding}, batch_g, seq_g, _sized({**lstm, **grounding}, batch_g)),
+        spec("binding GPT-2", "transformer", binding, batch_b, b["n_ctx"]),
+        spec("grounding Transformer", "transformer", {**tf, **grounding}, batch_g, seq_g),
+        spec("grounding Mamba-2", "mamba2", {**mamba, **grounding}, batch_g, seq_g),
+        spec("grounding LSTM", "lstm", {**lstm, **grounding}, batch_g, seq_g),
     ]
     attn = {"n_layers": params["assoc_order"]["n_layers"], "d_vocab": vocab_a, "n_ctx": seq_a}
     estimate = AttnOnlyWorkload(attn["n_layers"], vocab_a, seq_a, batch_a, 1, 4)

@@ -219,26 +219,34 @@ def device_memory(device: str) -> tuple[int, str, bool] | None:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20, "this machine's memory", False
 
 
+def device_job_estimates(params: dict, root: Path = Path("."), on_gpu: bool = True) -> dict[str, int | None]:
+    """Each device job's memory estimate in MiB (resources.device_need_mb: without its safety factor),
+    by DVC stage instance ("binding_train@0"); None for a job whose declared params give no model size."""
+    estimates = {}
+    for name, stage in yaml.safe_load((root / "dvc.yaml").read_text())["stages"].items():
+        for instance, item in instances(name, stage, params):
+            keys = interpolate(stage.get("params", []), {**params, "item": item}, instance)
+            if on_device(keys):
+                w = job_workload(params, keys, instance, item)
+                estimates[instance] = None if w is None else device_need_mb(w, on_gpu)
+    return estimates
+
+
 def jobs_fit_the_device(params: dict, root: Path = Path("."), capacity: Capacity = device_memory) -> list[str]:
-    """Each device job's memory estimate (resources.py, without its safety factor) against the device,
-    refused before anything runs: a paper-profile job that cannot fit would otherwise fail at its first
-    step, possibly hours into the pipeline."""
+    """Each device job's memory estimate against the device, refused before anything runs: a
+    paper-profile job that cannot fit would otherwise fail at its first step, possibly hours into the
+    pipeline. tests/pipeline/test_paper_smoke.py holds the estimates against measured peak memory."""
     base = params.get("base")
     held = capacity(base.get("device", "auto")) if isinstance(base, dict) else None
     if held is None or not (root / "dvc.yaml").is_file():
         return []
     limit, what, on_gpu = held
-    problems = []
-    for name, stage in yaml.safe_load((root / "dvc.yaml").read_text())["stages"].items():
-        for instance, item in instances(name, stage, params):
-            keys = interpolate(stage.get("params", []), {**params, "item": item}, instance)
-            w = job_workload(params, keys, instance, item) if on_device(keys) else None
-            if w is not None and (need := device_need_mb(w, on_gpu)) > limit:
-                problems.append(
-                    f"{instance}: resources.py estimates {need:,} MiB (weights, gradients, optimizer moments and "
-                    f"activations), more than the {limit:,} MiB of {what}; lower its batch_size or context"
-                )
-    return problems
+    return [
+        f"{instance}: resources.py estimates {need:,} MiB (weights, gradients, optimizer moments and "
+        f"activations), more than the {limit:,} MiB of {what}; lower its batch_size or context"
+        for instance, need in device_job_estimates(params, root, on_gpu).items()
+        if need is not None and need > limit
+    ]
 
 
 def problems_of(params: dict[str, Any], schemas: dict[str, Checker] | None = None, root: Path = Path(".")) -> list[str]:

@@ -65,14 +65,16 @@ def check_assoc_corpus(params: dict, name: str) -> None:
     from_dict(CorpusParams, section(params, name), name)
 
 
-def _schema_plus_int(params: dict, name: str, schema: type, key: str, minimum: int, **fixed) -> None:
-    """A section that is `schema` plus one integer `key` (>= minimum) the stage reads beside it;
-    `fixed` keys come from elsewhere (base) and may not be set here. Every problem, one line each."""
+def _schema_plus_ints(params: dict, name: str, schema: type, ints: dict[str, int], **fixed) -> None:
+    """A section that is `schema` plus integer keys (`ints`: key -> its minimum, also its default) the
+    stage reads beside it; `fixed` keys come from elsewhere (base) and may not be set here. Every
+    problem, one line each."""
     values = dict(section(params, name))
-    value = values.pop(key, minimum)
     problems = []
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        problems.append(f"{name}.{key}: an integer >= {minimum}, got {value!r}")
+    for key, minimum in ints.items():
+        value = values.pop(key, minimum)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            problems.append(f"{name}.{key}: an integer >= {minimum}, got {value!r}")
     problems += [f"{name}.{k}: set by {source}" for k, (source, _) in fixed.items() if k in values]
     try:
         from_dict(schema, {**values, **{k: v for k, (_, v) in fixed.items()}}, name)
@@ -84,7 +86,7 @@ def _schema_plus_int(params: dict, name: str, schema: type, key: str, minimum: i
 
 def check_train_section(params: dict, name: str) -> None:
     """A grounding setting's training section: TrainConfig (seed and device come from base) plus seq_len."""
-    _schema_plus_int(params, name, TrainConfig, "seq_len", 2, seed=("base.seeds", 0), device=("base.device", "cpu"))
+    _schema_plus_ints(params, name, TrainConfig, {"seq_len": 2}, seed=("base.seeds", 0), device=("base.device", "cpu"))
 
 
 def check_grounding_models(params: dict, name: str) -> None:
@@ -105,7 +107,7 @@ def check_grounding_models(params: dict, name: str) -> None:
 
 
 def check_grounding_lens(params: dict, name: str) -> None:
-    _schema_plus_int(params, name, LensParams, "n_checkpoints", 1)
+    _schema_plus_ints(params, name, LensParams, {"n_checkpoints": 1, "kl_windows": 1})
 
 
 # ---- the registry: pipeline.yaml's `schemas:` ---------------------------------------------------

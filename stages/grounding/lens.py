@@ -16,13 +16,14 @@ from emergence.studies.grounding import inputs
 from emergence.studies.grounding.gain import evaluation_pairs, gain_table
 from emergence.studies.grounding.settings import Setting
 
-KL_WINDOWS = 256  # windows the lens quality (KL to the final layer) is measured on
+KL_WINDOWS = 256  # default of grounding_lens.kl_windows: windows the lens quality (KL to the output) is measured on
 
 
 def lens_rows(model, lens, windows: np.ndarray, eval_set: pd.DataFrame, pairs) -> pd.DataFrame:
-    """Per layer (n_layers = the model's own output): mean matched/mismatched surprisal, G and KL."""
+    """Per layer (n_layers = the model's own output): mean matched/mismatched surprisal, G and KL
+    (on `windows`, the training windows the lens quality is measured on)."""
     surprisal = layer_surprisal(model, lens, pairs.contexts, pairs.targets)  # (L + 1, P)
-    kl = np.append(layer_kl(model, lens, windows[:KL_WINDOWS]), 0.0)
+    kl = np.append(layer_kl(model, lens, windows), 0.0)
     rows = []
     for layer, s in enumerate(surprisal):
         t = gain_table(eval_set, pairs, s).groupby("word")[["s_matched", "s_mismatched", "gain"]].mean()
@@ -35,9 +36,11 @@ def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True)
     run = Setting("childes").run(args.model, args.seed)  # the lens reads transcripts: text runs only
     values = dict(section(params, "grounding_lens"))
-    n_checkpoints = values.pop("n_checkpoints", 4)
-    if not isinstance(n_checkpoints, int) or n_checkpoints < 1:
-        raise PipelineError(f"grounding_lens.n_checkpoints: an integer >= 1, got {n_checkpoints!r}")
+    counts = {key: values.pop(key, default) for key, default in (("n_checkpoints", 4), ("kl_windows", KL_WINDOWS))}
+    for key, n in counts.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise PipelineError(f"grounding_lens.{key}: an integer >= 1, got {n!r}")
+    n_checkpoints, kl_windows = counts.values()
     lens_params = from_dict(LensParams, values, "grounding_lens")
     _, index = inputs.vocab_index(params)
     eval_set = inputs.eval_set(params)
@@ -50,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
         model = load_checkpoint(path)[0]
         lens, _ = train_lens(model, windows, lens_params)
         for name, readout in (("tuned", lens), ("logit", None)):
-            tables.append(lens_rows(model, readout, windows, eval_set, pairs).assign(step=step, lens=name))
+            tables.append(lens_rows(model, readout, windows[:kl_windows], eval_set, pairs).assign(step=step, lens=name))
     out = pd.concat(tables, ignore_index=True).assign(model=args.model, seed=args.seed)
     first = ["model", "seed", "step", "lens", "layer"]
     write_parquet(

@@ -141,6 +141,7 @@ def test_all_problems_of_all_sections_are_listed():
         (dict(grounding_train__seq_len=1), "grounding_train.seq_len: an integer >= 2, got 1"),
         (dict(visual_train__seed=3), "visual_train.seed: set by base.seeds"),
         (dict(grounding_lens__n_checkpoints=0), "grounding_lens.n_checkpoints: an integer >= 1, got 0"),
+        (dict(grounding_lens__kl_windows=True), "grounding_lens.kl_windows: an integer >= 1, got True"),
         (dict(assoc_corpus__format="html"), "assoc_corpus.format: must be one of text, chat, got 'html'"),
         (dict(binding_model__d_vocab=40), "binding_model.d_vocab: set by the tokenizer, remove it from params"),
         (

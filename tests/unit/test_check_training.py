@@ -126,3 +126,17 @@ def test_on_a_cpu_the_process_base_counts_and_no_visible_gpu_checks_nothing():
 
 def test_the_shipped_default_fits_this_machine():
     assert problems_of(copy.deepcopy(SHIPPED), root=ROOT) == []
+
+
+def test_device_job_estimates_name_every_device_job_with_none_where_no_model_size_is_declared():
+    from emergence.check import device_job_estimates
+
+    params = _paper()
+    gpu, cpu = (device_job_estimates(params, ROOT, on_gpu=g) for g in (True, False))
+    assert [gpu[f"binding_train@{s}"] for s in range(6)] == [BINDING_MIB] * 6
+    assert cpu["binding_train@0"] == BINDING_MIB + 1024  # the process itself, on the host
+    assert gpu["assoc_basis"] is None and gpu["dino_features"] is None  # device jobs the formula cannot size
+    assert not {"binding_data", "assoc_corpus", "assoc_order", "binding_report"} & gpu.keys()  # host-only jobs
+    assert {job.split("@")[0] for job, need in gpu.items() if need is not None} == {
+        "binding_train", "assoc_train", "grounding_train", "grounding_marking", "visual_train",
+    }  # fmt: skip

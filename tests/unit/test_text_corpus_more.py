@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -18,8 +20,9 @@ from emergence.studies.assoc.corpus import (
     load_corpus,
     read_text_documents,
     save_corpus,
+    word_tokens,
 )
-from emergence.studies.assoc.stories import StoryConfig, generate_stories
+from emergence.studies.assoc.stories import StoryConfig, generate_stories, invented_names
 
 META = {"vocab": ["a", "b"], "tokenizer": "word", "n_documents": 1, "n_tokens": 6, "n_types": 2}
 
@@ -144,3 +147,47 @@ def test_words_params_validation():
     with pytest.raises(PipelineError) as e:
         WordsParams(probes=[]).validate("assoc_words")
     assert str(e.value) == "assoc_words.probes: at least one probe word"
+
+
+# --- the stories widened to a real corpus's shape (profiles/paper_smoke.yaml) -------------------
+
+
+def test_invented_names_are_distinct_capitalised_cv_words_that_spell_no_template_word():
+    names = invented_names(70**2 + 10)  # past the two-syllable names, into the three-syllable ones
+    assert names[:3] == ["Baba", "Babe", "Babi"] and len(set(names)) == len(names)
+    assert {len(n) for n in names} == {4, 6}  # 70**2 minus the skipped words, then three syllables
+    assert names.index("Bababa") == 70**2 - 6  # "like", "time", "gave", "made", "mine", "kite" skipped
+    assert not {"Like", "Time", "Kite"} & set(names)
+    template = Counter(t for s in generate_stories(StoryConfig(n_stories=3000)) for t in word_tokens(s))
+    assert not {n.lower() for n in names} & template.keys()
+
+
+def test_frames_tell_that_many_plots_and_lexicon_names_story_i_hero_i_mod_lexicon():
+    one, three = (generate_stories(StoryConfig(n_stories=40, seed=5, frames=k)) for k in (1, 3))
+    assert one == generate_stories(StoryConfig(n_stories=40, seed=5, frames=1, lexicon=0))
+    ratio = sum(len(word_tokens(s)) for s in three) / sum(len(word_tokens(s)) for s in one)
+    assert 2.5 < ratio < 3.5
+    named = generate_stories(StoryConfig(n_stories=7, seed=5, frames=2, lexicon=3))
+    names = invented_names(3)
+    for i, story in enumerate(named):
+        counts = Counter(t for t in word_tokens(story) if t.capitalize() in names)
+        assert set(counts) == {names[i % 3].lower()} and counts[names[i % 3].lower()] >= 2  # once a frame at least
+
+
+def test_lexicon_reaches_the_paper_vocabulary_with_201_token_stories():
+    stories = generate_stories(StoryConfig(n_stories=3000, frames=3, lexicon=2900))
+    corpus = build_corpus(stories, CorpusConfig(3000, 200, sequences="stories", min_count=5), "stories")
+    assert len(corpus.vocab) == 3000 and corpus.sequences.shape[1] == 201 and len(corpus.sequences) > 2000
+
+
+@pytest.mark.parametrize(
+    ("cfg", "message"),
+    [
+        (StoryConfig(frames=0), "stories.frames: must be >= 1, got 0"),
+        (StoryConfig(lexicon=-1), "stories.lexicon: must be >= 0, got -1"),
+        (StoryConfig(lexicon=70**3 + 1), "stories.lexicon: at most 343000 invented names, got 343001"),
+    ],
+)
+def test_story_widening_knobs_are_validated(cfg, message):
+    with pytest.raises(PipelineError, match=re.escape(message)):
+        cfg.validate()

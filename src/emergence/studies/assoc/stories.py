@@ -8,12 +8,20 @@ sentences. That recurrence, plus frame-specific word order, gives the corpus
 non-trivial bigram and within-document co-occurrence statistics. Slot fillers
 and template alternatives are Zipf-weighted: ~180 word types, of which the 128
 most frequent cover ~95% of the tokens. Same seed -> same stories -> same bytes.
+
+Two knobs widen it to a real corpus's shape where a profile needs one (the paper's |V| = 3000 and
+201-token sequences in profiles/paper_smoke.yaml): `frames` plot frames per story (each with its own
+cast, so a story is about `frames` times longer), and `lexicon` invented names (CV syllables, e.g.
+"Bazo"), where story i's hero is name i mod `lexicon` in each of its frames, so every invented name is
+one more type, as TinyStories' long tail of names and rare words would be.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
+import re
 from dataclasses import dataclass
 
 from emergence.core.io import PipelineError, atomic_path
@@ -105,17 +113,39 @@ FRAMES = {
         ("{Hero} was {good}.", '"I did it!" {he} said.'),
     ),
 }
+SYLLABLES = tuple(c + v for c in "bdfgklmnprstvz" for v in "aeiou")  # 70
+
+
+def invented_names(n: int) -> list[str]:
+    """The first n invented names: two CV syllables, then three ("Baba", "Babe", ...), skipping any
+    that spells a word of the templates ("like", "time"), so each is a type of its own."""
+    words = {w.lower() for text in _TEMPLATE_TEXT for w in re.findall(r"[A-Za-z]+", text)}
+    spelled = ("".join(t) for k in (2, 3) for t in itertools.product(SYLLABLES, repeat=k))
+    return list(itertools.islice((w.capitalize() for w in spelled if w not in words), n))
+
+
 ENDINGS = ("The end.", "", "They were happy.", "That night, {he} went to sleep with a smile.")
+
+
+_TEMPLATE_TEXT = (
+    *GIRLS, *BOYS, *ANIMALS, *OBJECTS, *FOODS, *PLACES, *COLOURS, *GOOD, *BAD, *PARENTS, *FEARS, *ENDINGS,
+    *(t for steps in FRAMES.values() for alternatives in steps for t in alternatives),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class StoryConfig:
     n_stories: int = 3000
     seed: int = 0
+    frames: int = 1  # plot frames told one after another in each story
+    lexicon: int = 0  # invented hero names (0: the natural names only)
 
     def validate(self, where: str = "stories") -> None:
-        if self.n_stories < 1:
-            raise PipelineError(f"{where}.n_stories: must be >= 1, got {self.n_stories}")
+        for key, low in (("n_stories", 1), ("frames", 1), ("lexicon", 0)):
+            if getattr(self, key) < low:
+                raise PipelineError(f"{where}.{key}: must be >= {low}, got {getattr(self, key)}")
+        if self.lexicon > len(SYLLABLES) ** 3:  # fewer than 70**2 + 70**3 once words are skipped
+            raise PipelineError(f"{where}.lexicon: at most {len(SYLLABLES) ** 3} invented names, got {self.lexicon}")
 
 
 def _a(phrase: str) -> str:
@@ -127,10 +157,10 @@ def _pick(r: random.Random, options: tuple[str, ...]) -> str:
     return r.choices(options, weights=[1 / (i + 1) for i in range(len(options))])[0]
 
 
-def _cast(r: random.Random) -> dict[str, str]:
-    """The slots of one story: who, what, where and how they feel."""
+def _cast(r: random.Random, name: str | None) -> dict[str, str]:
+    """The slots of one frame: who (the hero is `name` if given), what, where and how they feel."""
     girl = r.random() < 0.5
-    hero = _pick(r, GIRLS if girl else BOYS)
+    hero = name or _pick(r, GIRLS if girl else BOYS)
     friend = _pick(r, tuple(n for n in GIRLS + BOYS if n != hero))
     place = _pick(r, PLACES)
     place2 = _pick(r, tuple(p for p in PLACES if p != place))
@@ -163,8 +193,8 @@ def _cast(r: random.Random) -> dict[str, str]:
     }
 
 
-def _story(r: random.Random) -> str:
-    slots = _cast(r)
+def _frame(r: random.Random, name: str | None) -> str:
+    slots = _cast(r, name)
     steps = (*r.choice(list(FRAMES.values())), ENDINGS)
     sentences = (_pick(r, alternatives).format(**slots) for alternatives in steps)
     return " ".join(s for s in sentences if s)
@@ -173,7 +203,9 @@ def _story(r: random.Random) -> str:
 def generate_stories(cfg: StoryConfig) -> list[str]:
     cfg.validate()
     r = random.Random(cfg.seed)
-    return [_story(r) for _ in range(cfg.n_stories)]
+    lexicon = invented_names(cfg.lexicon)
+    names = [lexicon[i % cfg.lexicon] if cfg.lexicon else None for i in range(cfg.n_stories)]
+    return [" ".join(_frame(r, name) for _ in range(cfg.frames)) for name in names]
 
 
 def write_stories(stories: list[str], path: str | os.PathLike) -> None:

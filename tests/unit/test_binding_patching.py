@@ -49,6 +49,14 @@ def test_pairs_differ_in_one_token_that_changes_the_answer(programs, pairs):
         assert trace(*parse_program(text))[0] == answer
     assert (pairs["cf_answer"] != pairs["base_answer"]).all()
     assert set(pairs["base"]) <= set(programs["program"])
+    assert list(pairs.columns) == [
+        "base", "cf", "base_answer", "cf_answer", "hops", "chain_lines", "n_lines", "root_line", "changed_pos",
+    ]  # fmt: skip
+    source = programs.set_index("program").loc[pairs["base"]]
+    assert pairs["hops"].tolist() == source["hops"].tolist() and pairs["n_lines"].tolist() == [6] * 64
+    assert pairs["base_answer"].tolist() == source["answer"].tolist()
+    shifts = {(int(c[p]) - int(b[p])) % 10 for b, c, p in zip(pairs["base"], pairs["cf"], pairs["changed_pos"])}
+    assert shifts == set(range(1, 10))  # every other digit is drawn, the next one (+1) included
     again = make_counterfactual_pairs(programs, np.random.default_rng(1), 64)
     pd.testing.assert_frame_equal(pairs, again)
 

@@ -1,7 +1,7 @@
 """The paper profile's shapes through every stage on this CPU (profiles/paper_smoke.yaml after paper.yaml),
 and each training job's memory estimate (core/resources.py) held against the peak RSS the run measured.
 
-One `dvc repro` for the module (~15 min on 2 cores): a shape, config or memory error the paper run would
+One `dvc repro` for the module (~30 min on one of CI's 2 cores): a shape, config or memory error the paper run would
 hit on a GPU fails here first. The expected shapes are read from profiles/paper.yaml, not restated."""
 
 from __future__ import annotations

@@ -113,6 +113,15 @@ FRAMES = {
         ("{Hero} was {good}.", '"I did it!" {he} said.'),
     ),
 }
+ENDINGS = ("The end.", "", "They were happy.", "That night, {he} went to sleep with a smile.")
+
+
+_TEMPLATE_TEXT = (
+    *GIRLS, *BOYS, *ANIMALS, *OBJECTS, *FOODS, *PLACES, *COLOURS, *GOOD, *BAD, *PARENTS, *FEARS, *ENDINGS,
+    *(t for steps in FRAMES.values() for alternatives in steps for t in alternatives),
+)  # fmt: skip
+
+
 SYLLABLES = tuple(c + v for c in "bdfgklmnprstvz" for v in "aeiou")  # 70
 
 
@@ -122,15 +131,6 @@ def invented_names(n: int) -> list[str]:
     words = {w.lower() for text in _TEMPLATE_TEXT for w in re.findall(r"[A-Za-z]+", text)}
     spelled = ("".join(t) for k in (2, 3) for t in itertools.product(SYLLABLES, repeat=k))
     return list(itertools.islice((w.capitalize() for w in spelled if w not in words), n))
-
-
-ENDINGS = ("The end.", "", "They were happy.", "That night, {he} went to sleep with a smile.")
-
-
-_TEMPLATE_TEXT = (
-    *GIRLS, *BOYS, *ANIMALS, *OBJECTS, *FOODS, *PLACES, *COLOURS, *GOOD, *BAD, *PARENTS, *FEARS, *ENDINGS,
-    *(t for steps in FRAMES.values() for alternatives in steps for t in alternatives),
-)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from bench.gpu_rows import (
 from emergence.core.io import atomic_path
 
 MARKERS = ("<!-- gpu-check:start -->", "<!-- gpu-check:end -->")
+TASKS = ("binding_run", "hf_gpt2", "mamba_kernels", "seeds_per_device", "architectures")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,6 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--doc", type=Path, help="the page whose section is written (default docs/bench.md; none with --smoke)"
     )
+    ap.add_argument("--only", help=f"comma-separated measurements, of {','.join(TASKS)} (default: all)")
+    ap.add_argument("--seed-counts", default="1,2,4,6", help="K of the seeds-per-device rows (--smoke: 1,2)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one of K seeds sharing the device
     return ap.parse_args(argv)
 
@@ -84,8 +87,9 @@ def versions() -> dict:
     return out
 
 
-def run(a: argparse.Namespace) -> dict:
-    """Every measurement, in priority order, until the budget is spent."""
+def run(a: argparse.Namespace, save: Callable[[dict], None] = lambda result: None) -> dict:
+    """Every measurement, in priority order, until the budget is spent; `save` gets the result so far
+    after each one (a device call cut off at its limit still leaves the rows it finished)."""
     start, device = time.perf_counter(), a.device
     params = paper_params()
     all_specs = specs(params, a.smoke)
@@ -105,12 +109,12 @@ def run(a: argparse.Namespace) -> dict:
     tasks: list[tuple[str, str, Callable[[], object]]] = [  # (result key, label, measurement)
         ("binding_run", "binding_run", lambda: binding_run(params, a, device, a.smoke)),
         ("hf_gpt2", "hf_gpt2", lambda: hf_gpt2_rows(binding, a, device, (False,) if a.smoke else (False, True))),
+        ("mamba_kernels", "mamba_kernels", lambda: mamba_check(mamba, device)),  # seconds: before the minutes below
         (
             "seeds_per_device",
             "seeds_per_device",
-            lambda: seeds_on_one_device(a, device, (1, 2) if a.smoke else (1, 2, 4, 6)),
+            lambda: seeds_on_one_device(a, device, (1, 2) if a.smoke else tuple(map(int, a.seed_counts.split(",")))),
         ),
-        ("mamba_kernels", "mamba_kernels", lambda: mamba_check(mamba, device)),
     ]
     for precision, compiled in combos:
         for spec in all_specs:
@@ -126,7 +130,12 @@ def run(a: argparse.Namespace) -> dict:
         if precision == "bf16" and not compiled:
             label = f"{mamba.name} (torch path) bf16 eager"
             tasks.append(("architectures", label, lambda: torch_path_row(mamba, a, device, peak)))
+    only = set(a.only.split(",")) if a.only else set(TASKS)
+    if unknown := only - set(TASKS):
+        raise SystemExit(f"--only: unknown measurement(s) {', '.join(sorted(unknown))}; known: {', '.join(TASKS)}")
     for key, label, task in tasks:
+        if key not in only:
+            continue
         if time.perf_counter() - start > a.budget_s:
             result["not_measured"].append(f"{label}: budget of {a.budget_s:.0f} s spent")
             continue
@@ -141,12 +150,15 @@ def run(a: argparse.Namespace) -> dict:
                 torch.cuda.empty_cache()
             continue
         finally:
-            result["task_s"][label] = round(time.perf_counter() - began, 1)
+            now = time.perf_counter()
+            result["task_s"][label], result["wall_s"] = round(now - began, 1), now - start
+            save(result)
         if key == "architectures":
             result[key].append(value)
         else:
             result[key] = value
-    result["wall_s"] = time.perf_counter() - start
+        save(result)
+    save(result)  # with the rows the budget left out
     return result
 
 
@@ -192,11 +204,16 @@ def render(result: dict) -> str:
             f"- Mamba-2 kernels ({paths}) against HF's torch path, fp32: max |logit difference| "
             f"{m['max_abs_logit_diff']:.2e}, training-loss difference {m['loss_diff']:.2e}."
         )
-    lines += [
-        "",
-        "| model | precision | compiled | batch x seq | tokens/s | TFLOP/s | MFU | peak MiB | estimate MiB |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    for c in result.get("calls", []):  # a report put together from several device calls says which gave what
+        lines.append(f"- Call {c['call']} ({c['wall_s']:.0f} s): {', '.join(c['measured'])}; {c['note']}.")
+    if not result["architectures"]:
+        lines += ["", "No architecture row was measured."]
+    else:
+        lines += [
+            "",
+            "| model | precision | compiled | batch x seq | tokens/s | TFLOP/s | MFU | peak MiB | estimate MiB |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
     for r in result["architectures"]:
         lines.append(
             f"| {r['model']} | {r['precision']} | {'yes' if r['compiled'] else 'no'} | {r['batch']} x {r['seq']} | "
@@ -224,11 +241,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     out = a.out or (None if a.smoke else Path("reports/gpu_check.json"))
     doc = a.doc or (None if a.smoke else Path("docs/bench.md"))
-    result = run(a)
-    text = json.dumps(result, indent=2, allow_nan=False) + "\n"
-    if out is not None:
-        with atomic_path(out) as tmp:
-            tmp.write_text(text)
+
+    def save(result: dict) -> None:
+        if out is not None:
+            with atomic_path(out) as tmp:
+                tmp.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
+
+    result = run(a, save)
     if doc is not None:
         write_doc(render(result), doc)
     print(render(result))

@@ -23,7 +23,7 @@ import transformers
 from bench.train_throughput import step_flops
 from emergence.core.config import read_params
 from emergence.core.models import build_model
-from emergence.core.models.mamba2 import KERNEL_ENTRY_POINTS
+from emergence.core.models.mamba2 import KERNEL_ENTRY_POINTS, kernel_paths
 from emergence.core.profile import merge_into, profile_path
 from emergence.core.resources import AttnOnlyWorkload, Workload, workload
 from emergence.core.train import TrainConfig
@@ -71,7 +71,9 @@ def specs(params: dict, smoke: bool) -> list[Spec]:
         )
         seq_g, batch_b, batch_g, vocab_g, vocab_a, seq_a, batch_a = 16, 4, 2, 64, 64, 16, 2
     else:
-        tf, mamba, lstm = g["transformer12"], g["mamba12"], g["lstm4"]
+        # a grounding_models entry also names its arch, which the model's config does not take
+        names = ("transformer12", "mamba12", "lstm4")
+        tf, mamba, lstm = ({k: v for k, v in g[m].items() if k != "arch"} for m in names)
         seq_g, batch_b, batch_g = train_g["seq_len"], train_b["batch_size"], train_g["batch_size"]
         vocab_g, vocab_a, seq_a, batch_a = GROUNDING_VOCAB, corpus["vocab_size"], corpus["seq_len"], 256
     binding = {**b, "d_vocab": 41}
@@ -185,11 +187,12 @@ def torch_path() -> Iterator[None]:
     from transformers.models.mamba2 import modeling_mamba2
 
     saved = {name: getattr(modeling_mamba2, name) for name in KERNEL_ENTRY_POINTS.values()}
-    if missing := [name for name, fn in saved.items() if not hasattr(fn, "__wrapped__")]:
+    paths = dict(zip(KERNEL_ENTRY_POINTS.values(), kernel_paths().values()))
+    if missing := [n for n, fn in saved.items() if not hasattr(fn, "__wrapped__") and paths[n] != "torch"]:
         raise RuntimeError(f"transformers {transformers.__version__}: {', '.join(missing)} wrap no torch function")
     try:
         for name, fn in saved.items():
-            setattr(modeling_mamba2, name, fn.__wrapped__)
+            setattr(modeling_mamba2, name, getattr(fn, "__wrapped__", fn))  # none: already HF's torch function
         yield
     finally:
         for name, fn in saved.items():

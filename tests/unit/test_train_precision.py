@@ -243,3 +243,49 @@ def test_mamba2_reports_hf_s_dispatch_and_a_gpu_without_the_extra_says_so(tmp_pa
     monkeypatch.setattr(modeling_mamba2, "mamba2_chunk_scan", fused)
     assert model.kernels() == {**torch_paths, "mamba2.chunk_scan": "fused"}
     assert "mamba2.chunk_scan" not in capfd.readouterr().err
+
+
+def _hf_wrapper(monkeypatch, entry_point: str, package_fn: str, impl) -> None:
+    """HF's own decorator over a fake package that imports, as mamba_ssm / causal_conv1d would."""
+    from transformers.integrations.hub_kernels import use_kernel_func_from_hub_with_fallback
+    from transformers.models.mamba2 import modeling_mamba2
+
+    fake = types.ModuleType(f"fake_{package_fn}")
+    setattr(fake, package_fn, impl)
+    monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    torch_fn = getattr(modeling_mamba2, entry_point).__wrapped__
+    monkeypatch.setattr(
+        modeling_mamba2, entry_point, use_kernel_func_from_hub_with_fallback(package_fn, fake.__name__)(torch_fn)
+    )
+
+
+def test_mamba_ssm_without_causal_conv1d_trains_on_the_unfused_scan(monkeypatch, caplog):
+    # mamba_ssm's fused training scan calls causal_conv1d's function, None without that package: HF
+    # still dispatches to it, and the first training step failed so on an H200.
+    from transformers.models.mamba2 import modeling_mamba2
+
+    def no_causal_conv1d(*a, **k):
+        raise TypeError("'NoneType' object is not callable")
+
+    _hf_wrapper(monkeypatch, "mamba2_split_conv1d_scan_combined", "mamba_split_conv1d_scan_combined", no_causal_conv1d)
+    arch = dict(n_layers=1, d_model=32, d_vocab=VOCAB, n_ctx=T, d_state=8, head_dim=16)
+    assert build_model("mamba2", arch).kernels()["mamba2.scan"] == "torch"
+    assert "causal_conv1d does not" in caplog.text and "unfused scan" in caplog.text
+    fn = modeling_mamba2.mamba2_split_conv1d_scan_combined
+    assert not hasattr(fn, "__wrapped__") and fn.__module__ == modeling_mamba2.__name__  # HF's torch function
+    model = build_model("mamba2", arch).train()
+    idx = torch.randint(VOCAB, (2, T))
+    loss = model(idx, idx)[1]
+    loss.backward()
+    assert torch.isfinite(loss)
+
+
+def test_mamba_ssm_with_causal_conv1d_keeps_the_fused_scan(monkeypatch, caplog):
+    from transformers.models.mamba2 import modeling_mamba2
+
+    _hf_wrapper(monkeypatch, "mamba2_split_conv1d_scan_combined", "mamba_split_conv1d_scan_combined", print)
+    _hf_wrapper(monkeypatch, "causal_conv1d_fn", "causal_conv1d_fn", print)
+    fused = modeling_mamba2.mamba2_split_conv1d_scan_combined
+    model = build_model("mamba2", dict(n_layers=1, d_model=32, d_vocab=VOCAB, n_ctx=T, d_state=8, head_dim=16))
+    assert modeling_mamba2.mamba2_split_conv1d_scan_combined is fused and "unfused" not in caplog.text
+    assert model.kernels() == {"mamba2.scan": "fused", "mamba2.chunk_scan": "torch", "mamba2.conv1d": "fused"}

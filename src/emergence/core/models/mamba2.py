@@ -9,6 +9,7 @@ exactly as on the Transformer. A Mamba2Block is pre-norm and residual
 
 With `mamba-ssm` and `causal-conv1d` installed (CUDA only) HF dispatches the
 blocks to fused kernels by itself; on CPU its PyTorch reference path runs.
+mamba-ssm without causal-conv1d: the unfused scan (see below).
 The chunked scan is an exact rewrite of the recurrence, so `chunk_size` only
 trades speed for memory: 64 was the fastest on the CPU here (d_model 128,
 sequence 256); mamba_ssm and HF default to 256.
@@ -122,7 +123,25 @@ def _hf_model(cfg: Mamba2Config) -> nn.Module:
 
     if not torch.cuda.is_available():
         _FALLBACK_LOGGER.addFilter(_drop_cpu_fallback_warning)  # idempotent: same filter object
+    _no_fused_scan_without_causal_conv1d()
     return Mamba2ForCausalLM(hf_config(cfg))
+
+
+def _no_fused_scan_without_causal_conv1d() -> None:
+    """mamba_ssm's fused training scan (mamba_split_conv1d_scan_combined) calls causal_conv1d's CUDA
+    function, None when causal_conv1d does not import, yet HF dispatches to it whenever mamba_ssm
+    imports: the first training step would fail ("'NoneType' object is not callable", seen on an H200).
+    Then the scan entry point becomes HF's torch function (it returns None, so the mixer runs its
+    unfused path: torch conv + mamba_ssm's chunked scan), and one line says so."""
+    from transformers.models.mamba2 import modeling_mamba2
+
+    paths, name = kernel_paths(), KERNEL_ENTRY_POINTS["scan"]
+    if paths["mamba2.scan"] == "fused" and paths["mamba2.conv1d"] == "torch":
+        setattr(modeling_mamba2, name, getattr(modeling_mamba2, name).__wrapped__)
+        logging.getLogger(__name__).warning(
+            "mamba_ssm imports but causal_conv1d does not: Mamba-2 training runs the unfused scan "
+            "(torch conv, mamba_ssm chunked scan); install causal-conv1d for the fused one (docs/gpu.md)"
+        )
 
 
 # HF wraps each kernel entry point at import: mamba_ssm's / causal_conv1d's function when the
@@ -141,9 +160,12 @@ def kernel_paths() -> dict[str, str]:
 
     paths = {}
     for key, name in KERNEL_ENTRY_POINTS.items():
-        held = inspect.getclosurevars(getattr(modeling_mamba2, name)).nonlocals
+        fn = getattr(modeling_mamba2, name)
+        held = inspect.getclosurevars(fn).nonlocals
         if "implementation" in held and "torch_function" in held:
             paths[f"mamba2.{key}"] = "torch" if held["implementation"] is held["torch_function"] else "fused"
+        elif fn.__module__ == modeling_mamba2.__name__ and not hasattr(fn, "__wrapped__"):
+            paths[f"mamba2.{key}"] = "torch"  # HF's own function, unwrapped (the guard above set it)
         else:
             paths[f"mamba2.{key}"] = "unknown"
     return paths

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The GPU check on a GPU machine that has torch, triton and transformers but no package registry
+# (docs/gpu.md): install what is carried beside the machine's own torch, build causal-conv1d for this
+# card only, run `python -m bench.gpu`, and leave its JSON, page and logs in OUT.
+#
+#   bench/gpu_node.sh CARRY OUT [bench.gpu args...]
+#
+# CARRY holds pure-Python wheels the machine lacks (ruamel.yaml) and the sdists
+# mamba_ssm-2.3.2.post1.tar.gz and causal_conv1d-1.7.0.tar.gz. GPU_CHECK_S (default 540) is the
+# seconds the whole script may take: the check's --budget-s is what the build leaves, less a margin
+# for the row in flight and the page.
+set -uo pipefail
+carry=$(realpath "$1") out=$(realpath -m "$2")
+shift 2
+site=/tmp/emergence-site build=/tmp/emergence-build
+mkdir -p "$site" "$build" "$out"
+t0=$SECONDS
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$carry"/*.whl || exit 1
+export PYTHONPATH="$site:$PWD/src:$PWD" PYTHONUNBUFFERED=1
+
+# Each sdist compiles for every card its CUDA knows (nine archs under CUDA 13: many minutes);
+# this card's own arch is all the check needs, so the other -gencode pairs become `pass`.
+arch=$(python3 -c 'import torch; print("%d%d" % torch.cuda.get_device_capability())') || exit 1
+unpack() {  # sdist -> its source folder, built for $arch only
+    tar xzf "$1" -C "$build" && local src="$build/$(basename "$1" .tar.gz)"
+    python3 - "$src/setup.py" "$arch" <<'EOF'
+import re, sys
+path, arch = sys.argv[1], sys.argv[2]
+pair = r'cc_flag\.append\("-gencode"\)\s*\n\s*cc_flag\.append\("arch=compute_(\d+),code=sm_\d+"\)'
+text = re.sub(pair, lambda m: m.group(0) if m.group(1) == arch else "pass", open(path).read())
+open(path, "w").write(text)
+EOF
+    echo "$src"
+}
+install() {  # source folder, seconds allowed
+    MAX_JOBS=$(nproc) timeout "$2" python3 -m pip install -v --no-index --no-deps --no-build-isolation \
+        --no-compile --target "$site" "$1" >>"$out/build.log" 2>&1
+}
+# causal-conv1d: the conv inside mamba_ssm's fused training scan (without it the model runs the
+# unfused one). BUILD_S=0 skips it: its backward kernel alone outlasted 200 s on 16 cores (H200 node).
+if [ "${BUILD_S:-200}" -gt 0 ]; then
+    CAUSAL_CONV1D_FORCE_BUILD=TRUE install "$(unpack "$carry"/causal_conv1d-*.tar.gz)" "${BUILD_S:-200}"
+    echo "causal-conv1d: exit $? after $((SECONDS - t0)) s" | tee -a "$out/build.log"
+fi
+# mamba_ssm: Mamba-2's kernels are Triton, so its CUDA extension (Mamba-1's selective scan) is not
+# built; its __init__ still imports that extension, so a module of that name says what is missing.
+MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE install "$(unpack "$carry"/mamba_ssm-*.tar.gz)" 120
+echo "mamba_ssm (Triton only): exit $? after $((SECONDS - t0)) s" | tee -a "$out/build.log"
+cat >"$site/selective_scan_cuda.py" <<'EOF'
+"""Stand-in for mamba_ssm's Mamba-1 CUDA extension, not built here (MAMBA_SKIP_CUDA_BUILD): mamba_ssm's
+__init__ imports it; Mamba-2 never calls it."""
+
+
+def __getattr__(name):
+    raise ImportError(f"selective_scan_cuda.{name}: mamba_ssm was built without its CUDA extension")
+EOF
+
+budget=$((${GPU_CHECK_S:-540} - (SECONDS - t0) - 110))
+cp docs/bench.md "$out/bench.md"
+python3 -m bench.gpu --budget-s "$budget" --out "$out/gpu_check.json" --doc "$out/bench.md" "$@" 2>&1 |
+    tee "$out/check.log"
+echo "gpu_node: $((SECONDS - t0)) s in all"

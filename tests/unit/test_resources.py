@@ -50,7 +50,12 @@ def test_tiny_binding_by_hand():
     flops/step 6*16384*512 + 12*2*32*32*512 = 62914560; 2*30*(0.02 + 62914560/4e12) s -> 1 min + 5."""
     w = workload(declared_values(profile("tiny"), ["binding_model", "binding_train"], "t"))
     assert (w.weights, w.activation_bytes, w.flops_per_step) == (16384, 3145728, 62914560)
-    assert resources(profile("tiny"), "binding_train", seed=0) == {"mem_mb": 1280, "runtime": 6, "gpu": 1}
+    assert resources(profile("tiny"), "binding_train", seed=0) == {
+        "mem_mb": 1280,
+        "runtime": 6,
+        "gres": "gpu:1",
+        "device_jobs": 1,
+    }
 
 
 def on(device: str, params: dict) -> dict:
@@ -69,7 +74,12 @@ def test_paper_binding_by_hand():
     paper = profile("paper")
     w = workload(declared_values(paper, ["binding_model", "binding_train"], "t"))
     assert (w.weights, w.activation_bytes, w.flops_per_step) == (37748736, 5637144576, 1932735283200)
-    assert resources(paper, "binding_train", seed=0) == {"mem_mb": 2304, "runtime": 1775, "gpu": 1}
+    assert resources(paper, "binding_train", seed=0) == {
+        "mem_mb": 2304,
+        "runtime": 1775,
+        "gres": "gpu:1",
+        "device_jobs": 1,
+    }
     assert resources(on("cpu", paper), "binding_train", seed=0)["mem_mb"] == 13056
 
 
@@ -91,7 +101,8 @@ def test_cpu_device_is_timed_at_the_cpu_rate():
     assert resources(on("cpu", profile("default")), "binding_train", seed=0) == {
         "mem_mb": 1792,
         "runtime": 154,
-        "gpu": 1,
+        "gres": "gpu:1",
+        "device_jobs": 1,
     }
 
 
@@ -102,7 +113,12 @@ def test_retraining_is_sized_like_the_run_it_repeats():
 
 
 def test_unsized_stage_gets_the_floor():
-    assert resources(profile("paper"), "assoc_basis") == {"mem_mb": 2048, "runtime": 60, "gpu": 1}
+    assert resources(profile("paper"), "assoc_basis") == {
+        "mem_mb": 2048,
+        "runtime": 60,
+        "gres": "gpu:1",
+        "device_jobs": 1,
+    }
 
 
 def test_tiny_association_run_by_hand():
@@ -120,7 +136,12 @@ def test_tiny_association_run_by_hand():
         108527616,
         12,
     )
-    assert resources(profile("tiny"), "assoc_train", layers=2, seed=0) == {"mem_mb": 1280, "runtime": 6, "gpu": 1}
+    assert resources(profile("tiny"), "assoc_train", layers=2, seed=0) == {
+        "mem_mb": 1280,
+        "runtime": 6,
+        "gres": "gpu:1",
+        "device_jobs": 1,
+    }
 
 
 def test_paper_association_run_by_hand():
@@ -134,7 +155,12 @@ def test_paper_association_run_by_hand():
     paper = profile("paper")
     w = attn_only_workload(paper["assoc_corpus"], paper["assoc_train"], n_layers=3)
     assert (w.batch, w.steps, w.flops_per_step) == (2048, 3200, 163676160000000)
-    assert resources(paper, "assoc_train", layers=3, seed=42) == {"mem_mb": 2560, "runtime": 4372, "gpu": 1}
+    assert resources(paper, "assoc_train", layers=3, seed=42) == {
+        "mem_mb": 2560,
+        "runtime": 4372,
+        "gres": "gpu:1",
+        "device_jobs": 1,
+    }
     assert resources(on("cpu", paper), "assoc_train", layers=3, seed=42)["mem_mb"] == 205056
 
 
@@ -208,7 +234,12 @@ def test_association_run_over_an_unbounded_corpus_gets_the_floor():
     """max_sequences 0 (all): N is only known once the corpus is built."""
     params = profile("paper")
     params["assoc_corpus"]["max_sequences"] = 0
-    assert resources(params, "assoc_train", layers=3, seed=42) == {"mem_mb": 2048, "runtime": 60, "gpu": 1}
+    assert resources(params, "assoc_train", layers=3, seed=42) == {
+        "mem_mb": 2048,
+        "runtime": 60,
+        "gres": "gpu:1",
+        "device_jobs": 1,
+    }
 
 
 def test_every_training_stage_and_no_report_computes_on_the_device():
@@ -267,14 +298,25 @@ def test_default_profile_on_auto_is_timed_as_a_gpu_node_by_hand():
     1024 + 2 (3*4*117760 + 4*512*32 (3 (6*128 + 3*32) + 3*128)) / 2^20 = 1398.7 -> 1536 MB."""
     default = profile("default")
     assert default["base"]["device"] == "auto"
-    assert resources(default, "binding_train", seed=0) == {"mem_mb": 1280, "runtime": 16, "gpu": 1}
+    assert resources(default, "binding_train", seed=0) == {
+        "mem_mb": 1280,
+        "runtime": 16,
+        "gres": "gpu:1",
+        "device_jobs": 1,
+    }
     assert resources(default, "grounding_train", model="transformer4", seed=0)["runtime"] == 7
     assert resources(on("cpu", profile("default")), "grounding_train", model="transformer4", seed=0)["runtime"] == 8
-    assert resources(default, "assoc_train", layers=3, seed=0) == {"mem_mb": 1280, "runtime": 6, "gpu": 1}
+    assert resources(default, "assoc_train", layers=3, seed=0) == {
+        "mem_mb": 1280,
+        "runtime": 6,
+        "gres": "gpu:1",
+        "device_jobs": 1,
+    }
     assert resources(on("cpu", profile("default")), "assoc_train", layers=3, seed=0) == {
         "mem_mb": 1536,
         "runtime": 9,
-        "gpu": 1,
+        "gres": "gpu:1",
+        "device_jobs": 1,
     }
 
 

@@ -213,14 +213,21 @@ def on_device(declared: list[str]) -> bool:
     return DEVICE_PARAM in declared
 
 
-def job_resources(params: dict, keys: list[str], where: str, wildcards: dict | None = None) -> dict[str, int]:
-    """mem_mb, runtime (minutes) and one GPU for one job whose declared params are `keys` (resolved);
-    `wildcards` are the job's matrix values (the layer count of a corpus-shaped run)."""
+# The resources of one device job. Its GPU is the string gres "gpu:1": Snakemake keeps a string
+# resource once in a group job where it sums an int, so K seeds grouped into one Slurm job
+# (--group-components) share one GPU, while their memory and threads add up. device_jobs, an int, is
+# what a run on one machine limits (--resources device_jobs=K: K device jobs at once on its GPU).
+DEVICE_RESOURCES = ("mem_mb", "runtime", "gres", "device_jobs")
+
+
+def job_resources(params: dict, keys: list[str], where: str, wildcards: dict | None = None) -> dict[str, Any]:
+    """mem_mb, runtime (minutes), one GPU and one device slot for one job whose declared params are
+    `keys` (resolved); `wildcards` are the job's matrix values (the layer count of a corpus-shaped run)."""
     device = lookup(params, DEVICE_PARAM, where)
     if device not in ("auto", "cpu", "cuda"):
         raise PipelineError(f"{where}: {DEVICE_PARAM} must be auto, cpu or cuda, got {device!r}")
     w = job_workload(params, keys, where, wildcards)
-    return {"mem_mb": mem_mb(w, device), "runtime": runtime_min(w, device), "gpu": 1}
+    return {"mem_mb": mem_mb(w, device), "runtime": runtime_min(w, device), "gres": "gpu:1", "device_jobs": 1}
 
 
 def job_workload(params: dict, keys: list[str], where: str, wildcards: dict | None = None) -> Sized | None:
@@ -239,4 +246,4 @@ def rule_resources(rule, params: dict) -> dict[str, Any]:
     def of(name: str):
         return lambda wildcards: job_resources(params, [k.format(**wildcards) for k in keys], where, wildcards)[name]
 
-    return {name: of(name) for name in ("mem_mb", "runtime", "gpu")}
+    return {name: of(name) for name in DEVICE_RESOURCES}

@@ -44,6 +44,7 @@ from bench.gpu_rows import (
 from emergence.core.io import atomic_path
 
 MARKERS = ("<!-- gpu-check:start -->", "<!-- gpu-check:end -->")
+ACT_NAMES = {"gelu": "erf GELU", "gelu_tanh": "tanh GELU", "relu": "ReLU"}
 TASKS = ("binding_run", "hf_gpt2", "mamba_kernels", "seeds_per_device", "architectures")
 
 
@@ -189,7 +190,8 @@ def render(result: dict) -> str:
     for r in result.get("hf_gpt2", []):
         lines.append(
             f"- Paper-shape GPT-2, bf16 {'compiled' if r['compiled'] else 'eager'}: ours {r['ours_tokens_per_s']:,.0f} "
-            f"tokens/s vs HF GPT2LMHeadModel (same function: erf GELU, untied, learned positions) "
+            f"tokens/s vs HF GPT2LMHeadModel (same function: {ACT_NAMES[r.get('act', 'gelu')]}, "
+            f"{'tied' if r.get('tied') else 'untied'}, learned positions) "
             f"{r['hf_tokens_per_s']:,.0f}: {r['ratio']:.2f}x (target >= 1.2x)."
         )
     for r in result.get("seeds_per_device", []):

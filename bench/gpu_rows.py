@@ -23,6 +23,7 @@ import transformers
 from bench.train_throughput import step_flops
 from emergence.core.config import read_params
 from emergence.core.models import build_model
+from emergence.core.models.hf import to_hf
 from emergence.core.models.mamba2 import KERNEL_ENTRY_POINTS, kernel_paths
 from emergence.core.profile import merge_into, profile_path
 from emergence.core.resources import AttnOnlyWorkload, Workload, workload
@@ -231,32 +232,24 @@ def mamba_check(spec: Spec, device: str) -> dict:
 
 
 def hf_gpt2_rows(spec: Spec, a: argparse.Namespace, device: str, modes: tuple[bool, ...]) -> list[dict]:
-    """Ours (learned positions, exact GELU, untied, no dropout) against HF GPT2LMHeadModel computing the
-    same function (activation_function="gelu" is erf GELU; GPT-2's own "gelu_new" is the tanh one), bf16
-    autocast both, eager then compiled; rounds alternate between the two."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    c = spec.config
-    ours = Spec(
-        spec.name, "transformer", {**c, "pos": "learned", "dropout": 0.0, "conv_kernel": 0}, spec.batch, spec.seq, None
-    )
-    hf_cfg = GPT2Config(
-        vocab_size=c["d_vocab"], n_positions=c["n_ctx"], n_embd=c["d_model"], n_layer=c["n_layers"],
-        n_head=c["n_heads"], n_inner=c["d_mlp"], activation_function="gelu", resid_pdrop=0.0, embd_pdrop=0.0,
-        attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, tie_word_embeddings=False,
-    )  # fmt: skip
+    """Ours (the spec's shape, activation and tying, with learned positions and no dropout) against HF
+    GPT2LMHeadModel computing the same function with the same weights (models/hf.py: exact GELU is
+    "gelu", GPT-2's tanh one "gelu_new"), bf16 autocast both, eager then compiled; rounds alternate."""
+    c = {**spec.config, "pos": "learned", "dropout": 0.0, "conv_kernel": 0}
+    ours = Spec(spec.name, "transformer", c, spec.batch, spec.seq, None)
     idx = torch.randint(c["d_vocab"], (spec.batch, spec.seq), device=device)
     rows = []
     for compiled in modes:
-        torch.manual_seed(0)
-        hf = GPT2LMHeadModel(hf_cfg).to(device).train()
+        model = ours.build(device)
+        hf = to_hf(model).to(device).train()
         steps = {
-            "ours": trainer(ours.build(device).train(), "bf16", compiled, device),
+            "ours": trainer(model.train(), "bf16", compiled, device),
             "hf": trainer(hf, "bf16", compiled, device, hf=True),
         }
         rates = timed_rates(steps, idx, a, device)
         rows.append({"compiled": compiled, "ours_tokens_per_s": rates["ours"], "hf_tokens_per_s": rates["hf"],
-                     "ratio": rates["ours"] / rates["hf"]})  # fmt: skip
+                     "ratio": rates["ours"] / rates["hf"], "act": c.get("act", "gelu"),
+                     "tied": c.get("tie_embeddings", False)})  # fmt: skip
     return rows
 
 

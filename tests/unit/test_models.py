@@ -142,7 +142,7 @@ def test_registry_round_trip(pos, conv):
     "key, value, message",
     [
         ("pos", "alibi", "model.pos: must be rope or learned"),
-        ("act", "swish", "model.act: must be gelu or relu"),
+        ("act", "swish", "model.act: must be gelu, gelu_tanh or relu"),
         ("norm", "rmsnorm", "model.norm: must be layernorm"),
         ("n_layers", 0, "model.n_layers: must be a positive integer"),
         ("d_model", 3.5, "model.d_model: must be a positive integer"),

@@ -29,6 +29,7 @@ from emergence.core.models.prefix import add_prefix_input, prepend, token_loss
 from emergence.core.models.registry import register
 
 Rope = tuple[torch.Tensor, torch.Tensor]  # cos, sin: each (T, 1, d_head / 2)
+ACTIVATIONS = {"gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "relu": nn.ReLU}
 
 
 @dataclass
@@ -41,7 +42,7 @@ class TransformerConfig:
     n_ctx: int = 128
     d_vocab: int = 41
     pos: str = "rope"  # "rope" | "learned"
-    act: str = "gelu"  # "gelu" | "relu"
+    act: str = "gelu"  # "gelu" (exact, erf) | "gelu_tanh" (GPT-2's tanh approximation) | "relu"
     dropout: float = 0.0
     norm: str = "layernorm"
     rope_base: float = 10000.0
@@ -59,8 +60,8 @@ class TransformerConfig:
                 fail(key, "must be a positive integer")
         if self.pos not in ("rope", "learned"):
             fail("pos", "must be rope or learned")
-        if self.act not in ("gelu", "relu"):
-            fail("act", "must be gelu or relu")
+        if self.act not in ACTIVATIONS:
+            fail("act", "must be gelu, gelu_tanh or relu")
         if self.norm != "layernorm":
             fail("norm", "must be layernorm")
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
@@ -151,7 +152,7 @@ class MLP(nn.Module):
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         self.fc_in = nn.Linear(cfg.d_model, cfg.d_mlp)
-        self.act = nn.GELU() if cfg.act == "gelu" else nn.ReLU()
+        self.act = ACTIVATIONS[cfg.act]()
         self.fc_out = nn.Linear(cfg.d_mlp, cfg.d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -83,3 +83,35 @@ def test_no_counterpart_is_refused_in_one_line(arch, config, says):
     with pytest.raises(PipelineError, match=re.escape(says)) as e:
         to_hf(build_model(arch, config))
     assert "\n" not in str(e.value)
+
+
+MAMBA = dict(n_layers=2, d_model=32, d_vocab=VOCAB, n_ctx=16, d_state=8, head_dim=8)
+
+
+def test_mamba_ssm_init_changes_exactly_the_three_rules_it_names():
+    # Same seed, both inits: HF draws everything first, the mamba_ssm rules then redraw A, in_proj and
+    # conv1d only (models/mamba2.py quotes mamba_ssm 2.3.2's source for each).
+    torch.manual_seed(0)
+    hf_init = build_model("mamba2", dict(MAMBA))
+    torch.manual_seed(0)
+    ref = build_model("mamba2", {**MAMBA, "init": "mamba_ssm"})
+    a, b = hf_init.state_dict(), ref.state_dict()
+    differ = {k.split("mixer.", 1)[-1] for k in a if not torch.equal(a[k], b[k])}
+    assert differ == {"A_log", "in_proj.weight", "conv1d.weight", "conv1d.bias"}
+    H, d_in = 2 * 32 // 8, 32  # expand * d_model / head_dim heads
+    for layer in ref.blocks:
+        m = layer.mamba.mixer
+        A = m.A_log.exp()
+        assert A.shape == (H,) and (A >= 1).all() and (A <= 16).all()
+        assert not torch.allclose(A, torch.arange(1.0, H + 1))  # HF's 1..H
+        bound = 1 / d_in**0.5  # kaiming_uniform(a=sqrt(5)) on fan_in d_model
+        assert m.in_proj.weight.abs().max() <= bound and m.in_proj.weight.std() > 0.8 * bound / 3**0.5
+        assert m.conv1d.bias.abs().max() <= 1 / m.conv1d.kernel_size[0] ** 0.5 and m.conv1d.bias.abs().min() > 0
+    for layer in hf_init.blocks:
+        assert torch.allclose(layer.mamba.mixer.A_log.exp(), torch.arange(1.0, H + 1))
+        assert torch.equal(layer.mamba.mixer.conv1d.bias, torch.zeros_like(layer.mamba.mixer.conv1d.bias))
+
+
+def test_mamba_init_must_be_named():
+    with pytest.raises(PipelineError, match="model.init: must be hf or mamba_ssm"):
+        build_model("mamba2", {**MAMBA, "init": "ssm"})

@@ -48,6 +48,7 @@ class Mamba2Config:
     n_groups: int = 1
     chunk_size: int = 64
     d_prefix: int = 0  # > 0: width of environment features read as a prefix (models/prefix.py)
+    init: str = "hf"  # "hf" (HF's Mamba2 init) | "mamba_ssm" (the reference's: A, in_proj, conv1d differ)
 
     @property
     def n_heads(self) -> int:
@@ -78,6 +79,8 @@ class Mamba2Config:
             fail("n_groups", f"must divide the number of heads expand * d_model / head_dim = {self.n_heads}")
         if isinstance(self.d_prefix, bool) or not isinstance(self.d_prefix, int) or self.d_prefix < 0:
             fail("d_prefix", "must be an integer >= 0")
+        if self.init not in ("hf", "mamba_ssm"):
+            fail("init", "must be hf or mamba_ssm")
 
 
 def hf_config(cfg: Mamba2Config) -> transformers.Mamba2Config:
@@ -95,8 +98,8 @@ def hf_config(cfg: Mamba2Config) -> transformers.Mamba2Config:
         conv_kernel=cfg.conv_kernel,
         n_groups=cfg.n_groups,
         chunk_size=cfg.chunk_size,
-        # The reference mamba_ssm LM init: std 0.02 (HF defaults to 0.1) and out_proj shrunk by
-        # 1/sqrt(n_layers), as GPT-2 does for projections writing into the residual stream.
+        # std 0.02 for embeddings, lm_head and in_proj (HF defaults to 0.1) and out_proj shrunk by
+        # 1/sqrt(n_layers), as mamba_ssm's LM and GPT-2 do; what else differs: mamba_ssm_init.
         initializer_range=0.02,
         rescale_prenorm_residual=True,
         use_cache=False,
@@ -105,6 +108,24 @@ def hf_config(cfg: Mamba2Config) -> transformers.Mamba2Config:
         bos_token_id=None,
         eos_token_id=None,  # no special tokens in a small vocab
     )
+
+
+@torch.no_grad()
+def mamba_ssm_init(mixer: nn.Module) -> None:
+    """Where HF's Mamba-2 init departs from mamba_ssm 2.3.2's (modules/mamba2.py, Mamba2.__init__, and
+    models/mixer_seq_simple.py, _init_weights), mamba_ssm's rule:
+    - `A = torch.empty(nheads).uniform_(*A_init_range)` with A_init_range=(1, 16); A_log = log(A)
+      (HF: A = 1..nheads);
+    - in_proj: nn.Linear's own init, kaiming_uniform(a=sqrt(5)), and no bias (HF: normal, std 0.02);
+    - conv1d: nn.Conv1d's own init, weight and bias ("conv_init" None) (HF: kaiming weight, zero bias).
+    The rest is the same in both: dt_bias the inverse softplus of dt ~ exp(U[log 1e-3, log 0.1])
+    floored at 1e-4, D = 1, out_proj kaiming_uniform / sqrt(n_layers), embeddings normal 0.02 (mamba_ssm
+    ties lm_head to them; ours is untied, drawn alike), norms 1."""
+    mixer.A_log.copy_(torch.empty(mixer.num_heads).uniform_(1, 16).log())
+    mixer.in_proj.reset_parameters()
+    if mixer.in_proj.bias is not None:
+        nn.init.zeros_(mixer.in_proj.bias)  # _init_weights zeroes every Linear bias
+    mixer.conv1d.reset_parameters()
 
 
 # Without CUDA the PyTorch path is the only one that can exist (mamba-ssm cannot even be
@@ -206,6 +227,9 @@ class Mamba2(TokenLM):
         self.blocks = nn.ModuleList(Mamba2Layer(block) for block in hf.backbone.layers)
         self.ln_final = HookedNorm(hf.backbone.norm_f)
         self.lm_head = hf.lm_head
+        if config.init == "mamba_ssm":
+            for layer in self.blocks:
+                mamba_ssm_init(layer.mamba.mixer)
         add_prefix_input(self, config.d_prefix, config.d_model)
         self._setup_hook_points()
 

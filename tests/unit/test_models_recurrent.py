@@ -194,3 +194,26 @@ def test_mamba2_silences_only_the_cpu_fallback_warning():
     fallback = "`mamba_chunk_scan_combined` is falling back to its reference PyTorch implementation because ..."
     assert log.filter(record(fallback)) == torch.cuda.is_available()
     assert log.filter(record("Failed to load kernel mamba-ssm"))
+
+
+@pytest.mark.parametrize("arch", ["transformer", *ARCHS])
+def test_hook_normalized_is_taken_before_the_gain_as_in_transformer_lens_4(arch):
+    # TransformerLens 4's NormalizationBridge: hook_normalized = (x - mean) / scale (RMS norm: x / rms),
+    # the gain and bias applied after it. Gains and biases are set far from 1 and 0 so the two differ.
+    transformer = dict(n_layers=N_LAYERS, d_model=32, n_heads=2, d_head=16, d_mlp=64, n_ctx=16, d_vocab=V)
+    model = tiny(arch) if arch in TINY else build_model("transformer", transformer).eval()
+    norm = model.ln_final.norm if arch == "mamba2" else model.ln_final
+    with torch.no_grad():
+        norm.weight.uniform_(2.0, 3.0)
+        if getattr(norm, "bias", None) is not None:
+            norm.bias.uniform_(1.0, 2.0)
+    fused = model(tokens())[0]  # nobody listens: the module's own kernel
+    logits, cache = model.run_with_cache(tokens(), ["ln_final.hook_normalized", LAST])
+    torch.testing.assert_close(logits, fused, rtol=0, atol=1e-5)  # listening changes nothing downstream
+    x = cache[LAST]  # what the final norm reads
+    if arch == "mamba2":  # RMS norm: x / rms(x), HF's Mamba2RMSNorm's eps
+        expected = x / (x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon).sqrt()
+    else:  # layer norm: (x - mean) / sqrt(var + eps)
+        centred = x - x.mean(-1, keepdim=True)
+        expected = centred / (centred.pow(2).mean(-1, keepdim=True) + 1e-5).sqrt()
+    torch.testing.assert_close(cache["ln_final.hook_normalized"], expected, rtol=0, atol=1e-5)

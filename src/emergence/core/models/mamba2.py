@@ -196,10 +196,14 @@ class HookedNorm(nn.Module):
     def __init__(self, norm: nn.Module) -> None:
         super().__init__()
         self.norm = norm
-        self.hook_normalized = HookPoint()  # (B, T, d_model), after the gain
+        self.hook_normalized = HookPoint()  # (B, T, d_model), before the gain, as TransformerLens 4's
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.hook_normalized(self.norm(x))
+        if not self.hook_normalized.has_hooks:
+            return self.norm(x)
+        # HF's Mamba2RMSNorm, step by step: in float32, x / rms(x), then the gain in x's dtype
+        scaled = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.norm.variance_epsilon)
+        return self.norm.weight * self.hook_normalized(scaled).to(x.dtype)
 
 
 class Mamba2Layer(nn.Module):

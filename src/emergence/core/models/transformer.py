@@ -95,10 +95,14 @@ class LayerNorm(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(d_model))
         self.bias = nn.Parameter(torch.zeros(d_model))
-        self.hook_normalized = HookPoint()  # (B, T, d_model), after the affine map
+        # (B, T, d_model): centred and scaled, before the gain and bias, as TransformerLens 4's
+        # NormalizationBridge takes it (its hook_out is the affine output: here, the module's output)
+        self.hook_normalized = HookPoint()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.hook_normalized(F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5))
+        if not self.hook_normalized.has_hooks:  # nobody listens: one fused kernel, the same function
+            return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+        return self.hook_normalized(F.layer_norm(x, self.weight.shape, eps=1e-5)) * self.weight + self.bias
 
 
 class Attention(nn.Module):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import time
@@ -206,8 +207,10 @@ def render(result: dict) -> str:
             f"- Mamba-2 kernels ({paths}) against HF's torch path, fp32: max |logit difference| "
             f"{m['max_abs_logit_diff']:.2e}, training-loss difference {m['loss_diff']:.2e}."
         )
-    for c in result.get("calls", []):  # a report put together from several device calls says which gave what
-        lines.append(f"- Call {c['call']} ({c['wall_s']:.0f} s): {', '.join(c['measured'])}; {c['note']}.")
+    for c in result.get("calls", []):  # a report put together from several runs says which gave what
+        lines.append(f"- Run {c['call']} ({c['wall_s']:.0f} s): {', '.join(c['measured'])}; {c['note']}.")
+    if note := result.get("model_note"):
+        lines.append(f"- The models: {note}.")
     if not result["architectures"]:
         lines += ["", "No architecture row was measured."]
     else:
@@ -224,6 +227,17 @@ def render(result: dict) -> str:
         )
     lines += [""] + [f"Not measured: {n}." for n in result["not_measured"]] + ["", MARKERS[1]]
     return "\n".join(lines) + "\n"
+
+
+def finite(value):
+    """`value` with every NaN or infinite float replaced by None (nested dicts and lists)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value
 
 
 def write_doc(section: str, doc: Path) -> None:
@@ -246,8 +260,8 @@ def main(argv: list[str] | None = None) -> None:
 
     def save(result: dict) -> None:
         if out is not None:
-            with atomic_path(out) as tmp:
-                tmp.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
+            with atomic_path(out) as tmp:  # strict JSON: a NaN loss is written as null, not lost with the run
+                tmp.write_text(json.dumps(finite(result), indent=2, allow_nan=False) + "\n")
 
     result = run(a, save)
     if doc is not None:

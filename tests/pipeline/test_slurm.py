@@ -51,27 +51,10 @@ def expected_slurm_jobs(root) -> Counter:
     return Counter(job.name.split("@")[0] for job in resolve_jobs(dvc, params) if job.name.split("@")[0] in device)
 
 
-def stage_of(job: dict) -> str:
-    """A Slurm job's rule. A group job's comment names `<group>_<its rules>`, and each group of the
-    profile's is one rule of its own name."""
-    if "/group_" not in job["StdOut"]:  # the executor logs a group job under group_<name>/
-        return job["rule"]
-    half = len(job["rule"]) // 2
-    group, rule = job["rule"][:half], job["rule"][half + 1 :]
-    assert group == rule, f"group job {job['JobId']}: {job['rule']}"
-    return rule
-
-
-K = 2  # seeds per device: each group of the profile's sends its jobs to Slurm two at a time
-
-
 def test_tiny_profile_runs_on_slurm_like_dvc(cluster, tmp_path, request):
     started = time.monotonic()
     root = project_copy(tmp_path / "run")
-    profile = yaml.safe_load((root / "profiles/slurm/config.yaml").read_text())
-    grouped = [g.split("=")[0] for g in profile["groups"]]  # each rule is its own group
-    k_per_device = ["--group-components", *(f"{g}={K}" for g in grouped)]
-    smk = run(["snakemake", "--profile", "profiles/slurm", *NO_ACCOUNTING, *k_per_device], root, check=False)
+    smk = run(["snakemake", "--profile", "profiles/slurm", *NO_ACCOUNTING], root, check=False)
     assert smk.returncode == 0, f"snakemake failed:\n{smk.stderr[-4000:]}\n{cluster.log_tail()}"
     ran_s = time.monotonic() - started
 
@@ -80,16 +63,11 @@ def test_tiny_profile_runs_on_slurm_like_dvc(cluster, tmp_path, request):
     jobs = cluster.jobs()
     assert set(finished) == set(jobs), "jobcomp and scontrol disagree on the jobs run"
     assert all(r["JobState"] == "COMPLETED" for r in finished.values()), finished
-    by_rule = Counter(stage_of(job) for job in jobs.values())
-    per_stage = expected_slurm_jobs(root)
-    assert all(per_stage[g] >= K for g in grouped), f"a grouped stage with fewer than {K} jobs: {dict(per_stage)}"
-    expected = Counter({s: -(-n // K) if s in grouped else n for s, n in per_stage.items()})  # K jobs per group
+    by_rule = Counter(job["rule"] for job in jobs.values())
+    expected = expected_slurm_jobs(root)
     assert by_rule == expected, f"Slurm ran {dict(by_rule)}, expected the device stages {dict(expected)}"
-    # one GPU per Slurm job, a group's K seeds included: they share it (gres kept once, not summed)
     no_gpu = [f"{j['rule']} {j['JobId']}: JOB_GRES={j['JOB_GRES']}" for j in jobs.values() if j["JOB_GRES"] != "gpu:1"]
-    assert not no_gpu, f"jobs without exactly one GPU allocated: {no_gpu}"
-    groups = {stage_of(j) for j in jobs.values() if "/group_" in j["StdOut"]}
-    assert groups == set(grouped), f"Slurm jobs run as groups: {groups}, expected {grouped}"
+    assert not no_gpu, f"jobs without a GPU allocated: {no_gpu}"
 
     # every other stage ran here: Snakemake logs each local job as `localrule <name>:`
     dvc = yaml.safe_load((root / "dvc.yaml").read_text())

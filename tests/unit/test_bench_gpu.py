@@ -153,3 +153,15 @@ def test_only_runs_the_named_measurements(monkeypatch):
     assert result["architectures"] == [] and list(result["task_s"]) == ["mamba_kernels", "seeds_per_device"]
     with pytest.raises(SystemExit, match="unknown measurement"):
         gpu.run(gpu.parse_args(["--device", "cpu", "--only", "seeds"]))
+
+
+def test_a_nan_measurement_is_saved_as_null_and_the_run_goes_on(tmp_path, monkeypatch):
+    nan = {"kernels": {}, "max_abs_logit_diff": float("nan"), "loss_diff": float("inf")}
+    monkeypatch.setattr(gpu, "mamba_check", lambda *a: nan)
+    out = tmp_path / "gpu_check.json"
+    gpu.main(["--device", "cpu", "--only", "mamba_kernels", "--out", str(out), "--doc", str(tmp_path / "b.md")])
+    assert json.loads(out.read_text())["mamba_kernels"] == {
+        "kernels": {},
+        "max_abs_logit_diff": None,
+        "loss_diff": None,
+    }

@@ -39,7 +39,10 @@ def max_logit_diff(ours: torch.nn.Module, seed: int) -> float:
 @pytest.mark.parametrize("tie", [False, True])
 def test_transformer_equals_its_hf_module(pos, hf_class, act, tie):
     ours = perturbed(build_model("transformer", {**TINY, "pos": pos, "act": act, "tie_embeddings": tie}), 1)
-    assert type(to_hf(ours)).__name__ == hf_class
+    hf = to_hf(ours)
+    assert type(hf).__name__ == hf_class
+    # tied weights give equal logits either way: the tie itself is checked
+    assert (hf.get_output_embeddings().weight is hf.get_input_embeddings().weight) == tie
     assert max_logit_diff(ours, 2) <= 1e-5
 
 

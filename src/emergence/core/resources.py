@@ -213,10 +213,10 @@ def on_device(declared: list[str]) -> bool:
     return DEVICE_PARAM in declared
 
 
-# The resources of one device job. Its GPU is the string gres "gpu:1": Snakemake keeps a string
-# resource once in a group job where it sums an int, so K seeds grouped into one Slurm job
-# (--group-components) share one GPU, while their memory and threads add up. device_jobs, an int, is
-# what a run on one machine limits (--resources device_jobs=K: K device jobs at once on its GPU).
+# The resources of one device job. Its GPU is the string gres "gpu:1": a Snakemake group job keeps a
+# string resource once where it sums an int (K grouped seeds would ask for K GPUs), though groups are
+# not used yet (docs/slurm.md: the Slurm plugin runs a group's jobs one at a time). device_jobs, an
+# int, is what a run on one machine limits (--resources device_jobs=K: K device jobs at once on its GPU).
 DEVICE_RESOURCES = ("mem_mb", "runtime", "gres", "device_jobs")
 
 

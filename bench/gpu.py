@@ -39,6 +39,7 @@ from bench.gpu_rows import (
     peak_flops,
     seeds_on_one_device,
     specs,
+    step_profile,
     torch_path_row,
     worker,
 )
@@ -46,7 +47,8 @@ from emergence.core.io import atomic_path
 
 MARKERS = ("<!-- gpu-check:start -->", "<!-- gpu-check:end -->")
 ACT_NAMES = {"gelu": "erf GELU", "gelu_tanh": "tanh GELU", "relu": "ReLU"}
-TASKS = ("binding_run", "hf_gpt2", "mamba_kernels", "seeds_per_device", "architectures")
+TASKS = ("binding_run", "hf_gpt2", "mamba_kernels", "step_profile", "seeds_per_device", "architectures")
+LISTS = ("binding_run", "architectures")  # one row per mode or shape; the others are one measurement each
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,6 +65,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--only", help=f"comma-separated measurements, of {','.join(TASKS)} (default: all)")
     ap.add_argument("--seed-counts", default="1,2,4,6", help="K of the seeds-per-device rows (--smoke: 1,2)")
+    ap.add_argument(
+        "--compile-modes",
+        default="default,reduce-overhead",
+        help="torch.compile modes of the binding run, one run each (--smoke: none, it runs eager)",
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one of K seeds sharing the device
     return ap.parse_args(argv)
 
@@ -104,14 +111,26 @@ def run(a: argparse.Namespace, save: Callable[[dict], None] = lambda result: Non
         "peak_from": peak_from,
         "smoke": a.smoke,
         "architectures": [],
+        "binding_run": [],
         "not_measured": [],
         "task_s": {},  # where the time went
     }
-    combos = [("bf16", True), ("bf16", False), ("fp32", False), ("fp32", True)]
+    combos = [("bf16", False), ("fp32", False), ("bf16", True), ("fp32", True)]  # eager rows take seconds each
+    modes = ["default"] if a.smoke else a.compile_modes.split(",")
     tasks: list[tuple[str, str, Callable[[], object]]] = [  # (result key, label, measurement)
-        ("binding_run", "binding_run", lambda: binding_run(params, a, device, a.smoke)),
+        *(
+            ("binding_run", f"binding_run {mode}", lambda m=mode: binding_run(params, a, device, a.smoke, m))
+            for mode in modes
+        ),
         ("hf_gpt2", "hf_gpt2", lambda: hf_gpt2_rows(binding, a, device, (False,) if a.smoke else (False, True))),
         ("mamba_kernels", "mamba_kernels", lambda: mamba_check(mamba, device)),  # seconds: before the minutes below
+        (
+            "step_profile",
+            "step_profile",
+            lambda: step_profile(
+                binding, params["base"]["precision"], params["base"]["compile"] and not a.smoke, a, device
+            ),
+        ),
         (
             "seeds_per_device",
             "seeds_per_device",
@@ -155,7 +174,7 @@ def run(a: argparse.Namespace, save: Callable[[dict], None] = lambda result: Non
             now = time.perf_counter()
             result["task_s"][label], result["wall_s"] = round(now - began, 1), now - start
             save(result)
-        if key == "architectures":
+        if key in LISTS:
             result[key].append(value)
         else:
             result[key] = value
@@ -180,11 +199,11 @@ def render(result: dict) -> str:
     lines.append("Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".")
     peak = result["peak_bf16_tflops"]
     lines += ["", f"MFU is against {_fmt(peak, '.0f')} TFLOP/s dense bf16 ({result['peak_from']}).", ""]
-    b = result.get("binding_run")
-    if b:
+    for b in result.get("binding_run", []):
+        mode = f"compiled, mode {b.get('compile_mode') or 'default'}" if b["compiled"] else "eager"
         lines.append(
             f"- One paper-scale binding seed ({BINDING_STEPS:,} steps, {b['precision']}, "
-            f"{'compiled' if b['compiled'] else 'eager'}): {b['predicted_seed_min']:.1f} min predicted (target <= 30) "
+            f"{mode}): {b['predicted_seed_min']:.1f} min predicted (target <= 30) "
             f"from {b['steps']} steps at {b['step_s'] * 1e3:.1f} ms; loss {b['first_loss']:.3f} -> "
             f"{b['last_loss']:.3f}, held-out accuracy {b['held_out_accuracy']:.3f} ({b['note']})."
         )
@@ -194,6 +213,19 @@ def render(result: dict) -> str:
             f"tokens/s vs HF GPT2LMHeadModel (same function: {ACT_NAMES[r.get('act', 'gelu')]}, "
             f"{'tied' if r.get('tied') else 'untied'}, learned positions) "
             f"{r['hf_tokens_per_s']:,.0f}: {r['ratio']:.2f}x (target >= 1.2x)."
+        )
+    if p := result.get("step_profile"):
+        busy = (
+            ""
+            if p["device_busy_ms"] is None
+            else (
+                f", of which the device ran kernels {p['device_busy_ms']:.1f} ms ({p['kernels_per_step']:.0f} kernels)"
+            )
+        )
+        top = "; ".join(f"{t['name'][:60]} {t['ms']:.2f} ms" for t in p["top"][:5])
+        lines.append(
+            f"- Where a {p['model']} step's time goes ({p['precision']}, {'compiled' if p['compiled'] else 'eager'}): "
+            f"{p['wall_ms']:.1f} ms a step{busy}; most: {top}."
         )
     for r in result.get("seeds_per_device", []):
         lines.append(

@@ -104,11 +104,13 @@ def sync(device: str) -> None:
 
 
 def trainer(
-    model: torch.nn.Module, precision: str, compiled: bool, device: str, hf: bool = False
+    model: torch.nn.Module, precision: str, compiled: bool, device: str, hf: bool = False, mode: str = "default"
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """One AdamW training step of `model` as the training loop makes it (StepForward, its optimizer).
     An HF model gets the same step; it shifts its labels itself."""
-    cfg = TrainConfig(steps=1, batch_size=1, lr=1e-4, device=device, precision=precision, compile=compiled)
+    cfg = TrainConfig(
+        steps=1, batch_size=1, lr=1e-4, device=device, precision=precision, compile=compiled, compile_mode=mode
+    )
     forward, optimizer = StepForward(model, cfg, device, "gpu-check"), _make_optimizer(model, cfg, device)
 
     def step(idx: torch.Tensor) -> torch.Tensor:
@@ -179,6 +181,37 @@ def arch_row(spec: Spec, precision: str, compiled: bool, a: argparse.Namespace, 
         "peak_mem_mib": torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None,
         "estimate_mib": (estimate.state_bytes + estimate.activation_bytes) / 2**20 if estimate else None,
         "kernels": model.kernels() if hasattr(model, "kernels") else None,
+    }
+
+
+def step_profile(spec: Spec, precision: str, compiled: bool, a: argparse.Namespace, device: str, top: int = 8) -> dict:
+    """Where one training step's time goes: wall ms against the ms the device spends in kernels (their
+    summed durations under torch.profiler; far less than the wall means the step waits on the host:
+    launches, Python) and the kernels that take most. On a CPU the ops' own CPU time stands in."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    model = spec.build(device).train()
+    step = trainer(model, precision, compiled, device)
+    idx = torch.randint(spec.config["d_vocab"], (spec.batch, spec.seq), device=device)
+    cuda = torch.device(device).type == "cuda"
+    wall = 1e3 * idx.numel() / timed_rates({"x": step}, idx, a, device)["x"]  # unprofiled: the profiler slows the host
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        for _ in range(a.steps):
+            step(idx)
+        sync(device)
+    kind, attr = (DeviceType.CUDA, "self_device_time_total") if cuda else (DeviceType.CPU, "self_cpu_time_total")
+    ops = [e for e in prof.key_averages() if e.device_type == kind and getattr(e, attr) > 0]
+    ops.sort(key=lambda e: -getattr(e, attr))
+    busy = sum(getattr(e, attr) for e in ops) / 1e3 / a.steps  # us in all -> ms a step
+    return {
+        "model": spec.name,
+        "precision": precision,
+        "compiled": compiled,
+        "wall_ms": wall,
+        "device_busy_ms": busy if cuda else None,
+        "kernels_per_step": sum(e.count for e in ops) / a.steps if cuda else None,
+        "top": [{"name": e.key[:120], "ms": getattr(e, attr) / 1e3 / a.steps} for e in ops[:top]],
     }
 
 
@@ -253,10 +286,13 @@ def hf_gpt2_rows(spec: Spec, a: argparse.Namespace, device: str, modes: tuple[bo
     return rows
 
 
-def binding_run(params: dict, a: argparse.Namespace, device: str, smoke: bool) -> dict:
+def binding_run(params: dict, a: argparse.Namespace, device: str, smoke: bool, mode: str = "default") -> dict:
     """The paper profile's binding model, data and optimizer, trained for --binding-s seconds with the
-    training loop's own step (precision and compile from the paper profile); loss, held-out accuracy
-    and the minutes one whole seed (105,469 steps) would take at the measured step rate."""
+    training loop's own step (precision and compile from the paper profile, torch.compile's `mode`);
+    loss, held-out accuracy and the minutes one whole seed (105,469 steps) would take at the measured
+    step rate."""
+    from torch._dynamo.utils import counters  # Inductor counts each graph it could not record as a CUDA graph
+
     from emergence.core.train.loop import _train_step
     from emergence.studies.binding.batches import encode_programs, predict_answers, sampler
     from emergence.studies.binding.sets import generate_table, load_program_config
@@ -266,7 +302,7 @@ def binding_run(params: dict, a: argparse.Namespace, device: str, smoke: bool) -
     tok, program_cfg = CharTokenizer(), load_program_config(params)
     fmt, _, _, cfg = train_params(params, 0, device)
     base = params["base"]
-    cfg = dataclasses.replace(cfg, precision=base["precision"], compile=base["compile"])
+    cfg = dataclasses.replace(cfg, precision=base["precision"], compile=base["compile"], compile_mode=mode)
     n_train, n_eval = (64, 32) if smoke else (16_384, 1024)
     train_rows = generate_table(np.random.default_rng(0), program_cfg, n_train, set_name="gpu-check")
     held_out = generate_table(np.random.default_rng(1), program_cfg, n_eval, set_name="gpu-check-eval")
@@ -279,6 +315,7 @@ def binding_run(params: dict, a: argparse.Namespace, device: str, smoke: bool) -
     model = build_model(arch, model_cfg, "binding_model").to(device).train()
     forward, optimizer = StepForward(model, cfg, device, "gpu-check"), _make_optimizer(model, cfg, device)
     batch_fn = sampler(data, cfg.batch_size, 0)
+    skips = counters["inductor"]["cudagraph_skips"]
     losses, times, step, start = [], [], 0, time.perf_counter()
     while time.perf_counter() - start < a.binding_s and step < cfg.steps:
         t0 = time.perf_counter()
@@ -295,11 +332,13 @@ def binding_run(params: dict, a: argparse.Namespace, device: str, smoke: bool) -
         "batch": cfg.batch_size,
         "precision": cfg.precision,
         "compiled": cfg.compile,
+        "compile_mode": cfg.compile_mode if cfg.compile else None,
         "first_loss": losses[0],
         "last_loss": statistics.mean(losses[-10:]),
         "held_out_accuracy": accuracy,
         "step_s": steady,
         "predicted_seed_min": steady * BINDING_STEPS / 60,
+        "cudagraph_skips": counters["inductor"]["cudagraph_skips"] - skips,  # reduce-overhead: 0 if all recorded
         "note": "steps only: checkpoints and evaluation of a real run come on top",
     }
 

@@ -27,11 +27,11 @@ def smoke(tmp_path_factory):
 def test_every_architecture_is_measured_in_both_precisions(smoke):
     result, _ = smoke
     got = [(r["model"], r["precision"], r["compiled"]) for r in result["architectures"]]
-    expected = (
-        [("binding GPT-2", "bf16", True)]
-        + [(m, "bf16", False) for m in ARCHS]
+    expected = (  # eager rows first: seconds each, where a compiled one takes a minute on a GPU
+        [(m, "bf16", False) for m in ARCHS]
         + [("grounding Mamba-2 (torch path)", "bf16", False)]
         + [(m, "fp32", False) for m in ARCHS]
+        + [("binding GPT-2", "bf16", True)]
     )
     assert got == expected
     for r in result["architectures"]:
@@ -44,8 +44,8 @@ def test_every_architecture_is_measured_in_both_precisions(smoke):
 
 
 def test_the_binding_prediction_is_its_step_time_times_a_seed(smoke):
-    b = smoke[0]["binding_run"]
-    assert b["steps"] >= 1 and b["precision"] == "bf16" and b["compiled"] is False  # smoke: eager
+    (b,) = smoke[0]["binding_run"]  # smoke: one run, eager, whatever --compile-modes says
+    assert b["steps"] >= 1 and b["precision"] == "bf16" and b["compiled"] is False and b["compile_mode"] is None
     assert b["predicted_seed_min"] == pytest.approx(b["step_s"] * 105_469 / 60)
     assert 0 <= b["held_out_accuracy"] <= 1 and math.isfinite(b["first_loss"])
 
@@ -65,6 +65,16 @@ def test_seeds_hf_and_mamba_rows(smoke):
     assert m["max_abs_logit_diff"] == 0.0 and m["loss_diff"] == 0.0  # both paths are torch on a CPU
     assert result["versions"]["torch"] == torch.__version__ and "mamba_ssm" in result["versions"]
     assert result["device"].startswith("CPU: ") and result["peak_bf16_tflops"] is None
+
+
+def test_the_step_profile_ranks_the_ops_and_adds_up(smoke):
+    p = smoke[0]["step_profile"]
+    assert p["model"] == "binding GPT-2" and p["compiled"] is False and p["wall_ms"] > 0
+    assert p["device_busy_ms"] is None and p["kernels_per_step"] is None  # no GPU: CPU ops stand in
+    ms = [t["ms"] for t in p["top"]]
+    assert len(ms) == 8 and ms == sorted(ms, reverse=True) and ms[-1] > 0
+    assert any("mm" in t["name"] for t in p["top"])  # a transformer step's time is in its matmuls
+    assert "Where a binding GPT-2 step's time goes (bf16, eager)" in smoke[1]
 
 
 def test_the_page_section_is_replaced_and_nothing_else(smoke):
@@ -113,26 +123,28 @@ def test_a_failed_or_late_measurement_is_named_and_the_rest_still_run(monkeypatc
     monkeypatch.setattr(gpu, "binding_run", lambda *a: {"ok": 1})
     monkeypatch.setattr(gpu, "hf_gpt2_rows", lambda *a: [])
     monkeypatch.setattr(gpu, "seeds_on_one_device", lambda *a: [])
+    monkeypatch.setattr(gpu, "step_profile", lambda *a: {})
 
     def boom(*a):
         raise RuntimeError("mamba_ssm kernel failed\ntraceback")
 
     monkeypatch.setattr(gpu, "mamba_check", boom)
     monkeypatch.setattr(gpu, "arch_row", lambda spec, p, c, *a: {"model": spec.name, "precision": p, "compiled": c})
-    a = gpu.parse_args(["--device", "cpu", "--budget-s", "125"])
+    a = gpu.parse_args(["--device", "cpu", "--budget-s", "185"])
     saved = []  # what a call cut off at its limit would have left on disk after each save
     result = gpu.run(a, lambda r: saved.append(json.loads(json.dumps(r))))
-    assert "binding_run" not in saved[0] and saved[1]["binding_run"] == {"ok": 1}  # saved as soon as it is measured
-    assert saved[4]["not_measured"] == ["mamba_kernels: RuntimeError: mamba_ssm kernel failed"]
-    assert len(saved) == 2 * 3 + 1 + 1 and saved[-1] == result  # the last save holds the rows the budget left
-    assert result["binding_run"] == {"ok": 1} and "mamba_kernels" not in result
+    assert saved[0]["binding_run"] == [] and saved[1]["binding_run"] == [{"ok": 1}]  # saved as soon as measured
+    assert saved[3]["binding_run"] == [{"ok": 1}] * 2  # one run per compile mode: default, reduce-overhead
+    assert saved[6]["not_measured"] == ["mamba_kernels: RuntimeError: mamba_ssm kernel failed"]
+    assert len(saved) == 2 * 5 + 1 + 1 and saved[-1] == result  # the last save holds the rows the budget left
+    assert result["binding_run"] == [{"ok": 1}] * 2 and "mamba_kernels" not in result
     assert result["not_measured"][0] == "mamba_kernels: RuntimeError: mamba_ssm kernel failed"
     assert result["task_s"]["mamba_kernels"] == 10  # timed even when it fails
     # start at 0; each task reads the clock three times (budget check, start, end): the checks read 10,
-    # 40, 70 and 100 (<= 125: the four study-level tasks run), then 130 > 125: every architecture is left
+    # 40, ..., 160 (<= 185: the six study-level tasks run), then 190 > 185: every architecture is left
     measured = [r["model"] for r in result["architectures"]]
     assert measured == [] and len(result["not_measured"]) == 1 + 21
-    assert result["not_measured"][1] == "binding GPT-2 bf16 compiled: budget of 125 s spent"
+    assert result["not_measured"][1] == "binding GPT-2 bf16 eager: budget of 185 s spent"
 
 
 def test_every_paper_shape_builds_and_runs_a_step():

@@ -127,9 +127,11 @@ def test_compiled_training_matches_eager_and_resumes_bit_exact(tmp_path):
 
 
 def test_a_failed_compile_says_so_once_and_trains_on_in_eager_mode(tmp_path, monkeypatch, capfd):
-    calls = []
+    calls, modes = [], []
 
-    def broken_compile(model):
+    def broken_compile(model, mode):
+        modes.append(mode)
+
         def run(*args, **kwargs):
             calls.append(1)
             raise RuntimeError("C++ compiler not found\nlong backtrace")
@@ -137,13 +139,13 @@ def test_a_failed_compile_says_so_once_and_trains_on_in_eager_mode(tmp_path, mon
         return run
 
     monkeypatch.setattr(torch, "compile", broken_compile)
-    fallback, _ = fit(tmp_path, "fallback", steps=5, compile=True)
+    fallback, _ = fit(tmp_path, "fallback", steps=5, compile=True, compile_mode="reduce-overhead")
     err = capfd.readouterr().err
     lines = [line for line in err.splitlines() if "compile" in line]
     assert lines == [
         "warning: train: torch.compile failed (RuntimeError: C++ compiler not found); training goes on in eager mode"
     ]
-    assert calls == [1]  # tried once, then eager for good
+    assert calls == [1] and modes == ["reduce-overhead"]  # tried once, in the mode asked for, then eager for good
     eager, _ = fit(tmp_path, "eager", steps=5)
     assert same_weights(fallback, eager)  # eager is the same function
 
@@ -187,6 +189,10 @@ def test_gpu_runs_get_fused_adamw_and_tf32_matmuls_and_the_cpu_neither():
     [
         ({"precision": "fp16"}, "train.precision: must be one of fp32, bf16, got 'fp16'"),
         ({"compile": "yes"}, "train.compile: must be true or false, got 'yes'"),
+        (
+            {"compile_mode": "cudagraphs"},
+            "train.compile_mode: must be one of default, reduce-overhead, max-autotune-no-cudagraphs, got 'cudagraphs'",
+        ),
     ],
 )
 def test_validate_names_precision_and_compile(change, message):

@@ -47,6 +47,8 @@ EvalFn = Callable[[nn.Module, int], dict[str, Any]]
 RESUME, METRICS = "resume", "metrics.parquet"  # resume: a folder of safetensors + JSON
 SEED_MAX = 2**32 - 1  # np.random.seed's limit; torch.manual_seed takes up to 2**64 - 1
 PRECISIONS = ("fp32", "bf16")
+# torch.compile's modes: reduce-overhead records the compiled step as CUDA graphs (one launch a graph)
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
 
 
 @dataclass
@@ -72,6 +74,7 @@ class TrainConfig:
     on_nonfinite: str = "stop"  # a nan/inf loss: stop (keeping the last good resume state) | continue (recorded)
     precision: str = "fp32"  # fp32 | bf16: autocast (bf16 matmuls; fp32 weights, optimizer, softmax and loss)
     compile: bool = False  # torch.compile the training forward; a failed compile trains on in eager mode
+    compile_mode: str = "default"  # torch.compile's mode (COMPILE_MODES), when compile is on
 
     def validate(self, where: str = "train") -> None:
         def check(key: str, ok: bool, rule: str) -> None:
@@ -104,6 +107,7 @@ class TrainConfig:
         check("on_nonfinite", self.on_nonfinite in ("stop", "continue"), "must be stop or continue")
         check("precision", self.precision in PRECISIONS, f"must be one of {', '.join(PRECISIONS)}")
         check("compile", isinstance(self.compile, bool), "must be true or false")
+        check("compile_mode", self.compile_mode in COMPILE_MODES, f"must be one of {', '.join(COMPILE_MODES)}")
         check("seed", self.seed <= SEED_MAX, f"must be <= {SEED_MAX} (2**32 - 1, numpy's range; from the run's seeds)")
 
 
@@ -229,7 +233,7 @@ class StepForward:
         self.autocast = dict(
             device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"
         )
-        self.compiled = torch.compile(model) if cfg.compile else None
+        self.compiled = torch.compile(model, mode=cfg.compile_mode) if cfg.compile else None
         self.path = "compiled" if cfg.compile else "eager"  # what ran, for the stage record
 
     def __call__(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:

@@ -183,6 +183,11 @@ def run(a: argparse.Namespace, save: Callable[[dict], None] = lambda result: Non
     return result
 
 
+def _run(row: dict) -> str:
+    """(run N) for a row of a report put together from several runs."""
+    return f" (run {row['call']})" if "call" in row else ""
+
+
 def _fmt(x: float | None, spec: str = ",.0f") -> str:
     return "-" if x is None else format(x, spec)
 
@@ -205,14 +210,14 @@ def render(result: dict) -> str:
             f"- One paper-scale binding seed ({BINDING_STEPS:,} steps, {b['precision']}, "
             f"{mode}): {b['predicted_seed_min']:.1f} min predicted (target <= 30) "
             f"from {b['steps']} steps at {b['step_s'] * 1e3:.1f} ms; loss {b['first_loss']:.3f} -> "
-            f"{b['last_loss']:.3f}, held-out accuracy {b['held_out_accuracy']:.3f} ({b['note']})."
+            f"{b['last_loss']:.3f}, held-out accuracy {b['held_out_accuracy']:.3f} ({b['note']}){_run(b)}."
         )
     for r in result.get("hf_gpt2", []):
         lines.append(
             f"- Paper-shape GPT-2, bf16 {'compiled' if r['compiled'] else 'eager'}: ours {r['ours_tokens_per_s']:,.0f} "
             f"tokens/s vs HF GPT2LMHeadModel (same function: {ACT_NAMES[r.get('act', 'gelu')]}, "
             f"{'tied' if r.get('tied') else 'untied'}, learned positions) "
-            f"{r['hf_tokens_per_s']:,.0f}: {r['ratio']:.2f}x (target >= 1.2x)."
+            f"{r['hf_tokens_per_s']:,.0f}: {r['ratio']:.2f}x (target >= 1.2x){_run(r)}."
         )
     if p := result.get("step_profile"):
         busy = (
@@ -225,19 +230,19 @@ def render(result: dict) -> str:
         top = "; ".join(f"{t['name'][:60]} {t['ms']:.2f} ms" for t in p["top"][:5])
         lines.append(
             f"- Where a {p['model']} step's time goes ({p['precision']}, {'compiled' if p['compiled'] else 'eager'}): "
-            f"{p['wall_ms']:.1f} ms a step{busy}; most: {top}."
+            f"{p['wall_ms']:.1f} ms a step{busy}; most: {top}{_run(p)}." + (f" {p['note']}." if "note" in p else "")
         )
     for r in result.get("seeds_per_device", []):
         lines.append(
             f"- {r['k']} binding seed(s) as processes on one device: {r['seeds_per_hour']:.2f} seeds/hour, "
-            f"{r['vs_one_seed']:.2f}x the time of one seed (target for 6: <= 2x)."
+            f"{r['vs_one_seed']:.2f}x the time of one seed (target for 6: <= 2x){_run(r)}."
         )
     m = result.get("mamba_kernels")
     if m:
         paths = ", ".join(f"{k} {val}" for k, val in m["kernels"].items())
         lines.append(
             f"- Mamba-2 kernels ({paths}) against HF's torch path, fp32: max |logit difference| "
-            f"{m['max_abs_logit_diff']:.2e}, training-loss difference {m['loss_diff']:.2e}."
+            f"{m['max_abs_logit_diff']:.2e}, training-loss difference {m['loss_diff']:.2e}{_run(m)}."
         )
     for c in result.get("calls", []):  # a report put together from several runs says which gave what
         lines.append(f"- Run {c['call']} ({c['wall_s']:.0f} s): {', '.join(c['measured'])}; {c['note']}.")

@@ -35,15 +35,7 @@ unpack() { # sdist -> its source folder, built for $arch only; nothing printed w
     [ -f "$sdist" ] || { echo "gpu_node: no sdist $sdist" >&2 && return 1; }
     tar xzf "$sdist" -C "$build" || return 1
     src="$build/$(basename "$sdist" .tar.gz)"
-    python3 - "$src/setup.py" "$arch" <<'EOF' || return 1
-import re, sys
-path, arch = sys.argv[1], sys.argv[2]
-pair = r'cc_flag\.append\("-gencode"\)\s*\n\s*cc_flag\.append\("arch=compute_(\d+),code=sm_\d+"\)'
-found = re.findall(pair, open(path).read())
-if arch not in found:
-    sys.exit(f"{path}: no -gencode pair for sm_{arch} (it has {', '.join(found)})")
-open(path, "w").write(re.sub(pair, lambda m: m.group(0) if m.group(1) == arch else "pass", open(path).read()))
-EOF
+    python3 -m bench.only_arch "$src/setup.py" "$arch" || return 1
     echo "$src"
 }
 install() { # source folder, seconds allowed

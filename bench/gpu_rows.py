@@ -28,7 +28,7 @@ from emergence.core.models.mamba2 import KERNEL_ENTRY_POINTS, kernel_paths
 from emergence.core.profile import merge_into, profile_path
 from emergence.core.resources import AttnOnlyWorkload, Workload, workload
 from emergence.core.train import TrainConfig
-from emergence.core.train.loop import StepForward, _make_optimizer
+from emergence.core.train.loop import StepForward, _fast_matmuls, _make_optimizer
 
 # Dense bf16 tensor-core peaks from the vendors' data sheets (sparsity not counted), FLOP/s.
 PEAK_BF16 = {"H100 80GB HBM3": 989.4e12, "H100 PCIe": 756.5e12, "H100 NVL": 835.5e12, "H200": 989.4e12}
@@ -114,10 +114,12 @@ def trainer(
     forward, optimizer = StepForward(model, cfg, device, "gpu-check"), _make_optimizer(model, cfg, device)
 
     def step(idx: torch.Tensor) -> torch.Tensor:
-        optimizer.zero_grad(set_to_none=True)
-        loss = forward(input_ids=idx, labels=idx).loss if hf else forward(idx, F.pad(idx[:, 1:], (0, 1), value=-1))[1]
-        loss.backward()
-        optimizer.step()
+        with _fast_matmuls(device):  # TF32 in fp32 on a GPU, as the loop trains
+            optimizer.zero_grad(set_to_none=True)
+            labels = F.pad(idx[:, 1:], (0, 1), value=-1)
+            loss = forward(input_ids=idx, labels=idx).loss if hf else forward(idx, labels)[1]
+            loss.backward()
+            optimizer.step()
         return loss
 
     return step
@@ -184,11 +186,22 @@ def arch_row(spec: Spec, precision: str, compiled: bool, a: argparse.Namespace, 
     }
 
 
+def costliest(events: list, cuda: bool) -> tuple[list, str]:
+    """(the profiler's averaged events that ran on the device, costliest first; the time attribute):
+    kernels on a GPU, where a record_function range (Optimizer.step#AdamW.step) also shows as a device
+    event spanning kernels already counted; CPU ops on a CPU."""
+    from torch.autograd import DeviceType
+
+    kind, attr = (DeviceType.CUDA, "self_device_time_total") if cuda else (DeviceType.CPU, "self_cpu_time_total")
+    ops = [e for e in events if e.device_type == kind and getattr(e, attr) > 0]
+    ops = [e for e in ops if not (cuda and e.is_user_annotation)]
+    return sorted(ops, key=lambda e: -getattr(e, attr)), attr
+
+
 def step_profile(spec: Spec, precision: str, compiled: bool, a: argparse.Namespace, device: str, top: int = 8) -> dict:
     """Where one training step's time goes: wall ms against the ms the device spends in kernels (their
     summed durations under torch.profiler; far less than the wall means the step waits on the host:
     launches, Python) and the kernels that take most. On a CPU the ops' own CPU time stands in."""
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     model = spec.build(device).train()
@@ -200,9 +213,7 @@ def step_profile(spec: Spec, precision: str, compiled: bool, a: argparse.Namespa
         for _ in range(a.steps):
             step(idx)
         sync(device)
-    kind, attr = (DeviceType.CUDA, "self_device_time_total") if cuda else (DeviceType.CPU, "self_cpu_time_total")
-    ops = [e for e in prof.key_averages() if e.device_type == kind and getattr(e, attr) > 0]
-    ops.sort(key=lambda e: -getattr(e, attr))
+    ops, attr = costliest(prof.key_averages(), cuda)
     busy = sum(getattr(e, attr) for e in ops) / 1e3 / a.steps  # us in all -> ms a step
     return {
         "model": spec.name,
@@ -317,12 +328,13 @@ def binding_run(params: dict, a: argparse.Namespace, device: str, smoke: bool, m
     batch_fn = sampler(data, cfg.batch_size, 0)
     skips = counters["inductor"]["cudagraph_skips"]
     losses, times, step, start = [], [], 0, time.perf_counter()
-    while time.perf_counter() - start < a.binding_s and step < cfg.steps:
-        t0 = time.perf_counter()
-        stats, _ = _train_step(model, forward, optimizer, batch_fn, cfg, step, device)  # .item() syncs
-        times.append(time.perf_counter() - t0)
-        losses.append(stats["loss"])
-        step += 1
+    with _fast_matmuls(device):
+        while time.perf_counter() - start < a.binding_s and step < cfg.steps:
+            t0 = time.perf_counter()
+            stats, _ = _train_step(model, forward, optimizer, batch_fn, cfg, step, device)  # .item() syncs
+            times.append(time.perf_counter() - t0)
+            losses.append(stats["loss"])
+            step += 1
     steady = statistics.median(times[10:] or times)  # compilation and warm-up left out
     model.eval()
     eval_data = encode_programs(held_out["program"], held_out["answer"], tok, fmt)

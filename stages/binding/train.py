@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     programs = load_programs(programs_path)
     tok = CharTokenizer()
     fmt, n_eval, stream, cfg = train_params(params, args.seed, base.device)
-    cfg = dataclasses.replace(cfg, precision=base.precision, compile=base.compile)
+    cfg = dataclasses.replace(cfg, **base.train_keys())
     arch, model_cfg = model_params(params, int(programs["program"].str.len().max()), len(tok))
 
     if stream.on:

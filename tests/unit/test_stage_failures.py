@@ -164,6 +164,7 @@ def test_the_instance_of_a_shared_script_is_the_one_its_flags_name():
         "base.device",
         "base.precision",
         "base.compile",
+        "base.compile_mode",
         "grounding_models.transformer4",
         "visual_train",
     )

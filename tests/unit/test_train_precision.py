@@ -203,9 +203,12 @@ def test_validate_names_precision_and_compile(change, message):
 
 
 def test_base_hands_device_precision_and_compile_to_training():
-    base = load_base({"base": {"seeds": [0], "device": "cuda", "precision": "bf16", "compile": True}})
-    assert base.train_keys() == {"device": "cuda", "precision": "bf16", "compile": True}
-    assert load_base({"base": {"seeds": [0]}}).train_keys() == {"device": "auto", "precision": "fp32", "compile": False}
+    given = {"device": "cuda", "precision": "bf16", "compile": True, "compile_mode": "reduce-overhead"}
+    assert load_base({"base": {"seeds": [0], **given}}).train_keys() == given
+    default = {"device": "auto", "precision": "fp32", "compile": False, "compile_mode": "default"}
+    assert load_base({"base": {"seeds": [0]}}).train_keys() == default
+    with pytest.raises(PipelineError, match="base.compile_mode"):
+        load_base({"base": {"seeds": [0], "compile_mode": "cudagraphs"}})
     with pytest.raises(PipelineError) as e:
         load_base({"base": {"seeds": [0], "precision": "fp16"}})
     assert str(e.value) == "base.precision: must be one of fp32, bf16, got 'fp16'"

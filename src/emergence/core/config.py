@@ -172,10 +172,13 @@ class BaseParams:
     threads: int = 2
     precision: typing.Literal["fp32", "bf16"] = "fp32"  # bf16: autocast in training (TrainConfig.precision)
     compile: bool = False  # torch.compile the training forward
+    # torch.compile's mode; reduce-overhead replays the compiled step as CUDA graphs
+    compile_mode: typing.Literal["default", "reduce-overhead", "max-autotune-no-cudagraphs"] = "default"
 
     def train_keys(self) -> dict[str, Any]:
         """The TrainConfig keys every training stage takes from base."""
-        return {"device": self.device, "precision": self.precision, "compile": self.compile}
+        keys = ("device", "precision", "compile", "compile_mode")
+        return {k: getattr(self, k) for k in keys}
 
     def validate(self, where: str) -> None:
         if not self.seeds:

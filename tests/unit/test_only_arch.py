@@ -1,0 +1,51 @@
+"""bench/only_arch.py: an sdist's setup.py built for one card, as mamba_ssm's and causal-conv1d's
+are laid out (pairs at two indents, under version checks)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.only_arch import main, only_arch
+
+SETUP = """import os
+cc_flag = []
+if not SKIP:
+    cc_flag.append("-gencode")
+    cc_flag.append("arch=compute_80,code=sm_80")
+    if bare_metal_version >= Version("11.8"):
+        cc_flag.append("-gencode")
+        cc_flag.append("arch=compute_90,code=sm_90")
+    if bare_metal_version >= Version("12.8"):
+        cc_flag.append("-gencode")
+        cc_flag.append("arch=compute_100,code=sm_100")
+setup(name="pkg", ext_modules=ext_modules)
+"""
+
+
+def test_only_the_cards_pair_is_left_and_nothing_else_changes():
+    out = only_arch(SETUP, "90")
+    assert 'compute_90,code=sm_90"' in out and "compute_80" not in out and "compute_100" not in out
+    assert out.count('cc_flag.append("-gencode")') == 1 and out.count("pass") == 2
+    kept = [line for line in SETUP.splitlines() if "cc_flag.append" not in line]
+    assert [line for line in out.splitlines() if "cc_flag.append" not in line and "pass" not in line] == kept
+    compile(out, "setup.py", "exec")  # still Python: `pass` stands where each pair stood
+
+
+def test_the_file_is_rewritten_whole(tmp_path):
+    # Opening for writing truncates: a script that read the file after that wrote an empty setup.py,
+    # and pip then failed with "Exactly one .egg-info should have been produced, but found 0".
+    setup = tmp_path / "setup.py"
+    setup.write_text(SETUP)
+    main([str(setup), "100"])
+    assert setup.read_text() == only_arch(SETUP, "100") and 'setup(name="pkg"' in setup.read_text()
+
+
+def test_a_card_without_a_pair_is_named_and_the_file_left_alone(tmp_path):
+    setup = tmp_path / "setup.py"
+    setup.write_text(SETUP)
+    with pytest.raises(SystemExit, match=r"setup.py: no -gencode pair for sm_120 \(it has 80, 90, 100\)"):
+        main([str(setup), "120"])
+    assert setup.read_text() == SETUP
+    (tmp_path / "empty.py").write_text("")
+    with pytest.raises(SystemExit, match=r"no -gencode pair for sm_90 \(it has none\)"):
+        main([str(tmp_path / "empty.py"), "90"])

@@ -10,7 +10,7 @@ from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
 from emergence.core.report.provenance import provenance
-from emergence.studies.assoc.compare import AssocRuns
+from emergence.studies.assoc.compare import AssocRuns, CompareParams
 from emergence.studies.assoc.report import assoc_metrics, associations_page, plot_table
 
 
@@ -30,9 +30,13 @@ def main(argv: list[str] | None = None) -> None:
     runs = runs_params.names()
     cosine_files = [path_of(params, "assoc_cosines") / f"{run}.parquet" for run in runs]
     causal_files = [path_of(params, "assoc_causal") / f"{run}.parquet" for run in runs]
-    cosines = pd.concat(
-        [read_parquet(p, {"n_layers": "i", "step": "i", "cosine": "f"}) for p in cosine_files], ignore_index=True
+    basis = from_dict(CompareParams, section(params, "assoc_compare"), "assoc_compare").basis
+    both = pd.concat(
+        [read_parquet(p, {"n_layers": "i", "step": "i", "cosine": "f", "basis": "O"}) for p in cosine_files],
+        ignore_index=True,
     )
+    # the leading basis feeds the metrics, claims and plots; the other stands beside it on the page
+    cosines, other = both[both["basis"] == basis], both[both["basis"] != basis]
     causal = pd.concat([read_parquet(p, {"n_layers": "i", "loss": "f"}) for p in causal_files], ignore_index=True)
     order = read_parquet(path_of(params, "assoc_order"), {"eta": "f", "step": "i", "rel_error": "f"})
     words = read_parquet(path_of(params, "assoc_words"), {"probe": "O", "matrix": "O", "token": "O"})
@@ -51,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
         causal,
         words,
         provenance(params, runs_params.seeds, inputs, ("assoc",)),
+        other=other,
     )
     with atomic_path(path_of(params, "assoc_plots")) as tmp:
         plot_table(cosines).to_csv(tmp, index=False)

@@ -64,7 +64,9 @@ def test_causal_table_restores_every_weight(setup):
 
 def test_window_keeps_epoch_ends_where_the_weight_exists(setup):
     _, model, basis = setup
-    table = cosine_table([(s, model) for s in range(0, 9)], basis, eta=0.1, steps_per_epoch=2, window_epochs=3)
+    table = cosine_table(
+        [(s, model) for s in range(0, 9)], {"corpus": basis}, eta=0.1, steps_per_epoch=2, window_epochs=3
+    )
     w_o = table[table["weight"] == "W_O"]
     assert w_o.loc[w_o["in_window"], "step"].tolist() == [2, 4, 6]
     w = table[(table["weight"] == "W") & (table["layer"] == 0)]

@@ -132,7 +132,9 @@ def test_the_transposed_theory_gives_another_hand_computed_value():
 def test_the_window_minimum_is_read_from_distinct_checkpoints():
     # Cosines 1, 3/5, 5/13 at steps 3, 4, 6; every weight is non-zero from step 3 on, so with
     # one step per epoch and a 6-epoch window all three count and the minimum is 5/13 at step 6.
-    table = cosine_table([(s, checkpoint(s)) for s in (3, 4, 6)], BASIS, ETA, steps_per_epoch=1, window_epochs=6)
+    table = cosine_table(
+        [(s, checkpoint(s)) for s in (3, 4, 6)], {"corpus": BASIS}, ETA, steps_per_epoch=1, window_epochs=6
+    )
     assert table["in_window"].all()
     for step, (cos, rel, _) in EXPECTED.items():
         at = table[table["step"] == step]

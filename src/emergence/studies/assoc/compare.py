@@ -8,6 +8,7 @@ direction for the causal check, per (probe, matrix, rank) for associations.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -63,14 +64,19 @@ def weight_rows(model: torch.nn.Module, basis: Basis, step: int, eta: float) -> 
 
 def cosine_table(
     checkpoints: Iterable[tuple[int, torch.nn.Module]],
-    basis: Basis,
+    bases: dict[str, Basis],
     eta: float,
     steps_per_epoch: int,
     window_epochs: int,
 ) -> pd.DataFrame:
-    """Rows per (step, layer, weight); `in_window` marks epoch ends inside the minimum-cosine window
-    at which the weight is already non-zero."""
-    rows = [row for step, model in checkpoints for row in weight_rows(model, basis, step, eta)]
+    """Rows per (basis, step, layer, weight), each checkpoint read once for every basis; `in_window`
+    marks epoch ends inside the minimum-cosine window at which the weight is already non-zero."""
+    rows = [
+        {"basis": name, **row}
+        for step, model in checkpoints
+        for name, basis in bases.items()
+        for row in weight_rows(model, basis, step, eta)
+    ]
     table = pd.DataFrame(rows)
     table["epoch"] = table["step"] / steps_per_epoch
     first = table["weight"].map(first_nonzero_step)
@@ -226,13 +232,37 @@ def run_name(n_layers: int, seed: int) -> str:
     return f"L{n_layers}_seed{seed}"
 
 
+BASES = ("corpus", "first_batch")
+
+
 @dataclasses.dataclass
 class CompareParams:
+    """params.yaml assoc_compare. Every run is compared with both bases; `basis` is the one the
+    metrics, claims and figures report (the other stands beside it in the report's table)."""
+
     window_epochs: int = 100
+    basis: typing.Literal["corpus", "first_batch"] = "corpus"
+    basis_batches: int = 1  # first_batch: batches of B, Phi (the authors' BPE script: 4)
+    basis_q: typing.Literal["same", "fresh"] = "same"  # first_batch: Q from those batches, or a fresh shuffle's
 
     def validate(self, where: str) -> None:
         if self.window_epochs < 1:
             raise PipelineError(f"{where}.window_epochs: must be >= 1, got {self.window_epochs}")
+        if self.basis_batches < 1:
+            raise PipelineError(f"{where}.basis_batches: must be >= 1, got {self.basis_batches}")
+
+
+def first_batch_rows(n: int, batch: int, p: CompareParams, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows for B and Phi, rows for Q and Delta) of the first-batch basis: the first `basis_batches`
+    batches of `batch` sequences of a shuffle of the n seeded by `seed`, as the authors take the first
+    batch(es) of a shuffled DataLoader (tiny-self-attn-natural.py: one batch for all three;
+    tiny-self-attn-bpe.py: 4 batches for B, Phi and the first 4 of a new shuffle for Q). Ours: a
+    numpy shuffle of our corpus, seeded by the run's seed, not a torch DataLoader's."""
+    rng = np.random.default_rng(seed)
+    take = min(n, (batch or n) * p.basis_batches)  # batch 0: full batch, the whole corpus
+    rows = np.sort(rng.permutation(n)[:take])
+    q_rows = rows if p.basis_q == "same" else np.sort(rng.permutation(n)[:take])
+    return rows, q_rows
 
 
 @dataclasses.dataclass

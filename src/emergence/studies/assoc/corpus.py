@@ -15,7 +15,13 @@ interchangeability statistics". Ours:
   `min_count` times; a sequence is kept only if all its tokens are in it
   (ours: "filtered samples" read as samples inside the vocabulary; the paper
   excludes rare tokens from the statistics only; why: the model has no <unk>
-  token, so a token left out of the statistics could not be trained on either).
+  token, so a token left out of the statistics could not be trained on either);
+- `story_filter: prefix` asks that of the sequence's own T + 1 tokens;
+  `story_filter: whole` of every token of its document, as the authors'
+  tiny-tokenize-natural.py keeps a story only if all of it is in the
+  vocabulary (tiny-self-attn-natural.py then keeps those of >= T + 1 tokens
+  and cuts their first T + 1). On the same stories the two select different
+  sequences: `whole` drops a story whose out-of-vocabulary word comes late.
 """
 
 from __future__ import annotations
@@ -121,6 +127,7 @@ class CorpusConfig:
     max_sequences: int = 0  # 0 = keep all
     sequences: Literal["stories", "windows"] = "windows"  # one per long-enough document, or every window
     min_count: int = 1  # types seen fewer times are never in the vocabulary
+    story_filter: Literal["prefix", "whole"] = "prefix"  # in the vocabulary: the sequence's tokens, or its document's
 
     def validate(self, where: str = "corpus") -> None:
         if self.vocab_size < 2:
@@ -135,6 +142,8 @@ class CorpusConfig:
             raise PipelineError(f"{where}.min_count: must be >= 1, got {self.min_count}")
         if self.sequences not in ("stories", "windows"):
             raise PipelineError(f"{where}.sequences: must be stories or windows, got {self.sequences!r}")
+        if self.story_filter not in ("prefix", "whole"):
+            raise PipelineError(f"{where}.story_filter: must be prefix or whole, got {self.story_filter!r}")
 
 
 @dataclass
@@ -195,10 +204,13 @@ def build_corpus(documents: list[str], cfg: CorpusConfig, source: str) -> Corpus
     ids = {t: i for i, t in enumerate(vocab)}
     width = cfg.seq_len + 1
     first_only = cfg.sequences == "stories"
-    windows = np.concatenate(  # (W, T+1)
-        [_windows(np.array([ids.get(t, -1) for t in doc], dtype=np.int64), width, first_only) for doc in docs]
-    )
-    kept = windows[(windows >= 0).all(axis=1)]  # -1 marks an out-of-vocabulary token
+    encoded = [np.array([ids.get(t, -1) for t in doc], dtype=np.int64) for doc in docs]  # -1: out of vocabulary
+    per_doc = [_windows(e, width, first_only) for e in encoded]
+    windows = np.concatenate(per_doc)  # (W, T+1)
+    inside = (windows >= 0).all(axis=1)
+    if cfg.story_filter == "whole":  # only windows of a document whose every token is in the vocabulary
+        inside &= np.repeat([bool((e >= 0).all()) for e in encoded], [len(w) for w in per_doc])
+    kept = windows[inside]
     if len(kept) == 0:
         longest = max(map(len, docs))
         raise PipelineError(

@@ -26,6 +26,10 @@ PAPER_CAUSAL = {
     "P": NOT_IN_OUR_TEXT,
 }
 THRESHOLD = {"W": 0.999, "V": 0.999, "W_O": 0.999, "P": 0.99}  # acceptance bar at the embedded default
+BASIS_TEXT = {
+    "corpus": "whole corpus (every training sequence)",
+    "first_batch": "first shuffled batch(es) of the corpus, as the authors' code computes them",
+}
 WEIGHT_NAMES = {"W": "attention W", "V": "value V", "W_O": "output W_O", "P": "position bias P"}
 
 
@@ -131,8 +135,42 @@ def _corpus_section(summary: dict) -> str:
     return "\n".join([H.para(text), H.table(rows, caption="Corpus the theory and the models share")])
 
 
-def _cosine_section(cosines: pd.DataFrame, tokenizer: str) -> str:
+def basis_comparison(cosines: pd.DataFrame, other: pd.DataFrame, tokenizer: str) -> pd.DataFrame:
+    """Per basis (a `basis` column names each table's), the deepest runs' minimum cosine of each weight of
+    Table 2 over layers and seeds, those weights from lowest to highest, and whether that is the order of
+    the paper's Table 2 (BPE runs; the word-level table is not in our text)."""
+    paper = PAPER_MIN_COSINE.get(tokenizer)
+    weights = list(paper) if paper else ["W", "V", "W_O"]
+    rows = []
+    for table in (cosines, other):
+        deepest = table[table["n_layers"] == table["n_layers"].max()]
+        low = min_cosine_table(deepest).groupby("weight")["min_cosine"].min()
+        order = sorted(weights, key=lambda w: low[w])
+        row = {"basis": table["basis"].iloc[0], **{w: low[w] for w in weights}, "lowest first": " < ".join(order)}
+        if paper:
+            row["paper's order"] = "yes" if order == sorted(paper, key=paper.get) else "no"
+        rows.append(row)
+    if paper:
+        rows.append({"basis": "paper, Table 2", **paper, "lowest first": " < ".join(sorted(paper, key=paper.get))})
+    return pd.DataFrame(rows)
+
+
+def _cosine_section(cosines: pd.DataFrame, tokenizer: str, other: pd.DataFrame | None = None) -> str:
     t = table1(cosines, tokenizer)
+    comparison = []
+    if other is not None:
+        comparison = [
+            H.para(
+                f"Both bases. The closed forms above are built from the {BASIS_TEXT[cosines['basis'].iloc[0]]}; "
+                f"beside them, the same runs against the {BASIS_TEXT[other['basis'].iloc[0]]} "
+                "(assoc_compare.basis chooses which one leads; docs/associations.md)."
+            ),
+            H.table(
+                basis_comparison(cosines, other, tokenizer),
+                caption="Minimum cosine of the deepest runs, over layers and seeds, per basis",
+                float_format="{:.6f}",
+            ),
+        ]
     return "\n".join(
         [
             H.figure(cosine_figure(cosines), "cosine between learned weights and theory over training"),
@@ -153,6 +191,7 @@ def _cosine_section(cosines: pd.DataFrame, tokenizer: str) -> str:
                 "and the full-corpus loss there (a dash: never within the run). The initial loss is ln |V|."
             ),
             H.table(_departure_table(cosines), float_format="{:.4f}"),
+            *comparison,
         ]
     )
 
@@ -215,11 +254,13 @@ def associations_page(
     causal: pd.DataFrame,
     words: pd.DataFrame,
     provenance: dict,
+    other: pd.DataFrame | None = None,
 ) -> str:
+    """The page; `cosines` against the leading basis, `other` (if given) the same runs against the other."""
     tokenizer = corpus_summary.get("tokenizer", "word")
     sections = [
         ("Corpus", _corpus_section(corpus_summary)),
-        ("Learned weights against theory", _cosine_section(cosines, tokenizer)),
+        ("Learned weights against theory", _cosine_section(cosines, tokenizer, other)),
         ("Order of the approximation", _order_section(order)),
         ("Causal check", _causal_section(causal)),
         ("Associations of probe words", _words_section(words)),

@@ -177,12 +177,15 @@ def attention_terms(
     return Q / n_pos, Delta / n_pos
 
 
-def compute_basis(sequences: np.ndarray, V: int, device: str = "cpu", progress: bool = False) -> Basis:
-    """Every closed form for a (N, T + 1) corpus of token ids in [0, V)."""
+def compute_basis(
+    sequences: np.ndarray, V: int, device: str = "cpu", progress: bool = False, q_sequences: np.ndarray | None = None
+) -> Basis:
+    """Every closed form for a (N, T + 1) corpus of token ids in [0, V); Q and Delta from `q_sequences`
+    when given (the authors' BPE script draws them from other batches than B and Phi), with G from B, Phi."""
     rows = chunk_rows(sequences.shape[1] - 1)
     B, Phi = bigram_and_context(sequences, V, rows, device, progress)
     G = (B @ Phi).T @ B
-    Q, Delta = attention_terms(sequences, G, rows, device, progress)
+    Q, Delta = attention_terms(sequences if q_sequences is None else q_sequences, G, rows, device, progress)
     return Basis(B=B, Phi=Phi, Sigma_B=B.T @ B, G=G, Q=Q, Delta=Delta)
 
 

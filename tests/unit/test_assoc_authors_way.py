@@ -1,0 +1,127 @@
+"""The association study the authors' way (deeplearning-wisc/attn-dynamics-basis), as options: the
+basis from the first shuffled batch(es), the whole-story filter, and the report's two bases side by side.
+Expected values are worked by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from emergence.core.io import PipelineError
+from emergence.studies.assoc.compare import CompareParams, cosine, first_batch_rows
+from emergence.studies.assoc.corpus import CorpusConfig, build_corpus
+from emergence.studies.assoc.report import _cosine_section, basis_comparison
+from emergence.studies.assoc.theory import compute_basis
+
+
+def test_the_first_batch_basis_differs_from_the_corpus_basis_by_the_worked_amount():
+    # V = 2, T = 1. Sequence a = (0 -> 1), b = (1 -> 1); R = Y - 1/2 = (-1/2, 1/2) for both.
+    # B_a = [[-1/2, 1/2], [0, 0]], B_b = [[0, 0], [-1/2, 1/2]], the corpus's B = (B_a + B_b) / 2.
+    # <B_a, B> = 2 * (1/4 * 1/2) = 1/4; |B_a| = 1/sqrt(2); |B| = 1/2: cosine 1/sqrt(2), whichever is first.
+    seqs = np.array([[0, 1], [1, 1]], dtype=np.int32)
+    corpus = compute_basis(seqs, 2)
+    rows, q_rows = first_batch_rows(2, 1, CompareParams(basis="first_batch"), seed=42)
+    assert len(rows) == 1 and q_rows is rows  # one batch of one sequence; Q from the same
+    first = compute_basis(seqs[rows], 2)
+    expected_b = np.array([[-0.5, 0.5], [0, 0]]) if rows[0] == 0 else np.array([[0, 0], [-0.5, 0.5]])
+    np.testing.assert_allclose(first.B.numpy(), expected_b)
+    np.testing.assert_allclose(corpus.B.numpy(), [[-0.25, 0.25], [-0.25, 0.25]])
+    assert cosine(first.B, corpus.B) == pytest.approx(1 / math.sqrt(2), abs=1e-12)
+
+
+def test_q_from_other_sequences_keeps_g_from_the_first():
+    rng = np.random.default_rng(0)
+    seqs = rng.integers(0, 5, size=(12, 7)).astype(np.int32)
+    own, mixed = compute_basis(seqs[:4], 5), compute_basis(seqs[:4], 5, q_sequences=seqs[4:])
+    other = compute_basis(seqs[4:], 5)
+    assert np.array_equal(mixed.B.numpy(), own.B.numpy()) and np.array_equal(mixed.G.numpy(), own.G.numpy())
+    assert not np.allclose(mixed.Q.numpy(), own.Q.numpy())  # Q moved to the other sequences ...
+    assert not np.allclose(mixed.Q.numpy(), other.Q.numpy())  # ... but scored with the first batch's G
+
+
+def test_first_batch_rows_count_batches_and_draw_a_fresh_shuffle_for_q():
+    p = CompareParams(basis="first_batch", basis_batches=4, basis_q="fresh")
+    rows, q_rows = first_batch_rows(100, 8, p, seed=1)
+    assert len(rows) == len(set(rows)) == 32 and len(q_rows) == 32  # 4 batches of 8
+    assert set(rows) != set(q_rows)  # a second permutation, as the authors' second iter(dataloader)
+    again = first_batch_rows(100, 8, p, seed=1)
+    assert np.array_equal(again[0], rows) and np.array_equal(again[1], q_rows)  # seeded
+    assert not np.array_equal(first_batch_rows(100, 8, p, seed=2)[0], rows)
+    full, full_q = first_batch_rows(10, 10, CompareParams(basis="first_batch"), seed=0)
+    assert full.tolist() == list(range(10)) and full_q.tolist() == list(range(10))  # full batch: the corpus
+    assert len(first_batch_rows(10, 4, CompareParams(basis_batches=9), seed=0)[0]) == 10  # never past the corpus
+
+
+def test_compare_params_are_checked():
+    with pytest.raises(PipelineError, match="assoc_compare.basis_batches: must be >= 1, got 0"):
+        CompareParams(basis_batches=0).validate("assoc_compare")
+
+
+DOCS = [
+    "a b c d",  # all in the vocabulary, 4 tokens
+    "a b c yy",  # its out-of-vocabulary word comes after the first T + 1 = 3 tokens
+    "a zz b c",  # out of vocabulary inside the first 3
+    "a b",  # shorter than T + 1
+    "b c a b c a",
+]
+
+
+def test_the_whole_story_filter_counted_by_hand():
+    # vocabulary: a, b, c (each seen >= 2 times); d, yy and zz once each (min_count 2 leaves them out).
+    def build(story_filter):
+        cfg = CorpusConfig(vocab_size=10, seq_len=2, sequences="stories", min_count=2, story_filter=story_filter)
+        return build_corpus(DOCS, cfg, "docs")
+
+    prefix, whole = build("prefix"), build("whole")
+    assert prefix.vocab == whole.vocab and sorted(prefix.vocab) == ["a", "b", "c"]
+    ids = {t: i for i, t in enumerate(prefix.vocab)}
+    enc = lambda s: [ids[t] for t in s.split()]  # noqa: E731
+    # prefix: docs 0, 1 and 4 (their first 3 tokens are inside); whole: doc 4 only (0 has d, 1 has yy)
+    assert prefix.sequences.tolist() == [enc("a b c"), enc("a b c"), enc("b c a")]
+    assert whole.sequences.tolist() == [enc("b c a")]
+    assert prefix.n_windows == whole.n_windows == 4  # candidates before either filter: docs 0, 1, 2, 4
+
+
+def test_the_whole_filter_applies_to_every_window_of_a_document():
+    cfg = CorpusConfig(vocab_size=10, seq_len=1, sequences="windows", min_count=2, story_filter="whole")
+    corpus = build_corpus(["a b a b zz", "a b a b"], cfg, "docs")
+    assert len(corpus.sequences) == 2  # the second document's two windows; none of the first's
+
+
+def test_story_filter_is_checked():
+    with pytest.raises(PipelineError, match="corpus.story_filter: must be prefix or whole, got 'all'"):
+        CorpusConfig(vocab_size=10, seq_len=2, story_filter="all").validate()
+
+
+def frame(basis: str, mins: dict[str, float], n_layers: int = 3) -> pd.DataFrame:
+    rows = [
+        dict(basis=basis, n_layers=n_layers, seed=0, step=s, layer=-1 if w == "W_O" else 0, weight=w,
+             cosine=c if s == 2 else 1.0, epoch=s, in_window=True, corpus_loss=1.0)
+        for w, c in mins.items() for s in (1, 2)
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_basis_comparison_says_which_basis_has_the_papers_order():
+    # the paper's Table 2 (BPE): W_O 0.997891 < V 0.998800 < W 0.999914
+    corpus = frame("corpus", {"W": 0.9991, "V": 0.9995, "W_O": 0.9999})  # W_O highest: not the paper's order
+    first = frame("first_batch", {"W": 0.9998, "V": 0.9990, "W_O": 0.9980})  # W_O < V < W
+    shallow = frame("first_batch", {"W": 0.1, "V": 0.1, "W_O": 0.1}, n_layers=1)  # only the deepest runs count
+    t = basis_comparison(corpus, pd.concat([first, shallow]), "bpe")
+    assert t["basis"].tolist() == ["corpus", "first_batch", "paper, Table 2"]
+    assert t["lowest first"].tolist() == ["W < V < W_O", "W_O < V < W", "W_O < V < W"]
+    assert t["paper's order"].tolist()[:2] == ["no", "yes"]
+    assert t.loc[1, "W_O"] == pytest.approx(0.998)
+    word = basis_comparison(corpus, first, "word")  # no paper numbers: no paper row, no verdict
+    assert word["basis"].tolist() == ["corpus", "first_batch"] and "paper's order" not in word
+
+
+def test_the_page_shows_the_second_basis_only_when_given():
+    corpus = frame("corpus", {"W": 0.9991, "V": 0.9995, "W_O": 0.9999, "P": 0.995})
+    first = frame("first_batch", {"W": 0.9998, "V": 0.9990, "W_O": 0.9980, "P": 0.993})
+    alone, both = _cosine_section(corpus, "bpe"), _cosine_section(corpus, "bpe", first)
+    assert "Both bases" not in alone and both.startswith(alone.rsplit("</table>", 1)[0])
+    assert "first shuffled batch(es) of the corpus" in both and "W_O &lt; V &lt; W" in both

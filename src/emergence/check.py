@@ -10,6 +10,7 @@ first one only when it starts, possibly after an hour of training upstream.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -141,7 +142,7 @@ def training_is_bounded(params: dict) -> list[str]:
         if name == "assoc_train":  # steps = epochs x batches per epoch (at most max_sequences / batch_size)
             key, per_epoch = "epochs", _assoc_batches_per_epoch(params.get("assoc_corpus", {}), train)
             given = [train.get("epochs"), train.get("checkpoint_every_epochs", 0)]
-            given = [v * per_epoch if _is_count(v) else v for v in given]
+            given = [round(v * per_epoch) if _is_number(v) and math.isfinite(v) and v >= 0 else v for v in given]
             what = f"{train['epochs']} epochs of up to {per_epoch} steps"
         else:
             key, what = "steps", f"{train.get('steps')} steps"
@@ -158,6 +159,10 @@ def training_is_bounded(params: dict) -> list[str]:
                 "(lower it, or save fewer checkpoints)"
             )
     return problems
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _is_count(value: Any) -> bool:

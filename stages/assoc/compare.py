@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
         "first_batch": compute_basis(corpus.sequences[rows], len(corpus.vocab), q_sequences=corpus.sequences[q_rows]),
     }
     models = ((step, load_checkpoint(path)[0]) for step, path in tqdm(ckpts, desc="checkpoints"))
-    table = cosine_table(models, bases, train_cfg["lr"], per_epoch, p.window_epochs)
+    table = cosine_table(models, bases, train_cfg["lr"], per_epoch, p.window_epochs, train_cfg["checkpoint_every"])
     metrics = read_parquet(path_of(params, "assoc_runs") / run / "metrics.parquet", {"step": "i", "corpus_loss": "f"})
     table = table.merge(metrics[["step", "corpus_loss"]].dropna(), on="step", how="left")
     table.insert(0, "n_layers", args.layers)

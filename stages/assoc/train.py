@@ -15,7 +15,7 @@ from emergence.core.io import PipelineError, file_sha256
 from emergence.core.models import build_model
 from emergence.core.train import TrainConfig, train
 from emergence.core.train.batches import epoch_batches
-from emergence.studies.assoc.compare import AssocTrainParams, corpus_loss, run_name
+from emergence.studies.assoc.compare import AssocTrainParams, checkpoint_steps, corpus_loss, run_name
 from emergence.studies.assoc.corpus import load_corpus
 
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
         seed=args.seed,
         dense_until=p.dense_until,
         n_log_checkpoints=p.n_log_checkpoints,
-        checkpoint_every=p.checkpoint_every_epochs * per_epoch,
+        checkpoint_every=checkpoint_steps(p.checkpoint_every_epochs, per_epoch, "assoc_train"),
         **load_base(params).train_keys(),
         on_nonfinite=p.on_nonfinite,
     )

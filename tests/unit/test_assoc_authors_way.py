@@ -125,3 +125,73 @@ def test_the_page_shows_the_second_basis_only_when_given():
     alone, both = _cosine_section(corpus, "bpe"), _cosine_section(corpus, "bpe", first)
     assert "Both bases" not in alone and both.startswith(alone.rsplit("</table>", 1)[0])
     assert "first shuffled batch(es) of the corpus" in both and "W_O &lt; V &lt; W" in both
+
+
+STORIES = ["Tom saw a dog. The dog ran to Tom.", "tom had a red ball. The ball was red.", "A dog and a ball."] * 4
+
+
+def test_the_authors_bpe_has_their_specials_wraps_every_story_and_keeps_case():
+    cfg = CorpusConfig(
+        vocab_size=60, seq_len=4, tokenizer="bpe", sequences="stories", lowercase=False, bpe_specials=True
+    )
+    corpus = build_corpus(STORIES, cfg, "stories")
+    assert corpus.vocab[:4] == ["<unk>", "<pad>", "<s>", "</s>"]  # ids 0-3, as the authors' trainer gives them
+    assert "Tom" in corpus.vocab and "tom" in corpus.vocab  # case kept
+    assert (corpus.sequences[:, 0] == 2).all()  # every sequence starts with <s>
+    assert corpus.coverage == 1.0 and len(corpus.vocab) <= 60
+    ours = build_corpus(STORIES, CorpusConfig(vocab_size=60, seq_len=4, tokenizer="bpe", sequences="stories"), "s")
+    assert "<s>" not in ours.vocab and "Tom" not in ours.vocab  # our BPE: lower-cased, no specials
+    # a short story wrapped: <s> + 5 tokens + </s> = 7 ids, of which the first T + 1 = 5
+    short = build_corpus(["A dog and a ball."] * 3, cfg, "s")
+    ids = {t: i for i, t in enumerate(short.vocab)}
+    assert short.sequences[0].tolist() == [ids[t] for t in ("<s>", "A", "dog", "and", "a")]
+
+
+def test_the_word_tokenizer_keeps_case_when_asked():
+    cfg = CorpusConfig(vocab_size=50, seq_len=3, sequences="stories", lowercase=False)
+    assert "Tom" in build_corpus(STORIES, cfg, "s").vocab
+    assert "Tom" not in build_corpus(STORIES, CorpusConfig(vocab_size=50, seq_len=3, sequences="stories"), "s").vocab
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"bpe_specials": True}, "corpus.bpe_specials: only with tokenizer: bpe, got tokenizer 'word'"),
+        ({"tokenizer": "bpe", "bpe_specials": True, "min_count": 5}, "corpus.min_count: bpe_specials keeps"),
+        ({"tokenizer": "bpe", "bpe_specials": True, "vocab_size": 5}, "corpus.vocab_size: bpe_specials needs >= 6"),
+    ],
+)
+def test_bpe_specials_are_checked(change, message):
+    with pytest.raises(PipelineError, match=message):
+        CorpusConfig(**{"vocab_size": 10, "seq_len": 2, **change}).validate()
+
+
+def test_checkpoint_steps_come_to_whole_steps():
+    from emergence.studies.assoc.compare import checkpoint_steps
+
+    assert checkpoint_steps(0.1, 50, "assoc_train") == 5  # the authors' BPE run: a log every 0.1 epoch
+    assert checkpoint_steps(5, 7, "assoc_train") == 35 and checkpoint_steps(0, 7, "assoc_train") == 0
+    with pytest.raises(PipelineError, match=r"assoc_train.checkpoint_every_epochs: 0.3 epochs of 7 steps is 2.1 steps"):
+        checkpoint_steps(0.3, 7, "assoc_train")
+    with pytest.raises(PipelineError, match="is 0.5 steps"):
+        checkpoint_steps(0.1, 5, "assoc_train")
+
+
+def test_the_window_counts_every_log_point_when_logs_come_more_often_than_epochs():
+    from emergence.studies.assoc.compare import cosine_table
+
+    basis = compute_basis(np.array([[0, 1, 2], [2, 1, 0]], dtype=np.int32), 3)
+    model = _zero_model()
+    steps = [(s, model) for s in (5, 10, 15, 50, 55)]
+    by_epoch = cosine_table(steps, {"corpus": basis}, 0.1, steps_per_epoch=50, window_epochs=2)
+    by_log = cosine_table(steps, {"corpus": basis}, 0.1, steps_per_epoch=50, window_epochs=2, log_every=5)
+    w_o = lambda t: t[t["weight"] == "W_O"].set_index("step")["in_window"].to_dict()  # noqa: E731
+    assert w_o(by_epoch) == {5: False, 10: False, 15: False, 50: True, 55: False}
+    assert w_o(by_log) == {5: True, 10: True, 15: True, 50: True, 55: True}
+    assert w_o(cosine_table(steps, {"corpus": basis}, 0.1, 50, 2, log_every=100)) == w_o(by_epoch)  # epochs win
+
+
+def _zero_model():
+    from emergence.core.models import build_model
+
+    return build_model("attn_only", dict(n_layers=1, d_vocab=3, n_ctx=2), "m")

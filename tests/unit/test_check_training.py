@@ -54,6 +54,18 @@ def test_association_epochs_count_the_batches_of_an_epoch():
     assert problems_of(params) == []
 
 
+def test_checkpoints_every_tenth_of_an_epoch_are_counted():
+    # 64 steps an epoch; a checkpoint every 0.125 epochs is every 8 steps: 1,000 epochs save 8,000 (+ step 0)
+    params = edited("assoc_train", epochs=1_000, batch_size=8, checkpoint_every_epochs=0.125, n_log_checkpoints=0)
+    params["assoc_train"]["dense_until"] = 0
+    assert problems_of(params) == []
+    params["assoc_train"]["epochs"] = 1_300  # 83,200 steps: 10,400 checkpoints and step 0's
+    assert problems_of(params) == [
+        "assoc_train.epochs: 1300 epochs of up to 64 steps would save 10401 checkpoints; the limits are 1000000 "
+        "steps and 10000 checkpoints per run (lower it, or save fewer checkpoints)"
+    ]
+
+
 @pytest.mark.parametrize(
     "section, key, value, expected",
     [

@@ -68,9 +68,11 @@ def cosine_table(
     eta: float,
     steps_per_epoch: int,
     window_epochs: int,
+    log_every: int = 0,
 ) -> pd.DataFrame:
     """Rows per (basis, step, layer, weight), each checkpoint read once for every basis; `in_window`
-    marks epoch ends inside the minimum-cosine window at which the weight is already non-zero."""
+    marks the log points (epoch ends, or every `log_every` steps when that is more often) inside the
+    minimum-cosine window at which the weight is already non-zero."""
     rows = [
         {"basis": name, **row}
         for step, model in checkpoints
@@ -81,7 +83,7 @@ def cosine_table(
     table["epoch"] = table["step"] / steps_per_epoch
     first = table["weight"].map(first_nonzero_step)
     table["in_window"] = (
-        (table["step"] % steps_per_epoch == 0)
+        (table["step"] % min(steps_per_epoch, log_every or steps_per_epoch) == 0)
         & (table["step"] >= first)
         & (table["step"] <= window_epochs * steps_per_epoch)
     )
@@ -299,7 +301,7 @@ class AssocTrainParams:
     batch_size: int = 0  # 0 = full batch
     dense_until: int = 20
     n_log_checkpoints: int = 30
-    checkpoint_every_epochs: int = 0
+    checkpoint_every_epochs: float = 0  # 0.1: every tenth of an epoch, as the authors log (--log_epochs 0.1)
     dtype: str = "float32"
     on_nonfinite: str = "stop"  # as TrainConfig.on_nonfinite
 
@@ -313,3 +315,15 @@ class AssocTrainParams:
                 raise PipelineError(
                     f"{where}.{key}: must be >= {1 if key == 'epochs' else 0}, got {getattr(self, key)}"
                 )
+
+
+def checkpoint_steps(every_epochs: float, per_epoch: int, where: str) -> int:
+    """Steps between regular checkpoints for `every_epochs` epochs of `per_epoch` steps (0: none); it
+    must come to a whole number of steps, so that every run logs at the same points of an epoch."""
+    steps = every_epochs * per_epoch
+    if abs(steps - round(steps)) > 1e-9 or (every_epochs and round(steps) < 1):
+        raise PipelineError(
+            f"{where}.checkpoint_every_epochs: {every_epochs} epochs of {per_epoch} steps is {steps:g} steps; "
+            "it must come to a whole number of steps (>= 1)"
+        )
+    return round(steps)

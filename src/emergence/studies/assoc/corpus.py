@@ -40,18 +40,19 @@ from typing import Literal
 import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 
 from emergence.core.io import PipelineError, atomic_path, inside
 from emergence.studies.assoc.stories import DOC_SEPARATOR
 
 TOKENIZERS = ("word", "bpe")
+SPECIALS = ("<unk>", "<pad>", "<s>", "</s>")  # the authors' BPE special tokens, ids 0-3
 _WORD = re.compile(r"[^\W\d_]+|\S")  # a run of letters, or any single other non-space
 
 
-def word_tokens(text: str) -> list[str]:
-    """Lower-cased words (runs of letters); every other non-space character alone."""
-    return _WORD.findall(text.lower())
+def word_tokens(text: str, lowercase: bool = True) -> list[str]:
+    """Words (runs of letters), lower-cased unless asked not to; every other non-space character alone."""
+    return _WORD.findall(text.lower() if lowercase else text)
 
 
 CHUNK = 1 << 18  # bytes read at a time: a text file is streamed, never held whole
@@ -128,6 +129,10 @@ class CorpusConfig:
     sequences: Literal["stories", "windows"] = "windows"  # one per long-enough document, or every window
     min_count: int = 1  # types seen fewer times are never in the vocabulary
     story_filter: Literal["prefix", "whole"] = "prefix"  # in the vocabulary: the sequence's tokens, or its document's
+    lowercase: bool = True  # the authors' word-level tokenizer lower-cases; their BPE keeps case
+    bpe_specials: bool = (
+        False  # the authors' BPE: <unk> <pad> <s> </s>, each story in <s> ... </s>, its whole vocabulary
+    )
 
     def validate(self, where: str = "corpus") -> None:
         if self.vocab_size < 2:
@@ -144,6 +149,15 @@ class CorpusConfig:
             raise PipelineError(f"{where}.sequences: must be stories or windows, got {self.sequences!r}")
         if self.story_filter not in ("prefix", "whole"):
             raise PipelineError(f"{where}.story_filter: must be prefix or whole, got {self.story_filter!r}")
+        if self.bpe_specials and self.tokenizer != "bpe":
+            raise PipelineError(f"{where}.bpe_specials: only with tokenizer: bpe, got tokenizer {self.tokenizer!r}")
+        if self.bpe_specials and self.min_count != 1:
+            raise PipelineError(
+                f"{where}.min_count: bpe_specials keeps the tokenizer's whole vocabulary (the authors'), "
+                f"so no type is left out; set min_count: 1, got {self.min_count}"
+            )
+        if self.bpe_specials and self.vocab_size < len(SPECIALS) + 2:
+            raise PipelineError(f"{where}.vocab_size: bpe_specials needs >= {len(SPECIALS) + 2}, got {self.vocab_size}")
 
 
 @dataclass
@@ -162,13 +176,23 @@ class Corpus:
         return self.sequences.shape[1] - 1
 
 
-def _bpe_tokens(documents: list[str], vocab_size: int) -> list[list[str]]:
-    """Token strings of each document under a BPE trained on the documents themselves."""
+def _bpe(documents: list[str], cfg: CorpusConfig) -> tuple[list[list[str]], list[str]]:
+    """(token strings of each document, the tokenizer's vocabulary in id order) under a BPE trained on
+    the documents themselves. bpe_specials: the authors' (tiny-tokenize-bpe.py): SPECIALS are ids 0-3
+    and a template wraps every document in <s> ... </s>."""
     tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.Lowercase()
+    if cfg.lowercase:
+        tok.normalizer = normalizers.Lowercase()
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(documents, trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False))
-    return [enc.tokens for enc in tok.encode_batch(documents)]
+    specials = list(SPECIALS) if cfg.bpe_specials else []
+    trainer = trainers.BpeTrainer(vocab_size=cfg.vocab_size, special_tokens=specials, show_progress=False)
+    tok.train_from_iterator(documents, trainer)
+    if cfg.bpe_specials:
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", special_tokens=[(t, tok.token_to_id(t)) for t in ("<s>", "</s>")]
+        )
+    vocab = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+    return [enc.tokens for enc in tok.encode_batch(documents)], vocab
 
 
 def _windows(ids: np.ndarray, width: int, first_only: bool) -> np.ndarray:
@@ -186,9 +210,9 @@ def build_corpus(documents: list[str], cfg: CorpusConfig, source: str) -> Corpus
     """
     cfg.validate()
     if cfg.tokenizer == "bpe":
-        docs = _bpe_tokens(documents, cfg.vocab_size)
+        docs, bpe_vocab = _bpe(documents, cfg)
     else:
-        docs = [word_tokens(d) for d in documents]
+        docs = [word_tokens(d, cfg.lowercase) for d in documents]
     counts = Counter(t for doc in docs for t in doc)
     n_tokens = sum(counts.values())
     if n_tokens == 0:
@@ -197,6 +221,8 @@ def build_corpus(documents: list[str], cfg: CorpusConfig, source: str) -> Corpus
         raise PipelineError(f"{source}: vocabulary of one type ({next(iter(counts))!r}), need at least two")
     ranked = sorted(counts, key=lambda t: (-counts[t], t))  # ties broken by the string: deterministic
     vocab = [t for t in ranked if counts[t] >= cfg.min_count][: cfg.vocab_size]
+    if cfg.bpe_specials:  # the authors': the tokenizer's every token, unused ones too (V counts them in R = Y - 1/V)
+        vocab = bpe_vocab
     if len(vocab) < 2:
         raise PipelineError(
             f"{source}: only {len(vocab)} type(s) seen >= min_count={cfg.min_count} times, need at least two"

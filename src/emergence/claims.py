@@ -54,7 +54,8 @@ def seeds_reaching_traversal(metrics: dict) -> float | None:
 
 
 def weakest_patching_along_chain(metrics: dict) -> float | None:
-    """Smallest best-layer patch success over chain depths >= 1 (depth 0, the constant, is a control)."""
+    """Smallest best-layer patch success over chain depths >= 1 (depth 0, the constant, is a control), at
+    the position the report chose (mechanisms.patching_position)."""
     by_depth = get(metrics, "mechanisms", "patching_by_depth")
     if not isinstance(by_depth, dict):
         return None
@@ -125,8 +126,10 @@ CLAIMS = [
         "Training trajectory and phases",
     ),
     Claim(
-        BINDING, "Patching the chain's right-hand sides moves the answer in > 80 % of cases, at every depth",
-        "mechanisms.patching_by_depth: smallest best-layer success over depths >= 1", weakest_patching_along_chain,
+        BINDING, "Patching along the query chain moves the answer in > 80 % of cases, at every depth",
+        "mechanisms.patching_by_depth (at mechanisms.patching_position: the right-hand side or the newline, "
+        "whichever the model keeps values at): smallest best-layer success over depths >= 1",
+        weakest_patching_along_chain,
         ">", 0.8, f"'along query chains ... >80% success rates' ({BINDING_RULES})", "Patching by chain depth",
     ),
     *(

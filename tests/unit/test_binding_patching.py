@@ -116,11 +116,11 @@ def test_position_classes_of_a_hand_written_program():
         "chain_lhs",
         "other",
         "chain_root",
-        "other",
+        "chain_newline",
         "chain_lhs",
         "other",
         "chain_rhs",
-        "other",
+        "chain_newline",
         "other",
         "other",
         "other",
@@ -155,7 +155,8 @@ def test_patching_every_position_gives_the_counterfactual_run(pairs, layer):
 
 def test_chain_depth_counts_copies_from_the_root_by_hand():
     text = "a=1\nd=5\nb=a\nc=b\n#c:"  # chain c <- b <- a: lines 3, 2, 0 (query line first)
-    assert [(i, d) for i, d in enumerate(chain_depths(text, (3, 2, 0))) if d >= 0] == [(2, 0), (10, 1), (14, 2)]
+    on_chain = [(i, d) for i, d in enumerate(chain_depths(text, (3, 2, 0))) if d >= 0]
+    assert on_chain == [(2, 0), (3, 0), (10, 1), (11, 1), (14, 2), (15, 2)]  # each line's rhs and newline
 
 
 def test_layer_out_of_range_is_rejected(pairs):
@@ -206,11 +207,13 @@ def test_patching_table_matches_one_patch_at_a_time(pairs):
             assert totals["patch_success", layer, pos] == to_cf.sum()
             assert totals["base_kept", layer, pos] == to_base.sum()
 
-    # Chain depth: 0 exactly at the root constant, 1.. on the other chain right-hand sides, -1 elsewhere.
+    # Chain depth: 0 exactly at the root constant, 1.. on the other chain right-hand sides, 0.. on every chain
+    # line's newline (the root line's is 0), -1 elsewhere.
     depth_of = cells.groupby("position_class")["chain_depth"].agg(["min", "max"])
     assert depth_of.loc["chain_root"].tolist() == [0, 0]
     assert depth_of.loc["chain_rhs", "min"] == 1 and depth_of.loc["chain_rhs", "max"] <= kept["hops"].max()
-    assert (depth_of.drop(["chain_root", "chain_rhs"]) == -1).all().all()
+    assert depth_of.loc["chain_newline"].tolist() == [0, depth_of.loc["chain_rhs", "max"]]
+    assert (depth_of.drop(["chain_root", "chain_rhs", "chain_newline"]) == -1).all().all()
 
     # Sanity of the intervention itself: at the embeddings only the root constant differs,
     # and after the last block only the answer position feeds the answer.

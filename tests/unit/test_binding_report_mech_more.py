@@ -132,28 +132,38 @@ def test_depth_patching_pools_pairs_over_seeds():
 
 
 def test_depth_section_pooled_and_per_seed_tables(drawn):  # noqa: F811
-    part = M.depth_section(patching_frame())
+    part = M.depth_section(patching_frame())  # no newline cells: the right-hand side only
     assert paras(part) == [
-        "Patch success at the query chain's right-hand sides, by layer and chain depth of the patched "
-        "token (0 = the root constant, k = the line k copies below it), pooled over positions, pairs and "
-        "seeds. Depth 0 is the token the pair changes, so its layer-0 success is 1 by construction (a "
-        "control). The paper reports > 80% success at RHS tokens along the query chain."
+        "Patch success along the query chain, by layer and chain depth of the patched token (0 = the root "
+        "constant's line, k = the line k copies below it), pooled over positions, pairs and seeds, at two "
+        "positions of each chain line: its right-hand side (the paper's RHS tokens) and its newline (the "
+        "value the line assigns can only be there once the line is read). Depth 0's right-hand side is the "
+        "token the pair changes, so its layer-0 success is 1 by construction (a control). The paper reports "
+        "> 80% success at RHS tokens along the query chain.",
+        "The claim reads the right-hand side: of the two, it is where this model's weakest depth (>= 1, best "
+        "layer) patches best (right-hand side 0.45, newline not measured).",
     ]
     head = ["layer", "depth 0", "depth 1"]
     assert all_cells(part) == [
         (
-            "Patch success by layer and chain depth, seeds pooled",
+            "At the right-hand side: patch success by layer and chain depth, seeds pooled",
             [head, ["0", "0.150", "0.350"], ["1", "0.250", "0.450"]],
         ),
-        ("Seed 0: patch success by layer and chain depth", [head, ["0", "0.000", "0.200"], ["1", "0.100", "0.300"]]),
-        ("Seed 1: patch success by layer and chain depth", [head, ["0", "0.200", "0.400"], ["1", "0.300", "0.500"]]),
+        (
+            "Seed 0, at the right-hand side: patch success by layer and chain depth",
+            [head, ["0", "0.000", "0.200"], ["1", "0.100", "0.300"]],
+        ),
+        (
+            "Seed 1, at the right-hand side: patch success by layer and chain depth",
+            [head, ["0", "0.200", "0.400"], ["1", "0.300", "0.500"]],
+        ),
     ]
     ((plot, (mat, title), kwargs, alt),) = drawn
     assert (plot, title, kwargs, alt) == (
         "heatmap",
-        "patch success by chain depth",
+        "patch success by chain depth, right-hand side",
         {},
-        "patch success, layer by chain depth",
+        "patch success at the right-hand side, layer by chain depth",
     )
     pd.testing.assert_frame_equal(mat, M.depth_patching(patching_frame()))
 
@@ -245,10 +255,15 @@ def test_hop_heads_section_tables_per_seed_and_panels(drawn):  # noqa: F811
 
 def test_mechanism_metrics_pooled_and_per_seed():
     m = M.mechanism_metrics(patching_frame(), ablation_frame())
-    assert m["patching_by_depth"] == {
-        "0": {"best_layer": 1, "success": 0.25},
-        "1": {"best_layer": 1, "success": 0.45},
-    }
+    assert (
+        m["patching_by_depth"]
+        == m["patching_by_depth_rhs"]
+        == {
+            "0": {"best_layer": 1, "success": 0.25},
+            "1": {"best_layer": 1, "success": 0.45},
+        }
+    )
+    assert m["patching_position"] == "rhs" and m["patching_by_depth_newline"] == {}
     assert m["per_seed"]["0"]["patching_by_depth"] == {
         "0": {"best_layer": 1, "success": 0.1},
         "1": {"best_layer": 1, "success": 0.3},
@@ -256,7 +271,8 @@ def test_mechanism_metrics_pooled_and_per_seed():
     assert m["per_seed"]["1"]["patching_by_depth"]["1"] == {"best_layer": 1, "success": 0.5}
     assert m["heads_by_hop"]["1"] == ["1.1 (0.571)", "0.1 (0.471)", "1.0 (0.371)"]
     assert m["per_seed"]["0"]["heads_by_hop"]["2"] == ["1.1 (0.552)", "0.1 (0.452)", "1.0 (0.352)"]
-    assert list(m) == ["patching_by_depth", "heads_by_hop", "per_seed"] and list(m["per_seed"]) == ["0", "1"]
+    keys = ["patching_by_depth", "patching_by_depth_rhs", "patching_by_depth_newline", "heads_by_hop"]
+    assert list(m) == ["patching_position", *keys, "per_seed"] and list(m["per_seed"]) == ["0", "1"]
 
 
 def test_mechanism_metrics_without_ablation_and_a_depth_without_pairs():
@@ -264,14 +280,17 @@ def test_mechanism_metrics_without_ablation_and_a_depth_without_pairs():
     pat.loc[pat["chain_depth"] == 1, "n"] = 0  # no pairs at depth 1: 0 / 0, left out
     abl = ablation_frame().iloc[0:0]
     m = M.mechanism_metrics(pat, abl)
-    assert m == {
-        "patching_by_depth": {"0": {"best_layer": 1, "success": 0.25}},
-        "heads_by_hop": {},
-        "per_seed": {
-            "0": {"patching_by_depth": {"0": {"best_layer": 1, "success": 0.1}}, "heads_by_hop": {}},
-            "1": {"patching_by_depth": {"0": {"best_layer": 1, "success": 0.3}}, "heads_by_hop": {}},
-        },
-    }
+
+    def entry(success: float) -> dict:
+        at = {"0": {"best_layer": 1, "success": success}}
+        return {
+            "patching_by_depth": at,
+            "patching_by_depth_rhs": at,
+            "patching_by_depth_newline": {},
+            "heads_by_hop": {},
+        }
+
+    assert m == {"patching_position": "rhs", **entry(0.25), "per_seed": {"0": entry(0.1), "1": entry(0.3)}}
     # seeds only in the ablation table still get their own entry
     abl = ablation_frame().assign(seed=lambda d: d["seed"] + 5)
     assert list(M.mechanism_metrics(pat, abl)["per_seed"]) == ["0", "1", "5", "6"]
@@ -283,7 +302,14 @@ def test_mechanism_metrics_without_an_ablation_table_and_rounding():
     assert m["patching_by_depth"]["0"] == {"best_layer": 0, "success": 0.333333}  # every layer 1/3: the first
     # no ablation stage output at all (not even columns), no patching rows
     empty = M.mechanism_metrics(patching_frame().iloc[0:0], pd.DataFrame())
-    assert empty == {"patching_by_depth": {}, "heads_by_hop": {}, "per_seed": {}}
+    assert empty == {
+        "patching_position": "rhs",
+        "patching_by_depth": {},
+        "patching_by_depth_rhs": {},
+        "patching_by_depth_newline": {},
+        "heads_by_hop": {},
+        "per_seed": {},
+    }
 
 
 def test_mechanism_sections_are_their_parts_one_per_line(drawn):  # noqa: F811
@@ -291,6 +317,46 @@ def test_mechanism_sections_are_their_parts_one_per_line(drawn):  # noqa: F811
         return [line.split(" ")[0].split(">")[0] for line in part.split("\n")]
 
     assert tags(M.patching_section(patching_frame())) == ["<p", "<img", "<table", "<p"]
-    assert tags(M.depth_section(patching_frame())) == ["<p", "<table", "<img", "<table", "<table"]
+    assert tags(M.depth_section(patching_frame())) == ["<p", "<p", "<table", "<img", "<table", "<table"]
     assert tags(M.ablation_section(ablation_frame(), routing_frame())) == ["<p", "<img", "<p", "<table"]
     assert tags(M.hop_heads_section(ablation_frame())) == ["<p", "<table", "<table", "<table", "<img"]
+
+
+def with_newline(success: float) -> pd.DataFrame:
+    """patching_frame() plus the chain's newlines: depth 0 at position 6, depth 1 at position 7, every
+    layer and seed at `success` with 10 pairs."""
+    pat = patching_frame()
+    rows = [
+        (s, layer, pos, "chain_newline", "patch_success", success, 10, 1000, -1, depth)
+        for s in (0, 1)
+        for layer in (0, 1)
+        for pos, depth in ((6, 0), (7, 1))
+    ]
+    return pd.concat([pat, pd.DataFrame(rows, columns=list(pat.columns))], ignore_index=True)
+
+
+def test_the_claim_reads_the_newline_where_the_model_keeps_values_there(drawn):  # noqa: F811
+    # right-hand side: depth 1's best layer 0.45; newline 0.9 everywhere: the newline wins
+    pat = with_newline(0.9)
+    m = M.mechanism_metrics(pat, ablation_frame())
+    assert m["patching_position"] == "newline"
+    assert (
+        m["patching_by_depth"]
+        == m["patching_by_depth_newline"]
+        == {
+            "0": {"best_layer": 0, "success": 0.9},
+            "1": {"best_layer": 0, "success": 0.9},
+        }
+    )
+    assert m["patching_by_depth_rhs"]["1"] == {"best_layer": 1, "success": 0.45}  # unchanged by the newline cells
+    assert m["per_seed"]["1"]["patching_by_depth"]["1"]["success"] == 0.9  # per seed: the pooled choice
+    part = M.depth_section(pat)
+    assert (
+        "The claim reads the newline: of the two, it is where this model's weakest depth (>= 1, best layer) "
+        "patches best (right-hand side 0.45, newline 0.90)." in paras(part)
+    )
+    captions = [caption for caption, _ in all_cells(part)]
+    assert captions[3] == "At the newline: patch success by layer and chain depth, seeds pooled"
+    # a tie goes to the right-hand side, the paper's position
+    assert M.patching_position(with_newline(0.45)) == "rhs"
+    assert M.patching_position(with_newline(0.44)) == "rhs" and M.patching_position(with_newline(0.46)) == "newline"

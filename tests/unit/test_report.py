@@ -329,7 +329,7 @@ def test_patching_by_depth_pools_hits_over_positions_and_seeds():
             (0, 2, 3, -1, 1.0, 99),  # off the chain: not a depth
         ],
         columns=["seed", "layer", "position", "chain_depth", "value", "n"],
-    ).assign(metric="patch_success")
+    ).assign(metric="patch_success", position_class="chain_rhs")
     mat = depth_patching(table)
     assert list(mat.columns) == [0, 1]
     assert mat.loc[2, 1] == pytest.approx(20 / 60) and mat.loc[2, 0] == 0.25
@@ -399,7 +399,7 @@ def test_mechanism_metrics_per_seed_differ_from_pooled():
             (1, 2, 6, 1, 0.1, 30),
         ],
         columns=["seed", "layer", "position", "chain_depth", "value", "n"],
-    ).assign(metric="patch_success")
+    ).assign(metric="patch_success", position_class="chain_rhs")
     ablation = pd.DataFrame(
         [  # (seed, layer, head, hops, value): seed 0 needs head 0.1, seed 1 head 1.0; pooled 0.1 = 0.35, 1.0 = 0.3
             (0, 0, 1, 2, 0.6),

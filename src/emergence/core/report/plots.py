@@ -21,6 +21,7 @@ CLASS_COLOURS = {
     "query": "#c0392b",
     "chain_root": "#f39c12",
     "chain_rhs": "#2e86c1",
+    "chain_newline": "#1abc9c",
     "chain_lhs": "#8e44ad",
     "other": "#d5d8dc",
 }

@@ -8,8 +8,9 @@ layer, the information that decides the answer lives (Wu et al., 2505.20896;
 the paper, as our summary gives it: "Causal interventions on residual stream
 positions at RHS tokens along query chains cause predictable output changes
 with >80% success rates"). Every row carries the chain depth of the patched
-token: on a chain line's right-hand side, the number of copies between the
-root constant and that line (0 = the constant itself); -1 elsewhere.
+token: on a chain line's right-hand side, and on that line's newline (where a
+model may keep the value the line assigns), the number of copies between the
+root constant and that line (0 = the constant's line); -1 elsewhere.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from emergence.studies.binding.programs import trace
 from emergence.studies.binding.tokenizer import CharTokenizer
 
 LINE = 4  # tokens per assignment line: lhs, '=', rhs, newline
-POSITION_CLASSES = ("query", "chain_root", "chain_rhs", "chain_lhs", "other")
+POSITION_CLASSES = ("query", "chain_root", "chain_rhs", "chain_newline", "chain_lhs", "other")
 
 
 def make_counterfactual_pairs(
@@ -82,22 +83,24 @@ def make_counterfactual_pairs(
 
 def position_classes(program_text: str, chain_lines: Sequence[int]) -> list[str]:
     """Class of every token position: the query line, the chain's root constant, the
-    other chain lines' rhs (the copied variable) and lhs (the variable written)."""
+    other chain lines' rhs (the copied variable), every chain line's lhs (the variable
+    written) and newline."""
     classes = ["other"] * len(program_text)
     for line in chain_lines:
         classes[LINE * line] = "chain_lhs"
         classes[LINE * line + 2] = "chain_rhs"
+        classes[LINE * line + 3] = "chain_newline"
     classes[LINE * chain_lines[-1] + 2] = "chain_root"
     classes[-3:] = ["query"] * 3
     return classes
 
 
 def chain_depths(program_text: str, chain_lines: Sequence[int]) -> list[int]:
-    """Chain depth of every token position: k on the rhs of the chain line k copies below the
-    root (`chain_lines` runs from the query's line down to the root, so the root is depth 0)."""
+    """Chain depth of every token position: k on the rhs and the newline of the chain line k copies
+    below the root (`chain_lines` runs from the query's line down to the root, so the root is depth 0)."""
     depths = [-1] * len(program_text)
     for k, line in enumerate(reversed(chain_lines)):
-        depths[LINE * line + 2] = k
+        depths[LINE * line + 2] = depths[LINE * line + 3] = k
     return depths
 
 

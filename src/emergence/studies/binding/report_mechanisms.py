@@ -73,12 +73,34 @@ def ablation_section(ablation: pd.DataFrame, routing: pd.DataFrame) -> str:
     )
 
 
-def depth_patching(patching: pd.DataFrame) -> pd.DataFrame:
-    """Patch success per (layer, chain depth of the patched right-hand side), pooled over positions,
-    pairs and seeds (sum of successes / sum of pairs): index layer, columns depth."""
-    cells = patching[(patching["metric"] == "patch_success") & (patching["chain_depth"] >= 0)]
+# where along a chain line its value can sit: the right-hand side (the root's constant, or the copied
+# variable: the paper's "RHS tokens") or the line's newline, after the line has been read
+PATCH_AT = {"rhs": ("chain_root", "chain_rhs"), "newline": ("chain_newline",)}
+PATCH_AT_TEXT = {"rhs": "right-hand side", "newline": "newline"}
+
+
+def depth_patching(patching: pd.DataFrame, at: str = "rhs") -> pd.DataFrame:
+    """Patch success per (layer, chain depth) of the patched chain tokens at `at` (PATCH_AT), pooled over
+    positions, pairs and seeds (sum of successes / sum of pairs): index layer, columns depth."""
+    cells = patching[
+        (patching["metric"] == "patch_success")
+        & (patching["chain_depth"] >= 0)
+        & patching["position_class"].isin(PATCH_AT[at])
+    ]
     hits = (cells["value"] * cells["n"]).groupby([cells["layer"], cells["chain_depth"]]).sum()
     return (hits / cells.groupby(["layer", "chain_depth"])["n"].sum()).unstack("chain_depth")
+
+
+def _weakest(by_depth: pd.DataFrame) -> float:
+    """Smallest best-layer success over depths >= 1 (-1 when there is none)."""
+    best = [col.max() for d, col in by_depth.items() if d >= 1 and col.notna().any()]
+    return min(best) if best else -1.0
+
+
+def patching_position(patching: pd.DataFrame) -> str:
+    """The position the model keeps a chain's values at: of the right-hand side and the newline, the one
+    whose weakest depth (>= 1, seeds pooled) patches best; the right-hand side, the paper's, on a tie."""
+    return max(PATCH_AT, key=lambda at: (_weakest(depth_patching(patching, at)), at == "rhs"))
 
 
 def _seeds(*tables: pd.DataFrame) -> list:
@@ -90,25 +112,30 @@ def _of_seed(table: pd.DataFrame, seed) -> pd.DataFrame:
 
 
 def mechanism_metrics(patching: pd.DataFrame, ablation: pd.DataFrame) -> dict:
-    """JSON-ready: best layer's success per chain depth, and each hop's top heads, pooled over seeds
-    and per seed (`per_seed`)."""
+    """JSON-ready: best layer's success per chain depth at the right-hand side and at the newline, the
+    position the claim reads (`patching_position`; `patching_by_depth` is the table there), and each hop's
+    top heads, pooled over seeds and per seed (`per_seed`)."""
+    at = patching_position(patching) if len(patching) else "rhs"
+
+    def depths(table: pd.DataFrame, where: str) -> dict:
+        return {
+            str(d): {"best_layer": int(col.idxmax()), "success": round(float(col.max()), 6)}
+            for d, col in depth_patching(table, where).items()
+            if col.notna().any()
+        }
 
     def of(seed) -> dict:
-        by_depth = depth_patching(_of_seed(patching, seed))
-        abl = _of_seed(ablation, seed)
+        pat, abl = _of_seed(patching, seed), _of_seed(ablation, seed)
         heads = heads_by_hop(abl) if len(abl) else pd.DataFrame(columns=["hops"])
         return {
-            "patching_by_depth": {
-                str(d): {"best_layer": int(col.idxmax()), "success": round(float(col.max()), 6)}
-                for d, col in by_depth.items()
-                if col.notna().any()
-            },
+            "patching_by_depth": depths(pat, at),
+            **{f"patching_by_depth_{where}": depths(pat, where) for where in PATCH_AT},
             "heads_by_hop": {
                 str(h): [f"{r.layer}.{r.head} ({r.drop:.3f})" for r in g.itertuples()] for h, g in heads.groupby("hops")
             },
         }
 
-    return of(None) | {"per_seed": {str(s): of(s) for s in _seeds(patching, ablation)}}
+    return {"patching_position": at} | of(None) | {"per_seed": {str(s): of(s) for s in _seeds(patching, ablation)}}
 
 
 def _depth_table(mat: pd.DataFrame) -> pd.DataFrame:
@@ -116,29 +143,43 @@ def _depth_table(mat: pd.DataFrame) -> pd.DataFrame:
 
 
 def depth_section(patching: pd.DataFrame) -> str:
-    mat = depth_patching(patching)
-    if mat.empty:
+    mats = {at: depth_patching(patching, at) for at in PATCH_AT}
+    if all(m.empty for m in mats.values()):
         return H.para("No patching pairs on the chain (pairs_correct is 0 or the chains are empty).", "note")
-    per_seed = [
-        H.table(
-            _depth_table(depth_patching(_of_seed(patching, s))),
-            caption=f"Seed {s}: patch success by layer and chain depth",
-        )
-        for s in _seeds(patching)
-    ]
-    return "\n".join(
-        [
-            H.para(
-                "Patch success at the query chain's right-hand sides, by layer and chain depth of the patched "
-                "token (0 = the root constant, k = the line k copies below it), pooled over positions, pairs and "
-                "seeds. Depth 0 is the token the pair changes, so its layer-0 success is 1 by construction (a "
-                f"control). The paper reports > {PAPER_PATCHING:.0%} success at RHS tokens along the query chain."
-            ),
-            H.table(_depth_table(mat), caption="Patch success by layer and chain depth, seeds pooled"),
-            H.figure(plots.heatmap(mat, "patch success by chain depth"), "patch success, layer by chain depth"),
-            *per_seed,
-        ]
+    at = patching_position(patching)
+    weakest = ", ".join(
+        f"{PATCH_AT_TEXT[w]} {_weakest(m):.2f}" if _weakest(m) >= 0 else f"{PATCH_AT_TEXT[w]} not measured"
+        for w, m in mats.items()
     )
+    parts = [
+        H.para(
+            "Patch success along the query chain, by layer and chain depth of the patched token (0 = the root "
+            "constant's line, k = the line k copies below it), pooled over positions, pairs and seeds, at two "
+            "positions of each chain line: its right-hand side (the paper's RHS tokens) and its newline (the "
+            "value the line assigns can only be there once the line is read). Depth 0's right-hand side is the "
+            "token the pair changes, so its layer-0 success is 1 by construction (a control). The paper reports "
+            f"> {PAPER_PATCHING:.0%} success at RHS tokens along the query chain."
+        ),
+        H.para(
+            f"The claim reads the {PATCH_AT_TEXT[at]}: of the two, it is where this model's weakest depth (>= 1, "
+            f"best layer) patches best ({weakest})."
+        ),
+    ]
+    for where, mat in mats.items():
+        if mat.empty:
+            continue
+        parts += [
+            H.table(_depth_table(mat), caption=f"At the {PATCH_AT_TEXT[where]}: patch success by layer and chain "
+                    "depth, seeds pooled"),
+            H.figure(plots.heatmap(mat, f"patch success by chain depth, {PATCH_AT_TEXT[where]}"),
+                     f"patch success at the {PATCH_AT_TEXT[where]}, layer by chain depth"),
+            *(
+                H.table(_depth_table(depth_patching(_of_seed(patching, s), where)),
+                        caption=f"Seed {s}, at the {PATCH_AT_TEXT[where]}: patch success by layer and chain depth")
+                for s in _seeds(patching)
+            ),
+        ]  # fmt: skip
+    return "\n".join(parts)
 
 
 def hop_heads_section(ablation: pd.DataFrame) -> str:

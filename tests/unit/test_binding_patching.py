@@ -11,6 +11,7 @@ from emergence.studies.binding.batches import encode_programs, parse_program
 from emergence.studies.binding.patching import (
     answer_digits,
     chain_depths,
+    head_step_table,
     make_counterfactual_pairs,
     patch_residual,
     patching_table,
@@ -285,3 +286,45 @@ def test_answer_digits_reads_the_answer_row_and_marks_a_non_digit_minus_one():
     got = answer_digits(logits, answer_pos, TOK)
     assert got.dtype == np.int64
     assert got.tolist() == [7, -1, -1, 0]
+
+
+def one_head_by_hand(model, pair, layer: int, head: int, k: int) -> bool:
+    """One pair, one head, one step, through plain forward hooks on the attention module's hook_z:
+    the cf run's output of `head` at line k's rhs and newline put into the base run."""
+    line = list(reversed(pair["chain_lines"]))[k]
+    positions = [4 * line + 2, 4 * line + 3]
+    point = model.hook_points()[f"blocks.{layer}.attn.hook_z"]
+    seen = {}
+    grab = point.register_forward_hook(lambda m, i, out: seen.__setitem__("z", out.clone()))
+    model(encode([pair["cf"]]))
+    grab.remove()
+
+    def put(m, i, out):
+        out = out.clone()
+        out[0, positions, head] = seen["z"][0, positions, head]
+        return out
+
+    swap = point.register_forward_hook(put)
+    base = encode_programs([pair["base"]], [pair["base_answer"]], TOK)
+    logits, _ = model(base.idx)
+    swap.remove()
+    return int(answer_digits(logits, base.answer_pos, TOK)[0]) == pair["cf_answer"]
+
+
+@torch.no_grad()
+def test_head_steps_match_one_head_patched_by_hand(pairs):
+    model = digit_reader()
+    kept = self_labelled(model, pairs)
+    table = head_step_table(model, kept, TOK, seed=2, step=5, batch_size=7)  # batches split the pairs unevenly
+    assert list(table.columns) == COLUMNS and no_hooks(model)
+    assert set(table["metric"]) == {"head_step_success"} and (table["position"] == -1).all()
+    for k in range(1, int(kept["hops"].max()) + 1):
+        deep = kept[kept["hops"] >= k]  # a step exists only on chains at least k long
+        for layer in range(N_LAYERS):
+            for head in range(2):
+                expected = [one_head_by_hand(model, row, layer, head, k) for _, row in deep.iterrows()]
+                cell = table[(table["layer"] == layer) & (table["head"] == head) & (table["chain_depth"] == k)]
+                assert cell["n"].tolist() == [len(deep)]
+                assert cell["value"].iloc[0] == pytest.approx(np.mean(expected))
+    assert table["value"].max() > 0  # some head's output moves the answer: the test could fail
+    assert set(table["chain_depth"]) == set(range(1, int(kept["hops"].max()) + 1))  # no step 0: the constant

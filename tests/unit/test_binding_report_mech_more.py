@@ -271,7 +271,7 @@ def test_mechanism_metrics_pooled_and_per_seed():
     assert m["per_seed"]["1"]["patching_by_depth"]["1"] == {"best_layer": 1, "success": 0.5}
     assert m["heads_by_hop"]["1"] == ["1.1 (0.571)", "0.1 (0.471)", "1.0 (0.371)"]
     assert m["per_seed"]["0"]["heads_by_hop"]["2"] == ["1.1 (0.552)", "0.1 (0.452)", "1.0 (0.352)"]
-    keys = ["patching_by_depth", "patching_by_depth_rhs", "patching_by_depth_newline", "heads_by_hop"]
+    keys = ["patching_by_depth", "heads_by_step", "patching_by_depth_rhs", "patching_by_depth_newline", "heads_by_hop"]
     assert list(m) == ["patching_position", *keys, "per_seed"] and list(m["per_seed"]) == ["0", "1"]
 
 
@@ -285,6 +285,7 @@ def test_mechanism_metrics_without_ablation_and_a_depth_without_pairs():
         at = {"0": {"best_layer": 1, "success": success}}
         return {
             "patching_by_depth": at,
+            "heads_by_step": {},
             "patching_by_depth_rhs": at,
             "patching_by_depth_newline": {},
             "heads_by_hop": {},
@@ -305,6 +306,7 @@ def test_mechanism_metrics_without_an_ablation_table_and_rounding():
     assert empty == {
         "patching_position": "rhs",
         "patching_by_depth": {},
+        "heads_by_step": {},
         "patching_by_depth_rhs": {},
         "patching_by_depth_newline": {},
         "heads_by_hop": {},
@@ -360,3 +362,46 @@ def test_the_claim_reads_the_newline_where_the_model_keeps_values_there(drawn): 
     # a tie goes to the right-hand side, the paper's position
     assert M.patching_position(with_newline(0.45)) == "rhs"
     assert M.patching_position(with_newline(0.44)) == "rhs" and M.patching_position(with_newline(0.46)) == "newline"
+
+
+def step_frame() -> pd.DataFrame:
+    """head_step_success rows: step 1, heads 0.0, 0.1, 1.0, 1.1; seed 0 (10 pairs) favours 1.1 (0.9), seed 1
+    (30 pairs) 0.1 (0.8); pooled 0.1 = (1 + 24) / 40, 1.1 = (9 + 6) / 40. Step 2: one head, seed 0 only."""
+    value = {
+        0: {(0, 0): 0.0, (0, 1): 0.1, (1, 0): 0.5, (1, 1): 0.9},
+        1: {(0, 0): 0.0, (0, 1): 0.8, (1, 0): 0.1, (1, 1): 0.2},
+    }
+    rows = [(s, layer, head, 1, v, 10 + 20 * s) for s, heads in value.items() for (layer, head), v in heads.items()]
+    rows.append((0, 1, 1, 2, 0.4, 10))
+    df = pd.DataFrame(rows, columns=["seed", "layer", "head", "chain_depth", "value", "n"])
+    return df.assign(step=1000, position=-1, position_class="chain_line", metric="head_step_success")
+
+
+def test_heads_by_step_pool_pairs_over_seeds_and_rank():
+    t = M.heads_by_step(step_frame())
+    assert t[["step", "rank", "layer", "head"]].values.tolist() == [
+        [1, 1, 0, 1],
+        [1, 2, 1, 1],
+        [1, 3, 1, 0],
+        [2, 1, 1, 1],
+    ]
+    assert t["success"].round(6).tolist() == [0.625, 0.375, 0.2, 0.4] and t["n"].tolist() == [40, 40, 40, 10]
+    seed0 = M.heads_by_step(step_frame()[lambda d: d["seed"] == 0], top=1)
+    assert seed0[["step", "layer", "head"]].values.tolist() == [[1, 1, 1], [2, 1, 1]]
+    assert M.heads_by_step(patching_frame()).empty  # no head rows: an empty table, not an error
+
+
+def test_step_heads_section_and_metrics():
+    pat = pd.concat([patching_frame(), step_frame()], ignore_index=True)
+    part = M.step_heads_section(pat)
+    captions = [caption for caption, _ in all_cells(part)]
+    assert captions == [
+        "Top heads per dereference step (layer.head), seeds pooled",
+        "Seed 0: top heads per dereference step",
+        "Seed 1: top heads per dereference step",
+    ]
+    assert M.step_heads_section(patching_frame()) == '<p class="note">No head-per-step patching results.</p>'
+    m = M.mechanism_metrics(pat, ablation_frame())
+    assert m["heads_by_step"] == {"1": ["0.1 (0.625)", "1.1 (0.375)", "1.0 (0.200)"], "2": ["1.1 (0.400)"]}
+    assert m["per_seed"]["1"]["heads_by_step"] == {"1": ["0.1 (0.800)", "1.1 (0.200)", "1.0 (0.100)"]}
+    assert m["patching_by_depth"] == M.mechanism_metrics(patching_frame(), ablation_frame())["patching_by_depth"]

@@ -463,6 +463,7 @@ def test_binding_page_sections_in_order_each_from_its_tables(drawn):
         ("Patching by chain depth", M.depth_section(pat)),
         ("Head ablation and routing heads", M.ablation_section(abl, rout)),
         ("Heads per hop", M.hop_heads_section(abl)),
+        ("Heads per dereference step", M.step_heads_section(pat)),
         ("Example programs", R._examples_section(preds(), 3)),
         ("Provenance", H.provenance_block(PROVENANCE)),
     ]

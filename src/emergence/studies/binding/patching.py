@@ -277,6 +277,70 @@ def patching_table(
     )
 
 
+def _head_patch(name_h: int, pos: torch.Tensor, src: torch.Tensor):
+    """A hook_z edit: head `name_h`'s output at each row's positions `pos` (B, P) taken from `src`
+    (B, T, H, d_head)."""
+    rows = torch.arange(len(pos))[:, None]
+
+    def patch(z: torch.Tensor, _: str) -> torch.Tensor:
+        z = z.clone()
+        z[rows, pos, name_h] = src[rows, pos, name_h]
+        return z
+
+    return patch
+
+
+@torch.no_grad()
+def head_step_table(
+    model: HookedModel, pairs: pd.DataFrame, tok: CharTokenizer, *, seed: int, step: int, batch_size: int = 64
+) -> pd.DataFrame:
+    """Heads per dereference step: rows (seed, step, layer, head, position=-1, position_class="chain_line",
+    chain_depth=k, metric="head_step_success", value, n).
+
+    Step k (chain depth k >= 1) is the link at which the line k copies below the root reads the value of
+    the line above it in the chain. For each head, the fraction of the n pairs (both runs answered
+    correctly, hops >= k) whose answer switches to the cf answer when only that head's output (hook_z)
+    at line k's right-hand side and newline comes from the cf run: the head that writes the moved value
+    into line k is the one that moves it one link (ours: the paper names heads per hop; an intervention
+    per step, at the line where the step lands, is our reading of "which head moves the value").
+    """
+    n_layers, n_heads = model.config.n_layers, model.config.n_heads
+    max_hops = int(pairs["hops"].max())
+    hits = np.zeros((n_layers, n_heads, max_hops + 1), dtype=np.int64)
+    counts = np.zeros(max_hops + 1, dtype=np.int64)
+    names = [f"blocks.{layer}.attn.hook_z" for layer in range(n_layers)]
+    for s in tqdm(range(0, len(pairs), batch_size), desc="head steps", disable=None):
+        batch = pairs.iloc[s : s + batch_size].reset_index(drop=True)
+        enc_b = encode_programs(batch["base"].tolist(), batch["base_answer"].tolist(), tok)
+        enc_c = encode_programs(batch["cf"].tolist(), batch["cf_answer"].tolist(), tok)
+        logits_b, _ = model(enc_b.idx)
+        logits_c, cache_c = model.run_with_cache(enc_c.idx, names)
+        ok = (answer_digits(logits_b, enc_b.answer_pos, tok) == enc_b.answers.numpy()) & (
+            answer_digits(logits_c, enc_c.answer_pos, tok) == enc_c.answers.numpy()
+        )
+        for k in range(1, max_hops + 1):
+            rows = np.flatnonzero(ok & (batch["hops"].to_numpy() >= k))
+            if not len(rows):
+                continue
+            line = np.array([list(reversed(batch.at[r, "chain_lines"]))[k] for r in rows])
+            pos = torch.from_numpy(np.stack([LINE * line + 2, LINE * line + 3], axis=1))  # (B_k, 2): rhs, newline
+            idx, answer_pos = enc_b.idx[rows], enc_b.answer_pos[rows]
+            cf_ans = enc_c.answers[rows].numpy()
+            counts[k] += len(rows)
+            for layer, name in enumerate(names):
+                src = cache_c[name][rows]
+                for h in range(n_heads):
+                    with model.hooks([(name, _head_patch(h, pos, src))]):
+                        logits, _ = model(idx)
+                    hits[layer, h, k] += int((answer_digits(logits, answer_pos, tok) == cf_ans).sum())
+    layer, head, depth = np.nonzero(np.broadcast_to(counts > 0, hits.shape))
+    return pd.DataFrame(
+        dict(seed=seed, step=step, layer=layer, head=head, position=-1, position_class="chain_line", chain_depth=depth,
+             metric="head_step_success", value=hits[layer, head, depth] / counts[depth], n=counts[depth])
+    ).astype({"seed": "int64", "step": "int64", "layer": "int64", "head": "int64", "position": "int64",
+              "chain_depth": "int64", "value": "float64", "n": "int64"})  # fmt: skip
+
+
 @dataclasses.dataclass
 class PatchingParams:
     n_pairs: int = 200

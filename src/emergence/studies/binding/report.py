@@ -21,6 +21,7 @@ from emergence.studies.binding.report_mechanisms import (
     depth_section,
     hop_heads_section,
     patching_section,
+    step_heads_section,
 )
 from emergence.studies.binding.report_stress import frontier_section, stress_metrics, stress_section
 
@@ -381,6 +382,7 @@ def binding_page(
             ("Patching by chain depth", depth_section(patching)),
             ("Head ablation and routing heads", ablation_section(ablation, routing)),
             ("Heads per hop", hop_heads_section(ablation)),
+            ("Heads per dereference step", step_heads_section(patching)),
             ("Example programs", _examples_section(predictions, n_examples)),
             ("Provenance", H.provenance_block(provenance)),
         ],

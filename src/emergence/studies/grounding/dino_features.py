@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from PIL import Image
+from PIL import Image, ImageOps
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
@@ -150,10 +150,12 @@ def image_key(path: str | Path) -> str:
 
 
 def load_image(path: str | Path, size: int) -> torch.Tensor:
-    """(3, size, size): RGB, bicubic resize to a square, ImageNet mean/std normalisation."""
+    """(3, size, size): turned as the photo's EXIF orientation says it is shown, RGB, bicubic resize
+    to a square, ImageNet mean/std normalisation."""
     try:
         with Image.open(path) as img:
-            rgb = img.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)
+            shown = ImageOps.exif_transpose(img)  # a camera's rotated photo, upright
+            rgb = shown.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)
     except FileNotFoundError as e:
         raise PipelineError(f"{path}: image file not found") from e
     except (OSError, ValueError, Image.DecompressionBombError) as e:
@@ -195,9 +197,14 @@ def encoder_layers(
         return [pool_patches(encoder.model.layernorm(h)[:, 1:].float(), pool_grid, where).cpu() for h in hidden]
 
 
+PREPROCESSING = (
+    "exif-upright"  # in the cache key: entries encoded before load_image turned photos upright are not reused
+)
+
+
 def cache_key(encoder_id: str, params: EncoderParams) -> str:
     # batch_size is part of the key: CPU kernels round differently for small batches (see encode_padded).
-    key = f"{encoder_id}|{params.image_size}|{params.pool_grid}|{params.batch_size}"
+    key = f"{encoder_id}|{params.image_size}|{params.pool_grid}|{params.batch_size}|{PREPROCESSING}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 

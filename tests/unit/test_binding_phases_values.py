@@ -148,6 +148,24 @@ def test_nothing_reached_keeps_random_to_the_end_and_reads_the_seed():
     ]
 
 
+def test_a_trajectory_with_no_heuristic_ever_wrong_still_has_phases():
+    # No checkpoint saw a program on which a heuristic is wrong: no follow_* rows at all (this raised a
+    # bare pandas ValueError). No heuristic phase can be told apart; traversal still is.
+    traj = trajectory([0, 10, 35], deep=[0.1, 0.5, 0.95], follow=[None, None, None])
+    assert not traj["metric"].str.startswith("follow_").any()
+    assert detect_phases(traj, PhaseParams()).to_dict("records") == table(
+        ("random", 0, 35, RANDOM),
+        ("heuristic", -1, -1, "not reached"),
+        ("traversal", 35, -1, "deepest hop class (3 hops) accuracy 0.950 at the last checkpoint"),
+    )
+
+
+def test_a_trajectory_with_no_accuracy_rows_is_one_line():
+    traj = trajectory([0, 10], deep=[0.1, 0.5], follow=[0.1, 0.1])
+    with pytest.raises(PipelineError, match="binding trajectory of seed 7: no accuracy rows to find the phases in"):
+        detect_phases(traj[traj["metric"] != "accuracy"], PhaseParams())
+
+
 def test_training_rows_one_row_per_logged_value_and_the_divergence():
     metrics = pd.DataFrame(
         {"step": [0, 4, 9], "loss": [2.5, float("nan"), 1.25], "val_accuracy": [float("nan"), 0.3, 0.6]}

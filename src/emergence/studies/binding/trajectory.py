@@ -104,8 +104,12 @@ def detect_phases(traj: pd.DataFrame, p: PhaseParams) -> pd.DataFrame:
     """Step ranges of the three phases for one seed (start_step -1 = never reached)."""
     seed = int(traj["seed"].iloc[0])
     wide = traj[traj["hops"].eq(-1) | traj["metric"].eq("accuracy")]
-    acc = wide[wide["metric"] == "accuracy"].pivot_table(index="step", columns="hops", values="value")
     follow = wide[wide["metric"].str.startswith("follow_")]
+    if not (wide["metric"] == "accuracy").any():
+        raise PipelineError(f"binding trajectory of seed {seed}: no accuracy rows to find the phases in")
+    acc = wide[wide["metric"] == "accuracy"].pivot_table(index="step", columns="hops", values="value")
+    if follow.empty:  # no program on which a heuristic is wrong: no heuristic can be told apart, none followed
+        follow = pd.DataFrame({"step": acc.index, "metric": "follow_none", "value": 0.0})
     following = follow.pivot_table(index="step", columns="metric", values="value").reindex(acc.index, fill_value=0.0)
     steps = acc.index.to_numpy()
     deep = acc[acc.columns.max()].to_numpy()

@@ -30,12 +30,14 @@ export PYTHONPATH="$site:$PWD/src:$PWD" PYTHONUNBUFFERED=1
 # Each sdist compiles for every card its CUDA knows (nine archs under CUDA 13: many minutes);
 # this card's own arch is all the check needs, so the other -gencode pairs become `pass`.
 arch=$(python3 -c 'import torch; print("%d%d" % torch.cuda.get_device_capability())') || exit 1
-unpack() { # sdist -> its source folder, built for $arch only; nothing printed when it fails
+unpack() { # sdist [cuda] -> its source folder (with cuda: its extension built for $arch only)
     local sdist=$1 src
     [ -f "$sdist" ] || { echo "gpu_node: no sdist $sdist" >&2 && return 1; }
     tar xzf "$sdist" -C "$build" || return 1
     src="$build/$(basename "$sdist" .tar.gz)"
-    python3 -m bench.only_arch "$src/setup.py" "$arch" || return 1
+    if [ "${2:-}" = cuda ]; then
+        python3 -m bench.only_arch "$src/setup.py" "$arch" || return 1
+    fi
     echo "$src"
 }
 install() { # source folder, seconds allowed
@@ -45,7 +47,7 @@ install() { # source folder, seconds allowed
 # causal-conv1d: the conv inside mamba_ssm's fused training scan (without it the model runs the
 # unfused one). BUILD_S=0 skips it: its backward kernel alone outlasted 200 s on 16 cores (H200 node).
 if [ "${BUILD_S:-200}" -gt 0 ]; then
-    src=$(unpack "$(echo "$carry"/causal_conv1d-*.tar.gz)") &&
+    src=$(unpack "$(echo "$carry"/causal_conv1d-*.tar.gz)" cuda) &&
         CAUSAL_CONV1D_FORCE_BUILD=TRUE install "$src" "${BUILD_S:-200}"
     echo "causal-conv1d: exit $? after $((SECONDS - t0)) s" | tee -a "$out/build.log"
 fi

@@ -114,6 +114,7 @@ def trainer(
     forward, optimizer = StepForward(model, cfg, device, "gpu-check"), _make_optimizer(model, cfg, device)
 
     def step(idx: torch.Tensor) -> torch.Tensor:
+        step.forward_path = forward.path  # "eager (compile failed)" once a compile fails: what ran
         with _fast_matmuls(device):  # TF32 in fp32 on a GPU, as the loop trains
             optimizer.zero_grad(set_to_none=True)
             labels = F.pad(idx[:, 1:], (0, 1), value=-1)
@@ -167,7 +168,8 @@ def arch_row(spec: Spec, precision: str, compiled: bool, a: argparse.Namespace, 
     flops = step_flops(lambda i: model(i, F.pad(i[:, 1:], (0, 1), value=-1))[1], idx)
     if torch.device(device).type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    rate = timed_rates({"x": trainer(model, precision, compiled, device)}, idx, a, device)["x"]
+    step = trainer(model, precision, compiled, device)
+    rate = timed_rates({"x": step}, idx, a, device)["x"]
     tflops = flops * rate / idx.numel() / 1e12
     cuda = torch.device(device).type == "cuda"
     estimate = spec.estimate
@@ -183,6 +185,7 @@ def arch_row(spec: Spec, precision: str, compiled: bool, a: argparse.Namespace, 
         "peak_mem_mib": torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None,
         "estimate_mib": (estimate.state_bytes + estimate.activation_bytes) / 2**20 if estimate else None,
         "kernels": model.kernels() if hasattr(model, "kernels") else None,
+        "forward": step.forward_path,
     }
 
 
@@ -343,8 +346,9 @@ def binding_run(params: dict, a: argparse.Namespace, device: str, smoke: bool, m
         "steps": step,
         "batch": cfg.batch_size,
         "precision": cfg.precision,
-        "compiled": cfg.compile,
-        "compile_mode": cfg.compile_mode if cfg.compile else None,
+        "compiled": forward.compiled is not None,  # a failed compile falls back to eager: what ran
+        "compile_mode": cfg.compile_mode if forward.compiled is not None else None,
+        "forward": forward.path,
         "first_loss": losses[0],
         "last_loss": statistics.mean(losses[-10:]),
         "held_out_accuracy": accuracy,

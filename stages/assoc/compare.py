@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> None:
     rows, q_rows = first_batch_rows(n_sequences, train_cfg["batch_size"], p, args.seed)
     bases = {
         "corpus": load_basis(path_of(params, "assoc_basis")),
+        # on the CPU: this stage runs where the engine runs (no GPU asked), with the host's memory; its V^3
+        # products take minutes at V = 10,000
         "first_batch": compute_basis(corpus.sequences[rows], len(corpus.vocab), q_sequences=corpus.sequences[q_rows]),
     }
     models = ((step, load_checkpoint(path)[0]) for step, path in tqdm(ckpts, desc="checkpoints"))

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     with atomic_path(path_of(params, "assoc_plots")) as tmp:
         plot_table(cosines).to_csv(tmp, index=False)
-    write_json(assoc_metrics(cosines, order, causal), path_of(params, "assoc_metrics"))
+    write_json(assoc_metrics(cosines, order, causal) | {"basis": basis}, path_of(params, "assoc_metrics"))
     write_text(html, path_of(params, "assoc_report"))
 
 

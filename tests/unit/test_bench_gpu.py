@@ -37,6 +37,9 @@ def test_every_architecture_is_measured_in_both_precisions(smoke):
     for r in result["architectures"]:
         assert r["tokens_per_s"] > 0 and r["tflops"] > 0 and r["estimate_mib"] > 0
         assert r["mfu"] is None and r["peak_mem_mib"] is None  # no GPU: no peak to divide by, no device memory
+    forwards = {(r["model"], r["compiled"]): r["forward"] for r in result["architectures"]}
+    assert forwards[("binding GPT-2", True)] == "compiled (default)"  # what ran, not only what was asked
+    assert forwards[("binding GPT-2", False)] == "eager"
     mamba = next(r for r in result["architectures"] if r["model"] == "grounding Mamba-2")
     assert mamba["kernels"] == {"mamba2.scan": "torch", "mamba2.chunk_scan": "torch", "mamba2.conv1d": "torch"}
     skipped = [n for n in result["not_measured"] if "--smoke compiles" in n]
@@ -46,6 +49,7 @@ def test_every_architecture_is_measured_in_both_precisions(smoke):
 def test_the_binding_prediction_is_its_step_time_times_a_seed(smoke):
     (b,) = smoke[0]["binding_run"]  # smoke: one run, eager, whatever --compile-modes says
     assert b["steps"] >= 1 and b["precision"] == "bf16" and b["compiled"] is False and b["compile_mode"] is None
+    assert b["forward"] == "eager"
     assert b["predicted_seed_min"] == pytest.approx(b["step_s"] * 105_469 / 60)
     assert 0 <= b["held_out_accuracy"] <= 1 and math.isfinite(b["first_loss"])
 

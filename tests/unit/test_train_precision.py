@@ -146,6 +146,11 @@ def test_a_failed_compile_says_so_once_and_trains_on_in_eager_mode(tmp_path, mon
         "warning: train: torch.compile failed (RuntimeError: C++ compiler not found); training goes on in eager mode"
     ]
     assert calls == [1] and modes == ["reduce-overhead"]  # tried once, in the mode asked for, then eager for good
+    cfg = TrainConfig(steps=1, batch_size=1, lr=1e-3, compile=True, compile_mode="reduce-overhead")
+    forward = train_loop.StepForward(gpt(0.0), cfg, "cpu", "train")
+    assert forward.path == "compiled (reduce-overhead)"  # the stage record names the mode asked for ...
+    forward(torch.zeros(1, 4, dtype=torch.long))  # torch.compile is still the broken one: eager runs it
+    assert forward.path == "eager (compile failed)"  # ... and what ran once the compile failed
     eager, _ = fit(tmp_path, "eager", steps=5)
     assert same_weights(fallback, eager)  # eager is the same function
 

@@ -234,7 +234,8 @@ class StepForward:
             device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"
         )
         self.compiled = torch.compile(model, mode=cfg.compile_mode) if cfg.compile else None
-        self.path = "compiled" if cfg.compile else "eager"  # what ran, for the stage record
+        # what ran, for the stage record: the compile mode with it
+        self.path = f"compiled ({cfg.compile_mode})" if cfg.compile else "eager"
 
     def __call__(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.autocast(**self.autocast):

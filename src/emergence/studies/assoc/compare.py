@@ -8,6 +8,7 @@ direction for the causal check, per (probe, matrix, rank) for associations.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -310,6 +311,10 @@ class AssocTrainParams:
             raise PipelineError(f"{where}.on_nonfinite: must be stop or continue, got {self.on_nonfinite!r}")
         if self.lr <= 0:
             raise PipelineError(f"{where}.lr: must be > 0, got {self.lr}")
+        if not math.isfinite(self.checkpoint_every_epochs):
+            raise PipelineError(
+                f"{where}.checkpoint_every_epochs: must be a finite number, got {self.checkpoint_every_epochs}"
+            )
         for key in ("epochs", "batch_size", "dense_until", "n_log_checkpoints", "checkpoint_every_epochs"):
             if getattr(self, key) < (1 if key == "epochs" else 0):
                 raise PipelineError(

@@ -114,13 +114,13 @@ def trainer(
     forward, optimizer = StepForward(model, cfg, device, "gpu-check"), _make_optimizer(model, cfg, device)
 
     def step(idx: torch.Tensor) -> torch.Tensor:
-        step.forward_path = forward.path  # "eager (compile failed)" once a compile fails: what ran
         with _fast_matmuls(device):  # TF32 in fp32 on a GPU, as the loop trains
             optimizer.zero_grad(set_to_none=True)
             labels = F.pad(idx[:, 1:], (0, 1), value=-1)
             loss = forward(input_ids=idx, labels=idx).loss if hf else forward(idx, labels)[1]
             loss.backward()
             optimizer.step()
+        step.forward_path = forward.path  # after the forward: "eager (compile failed)" once a compile failed
         return loss
 
     return step

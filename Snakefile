@@ -8,7 +8,7 @@ import sys
 from emergence.check import main as check_params
 from emergence.core.checkout import hold_checkout
 from emergence.core.io import PipelineError
-from emergence.core.pipeline import WILDCARD, is_directory, snakemake_rules
+from emergence.core.pipeline import is_directory, snakemake_rules
 from emergence.core.resources import on_device, rule_resources
 
 # params.yaml checked as `make check` does, before Snakemake's own loader reads it (that loader keeps
@@ -48,7 +48,7 @@ for r in RULES:
         params:
             **r.param_functions(config),
         wildcard_constraints:
-            **{w: WILDCARD for w in r.wildcards},
+            **r.constraints,
         threads: config["base"]["threads"]
         resources:
             **(rule_resources(r, config) if on_device(list(r.params.values())) else {}),

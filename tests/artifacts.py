@@ -18,6 +18,8 @@ ARTIFACTS = [
     "data/binding/ablation/seed1.parquet",
     "data/binding/stress/seed0.parquet",
     "data/binding/stress/seed1.parquet",
+    "data/binding/aids/plain-seed1.parquet",
+    "data/binding/aids/no_line_values-seed1.parquet",
     "reports/metrics/binding.json",
     "reports/metrics/binding_heuristics.json",
     "reports/plots/binding_trajectory.csv",

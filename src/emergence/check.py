@@ -109,6 +109,13 @@ def marking_run_is_a_default_run(params: dict) -> list[str]:
     ]
 
 
+def aid_seeds_are_default_seeds(params: dict) -> list[str]:
+    """An aid variant is read beside the default run of its seed: that run must exist."""
+    seeds = params.get("base", {}).get("seeds", [])
+    extra = [s for s in params.get("binding_aids", {}).get("seeds", []) if s not in seeds]
+    return [f"binding_aids.seeds: {extra} not in base.seeds {seeds} (no default run to compare with)"] if extra else []
+
+
 def seeds_are_non_negative(params: dict) -> list[str]:
     """Every `seed` and every item of `seeds`, in any section: an integer in numpy's seed range
     [0, 2**32 - 1] (random generators refuse others, deep inside a stage; torch takes up to 2**64 - 1)."""
@@ -203,6 +210,7 @@ CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
     word_run_is_trained,
     stream_overrides_apply,
     marking_run_is_a_default_run,
+    aid_seeds_are_default_seeds,
     seeds_are_non_negative,
     training_is_bounded,
     no_home_shorthand,

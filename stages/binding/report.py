@@ -8,9 +8,10 @@ import pandas as pd
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, load_base, path_of, section
-from emergence.core.io import atomic_path, read_parquet, write_json, write_text
+from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
 from emergence.core.report.provenance import provenance
 from emergence.studies.binding.ablation import rank_routing_heads
+from emergence.studies.binding.aids import DEFAULT, AidParams, aid_rows, aids_metrics
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.report import ReportParams, binding_metrics, binding_page, binding_plot_table
 from emergence.studies.binding.report_mechanisms import mechanism_metrics
@@ -30,6 +31,24 @@ def per_seed_files(params: dict, seeds: list[int]) -> dict[str, list[Path]]:
     return {key: [path_of(params, key) / f"seed{s}.parquet" for s in seeds] for key in PER_SEED}
 
 
+def aid_files(params: dict) -> list[Path]:
+    p = from_dict(AidParams, section(params, "binding_aids"), "binding_aids")
+    return [path_of(params, "binding_aids") / f"{aid}-seed{s}.parquet" for aid in p.aids for s in p.seeds]
+
+
+def side_by_side(params: dict, tables: dict[str, pd.DataFrame], files: list[Path]) -> pd.DataFrame:
+    """The aid variants' rows, and the default's rows of the same seeds."""
+    seeds = from_dict(AidParams, section(params, "binding_aids"), "binding_aids").seeds
+    of = {key: {s: t for s, t in tables[key].groupby("seed")} for key in PER_SEED[:2] + ("binding_patching",)}
+    if missing := [s for s in seeds if any(s not in by_seed for by_seed in of.values())]:
+        raise PipelineError(f"binding_aids.seeds: no default run of seed {missing} to compare with (base.seeds)")
+    default = [
+        aid_rows(DEFAULT, s, of["binding_trajectory"][s], of["binding_phases"][s], of["binding_patching"][s])
+        for s in seeds
+    ]
+    return pd.concat([*default, *(read_parquet(f, {"seed": "i"}) for f in files)], ignore_index=True)
+
+
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     _, params = start_stage(__doc__, argv)
@@ -44,7 +63,10 @@ def main(argv: list[str] | None = None) -> None:
     }
     heuristics = heuristic_table(subset(programs, "train"))
     routing = rank_routing_heads(tables["binding_ablation"])
-    record = provenance(params, seeds, [programs_path, *sum(files.values(), [])], ("base", "binding", "report"))
+    aids = side_by_side(params, tables, aid_paths := aid_files(params))
+    record = provenance(
+        params, seeds, [programs_path, *sum(files.values(), []), *aid_paths], ("base", "binding", "report")
+    )
     html = binding_page(
         programs,
         heuristics,
@@ -55,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         tables["binding_ablation"],
         routing,
         tables["binding_stress"],
+        aids,
         record,
         n_examples=n_examples,
     )
@@ -64,7 +87,10 @@ def main(argv: list[str] | None = None) -> None:
         heuristics,
         tables["binding_phases"],
         tables["binding_stress"],
-    ) | {"mechanisms": mechanism_metrics(tables["binding_patching"], tables["binding_ablation"])}
+    ) | {
+        "mechanisms": mechanism_metrics(tables["binding_patching"], tables["binding_ablation"]),
+        "aids": aids_metrics(aids),
+    }
     with atomic_path(path_of(params, "binding_plots")) as tmp:
         binding_plot_table(tables["binding_trajectory"]).to_csv(tmp, index=False)
     write_json(metrics, path_of(params, "binding_metrics"))

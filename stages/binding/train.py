@@ -3,64 +3,17 @@ drawn every step (binding_train.stream), never on an evaluation program."""
 
 from __future__ import annotations
 
-import dataclasses
-
-import torch
-
 from emergence.core.cli import stage_main, start_stage
-from emergence.core.config import load_base, path_of
-from emergence.core.io import file_sha256
-from emergence.core.models import build_model
-from emergence.core.train import train
-from emergence.studies.binding.batches import encode_programs, predict_answers, sampler
-from emergence.studies.binding.program_io import load_programs, subset
-from emergence.studies.binding.sets import load_program_config
-from emergence.studies.binding.stream import stream_sampler
-from emergence.studies.binding.tokenizer import CharTokenizer
-from emergence.studies.binding.train_config import model_params, stream_programs, train_params
+from emergence.core.config import path_of
+from emergence.studies.binding.training import train_binding
 
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True)
-    base = load_base(params)
-    programs_path = path_of(params, "binding_programs")
-    programs = load_programs(programs_path)
-    tok = CharTokenizer()
-    fmt, n_eval, stream, cfg = train_params(params, args.seed, base.device)
-    cfg = dataclasses.replace(cfg, **base.train_keys())
-    arch, model_cfg = model_params(params, int(programs["program"].str.len().max()), len(tok))
-
-    if stream.on:
-        program_cfg = stream_programs(load_program_config(params), stream)
-        held_out = frozenset(programs.loc[programs["split"] != "train", "program"])
-        batch_fn = stream_sampler(program_cfg, fmt, tok, cfg.batch_size, args.seed, held_out)
-        fingerprint = f"{fmt}:stream:{program_cfg}:{file_sha256(programs_path)}"
-    else:
-        train_rows = subset(programs, "train")
-        batch_fn = sampler(
-            encode_programs(train_rows["program"], train_rows["answer"], tok, fmt), cfg.batch_size, args.seed
-        )
-        fingerprint = f"{fmt}:{file_sha256(programs_path)}"
-    val_rows = subset(programs, "val", n=n_eval)
-    val = encode_programs(val_rows["program"], val_rows["answer"], tok)
-
-    def eval_fn(model: torch.nn.Module, step: int) -> dict[str, float]:
-        return {"val_accuracy": float((predict_answers(model, val, tok) == val.answers.numpy()).mean())}
-
-    torch.manual_seed(args.seed)  # initial weights are part of the run's fingerprint
-    model = build_model(arch, model_cfg, "binding_model")
     run = f"seed{args.seed}"
-    train(
-        model,
-        batch_fn,
-        cfg,
-        out_dir=path_of(params, "binding_runs") / run,
-        scratch_dir=path_of(params, "binding_scratch") / run,
-        eval_fn=eval_fn,
-        data_fingerprint=fingerprint,
-        where="binding_train",
-    )
+    out, scratch = path_of(params, "binding_runs") / run, path_of(params, "binding_scratch") / run
+    train_binding(params, args.seed, out, scratch, where="binding_train")
 
 
 if __name__ == "__main__":

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import pandas as pd
-from tqdm import tqdm
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
-from emergence.core.io import PipelineError, read_parquet, write_parquet
-from emergence.core.train import list_checkpoints, load_checkpoint
-from emergence.core.train.checkpoint import diverged_at
+from emergence.core.io import write_parquet
+from emergence.core.train import find_checkpoint, load_checkpoint
 from emergence.studies.binding.batches import encode_programs, predict_answers
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.tokenizer import CharTokenizer
-from emergence.studies.binding.trajectory import PhaseParams, detect_phases, training_rows, trajectory_table
+from emergence.studies.binding.trajectory import PhaseParams, detect_phases, run_trajectory
 
 
 def final_predictions(model, programs: pd.DataFrame, tok: CharTokenizer, seed: int, step: int) -> pd.DataFrame:
@@ -29,22 +27,14 @@ def main(argv: list[str] | None = None) -> None:
     p = from_dict(PhaseParams, section(params, "binding_trajectory"), "binding_trajectory")
     tok = CharTokenizer()
     programs = load_programs(path_of(params, "binding_programs"))
-    test = subset(programs, "test", n=p.n_programs)
-    data = encode_programs(test["program"], test["answer"], tok)
     run_dir = path_of(params, "binding_runs") / f"seed{args.seed}"
-    ckpts = list_checkpoints(run_dir)
-    if not ckpts:
-        raise PipelineError(f"{run_dir}: no step{{N}} checkpoints in the run directory")
-    models = ((step, load_checkpoint(path)[0]) for step, path in tqdm(ckpts, desc="checkpoints"))
-    traj = trajectory_table(models, data, test, tok, args.seed)
-    last_step, last_path = ckpts[-1]
-    final, info = load_checkpoint(last_path)
-    metrics = read_parquet(run_dir / "metrics.parquet", {"step": "i", "loss": "f"})
-    traj = pd.concat([traj, training_rows(metrics, args.seed, diverged_at(info))], ignore_index=True)
+    test = subset(programs, "test", n=p.n_programs)
+    traj = run_trajectory(run_dir, test, tok, args.seed)
     phases = detect_phases(traj, p)
 
+    last_step, last_path = find_checkpoint(run_dir, "final")
     evaluated = pd.concat([test, subset(programs, "test", "gen")])
-    preds = final_predictions(final, evaluated, tok, args.seed, last_step)
+    preds = final_predictions(load_checkpoint(last_path)[0], evaluated, tok, args.seed, last_step)
     name = f"seed{args.seed}.parquet"
     write_parquet(traj, path_of(params, "binding_trajectory") / name)
     write_parquet(phases, path_of(params, "binding_phases") / name)

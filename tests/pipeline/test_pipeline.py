@@ -43,6 +43,18 @@ def test_dvc_repro_builds_every_artifact(dvc_run):
     assert final["set"].nunique() == len(STRESS) + len(REFERENCE) + 1
     assert set(metrics["stress"]) >= {"few_vars", "weakest", "reference", "curve"}
     assert sorted(stress["step"].unique()) == [0, 10, 20, 30]  # tiny: curve_every 10 over 30 steps
+    # each aid variant trained as its overrides say, and stands beside the default of seed 1
+    for aid, key, value in (
+        ("plain", "pos", "learned"),
+        ("no_conv", "conv_kernel", 0),
+        ("no_line_values", "pos", "rope"),
+    ):
+        ckpt = json.loads((dvc_run / f"data/binding/aid_runs/{aid}/seed1/step30/config.json").read_text())
+        assert ckpt["config"][key] == value, aid
+        assert ckpt["meta"]["data_fingerprint"].startswith("line_values" if aid == "no_conv" else "answer_only"), aid
+    assert set(metrics["aids"]) == {"default", "plain", "no_conv", "no_line_values"}
+    assert all(set(by_seed) == {"seed1"} for by_seed in metrics["aids"].values())
+    assert "Training aids taken away" in (dvc_run / "reports/binding.html").read_text()
     index = (dvc_run / "reports/index.html").read_text()
     assert all(f'href="{page}.html"' in index for page in ("binding", "associations", "grounding", "grounding_visual"))
     assert "encoder not pretrained" in (dvc_run / "reports/grounding_visual.html").read_text().lower()

@@ -10,6 +10,7 @@ from test_grounding_report_values import paras, sections, table, tables
 from test_report import (
     PROVENANCE,
     _ablation,
+    _aids,
     _patching,
     _routing,
     _stress,
@@ -19,6 +20,7 @@ from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report import plots
 from emergence.studies.binding import report as R
+from emergence.studies.binding.aids import aids_section
 
 PLOTS = ("trajectory", "lines_by_class", "bars", "heatmap", "heatmap_grid", "patching")
 
@@ -444,7 +446,10 @@ def test_binding_page_sections_in_order_each_from_its_tables(drawn):
     from emergence.studies.binding import report_stress as S
 
     pat, abl, rout, stress = _patching(), _ablation(), _routing(), _stress()
-    page = R.binding_page(progs(), heurs(), traj(), phases(), preds(), pat, abl, rout, stress, PROVENANCE, n_examples=3)
+    aids = _aids()
+    page = R.binding_page(
+        progs(), heurs(), traj(), phases(), preds(), pat, abl, rout, stress, aids, PROVENANCE, n_examples=3
+    )
     assert "<title>Variable binding</title>" in page and "<h1>Variable binding</h1>" in page
     assert paras(page)[0] == (
         "A small GPT-style model learns to resolve chains of variable assignments "
@@ -464,10 +469,11 @@ def test_binding_page_sections_in_order_each_from_its_tables(drawn):
         ("Head ablation and routing heads", M.ablation_section(abl, rout)),
         ("Heads per hop", M.hop_heads_section(abl)),
         ("Heads per dereference step", M.step_heads_section(pat)),
+        ("Training aids taken away", aids_section(aids)),
         ("Example programs", R._examples_section(preds(), 3)),
         ("Provenance", H.provenance_block(PROVENANCE)),
     ]
-    default = R.binding_page(progs(), heurs(), traj(), phases(), preds(), pat, abl, rout, stress, PROVENANCE)
+    default = R.binding_page(progs(), heurs(), traj(), phases(), preds(), pat, abl, rout, stress, aids, PROVENANCE)
     assert sections(default)["Example programs"] == R._examples_section(preds(), 8)
 
 

@@ -160,21 +160,27 @@ def test_a_stage_is_one_snakemake_rule_with_its_matrix_axes_as_wildcards():
     }
     params = {
         "base": {"threads": 2},
-        "runs": {"models": ["small", "big"], "seeds": [0, 1]},
-        "models": {"small": {"width": 8}, "big": {"width": 64}},
+        "runs": {"models": ["small", "big_seed"], "seeds": [0, 1]},
+        "models": {"small": {"width": 8}, "big_seed": {"width": 64}},
         "paths": {"corpus": "c.txt", "runs": "runs", "report": "r.html"},
     }
     rules = {rule.name: rule for rule in rules_of(dvc, params)}
     t = rules["t"]
+    # each wildcard matches exactly its listed values, `_` included, so a path splits one way only
+    assert t.constraints == {"model": "small|big_seed", "seed": "0|1"} and rules["r"].constraints == {}
+    pattern = re.compile(t.outs[0].format(**{w: f"(?P<{w}>{c})" for w, c in t.constraints.items()}))
+    assert pattern.fullmatch("runs/big_seed_seed1").groupdict() == {"model": "big_seed", "seed": "1"}
+    assert pattern.fullmatch("runs/big_seed2") is None and pattern.fullmatch("runs/tiny_seed0") is None
+    assert rules_of(dvc, {**params, "runs": {"models": [], "seeds": [0]}})[0].constraints["model"] == "(?!)"
     assert t.wildcards == ["model", "seed"] and t.log == "logs/t/{model}-{seed}.log"
     assert t.cmd == "python -m stages.t --model {model} --seed {seed}"
     assert t.outs == ["runs/{model}_seed{seed}"] and t.inputs == ["c.txt"]
-    assert t.targets == ["runs/small_seed0", "runs/small_seed1", "runs/big_seed0", "runs/big_seed1"]
+    assert t.targets == ["runs/small_seed0", "runs/small_seed1", "runs/big_seed_seed0", "runs/big_seed_seed1"]
     functions = t.param_functions(params)
-    wildcards = {"model": "big", "seed": "1"}
-    assert functions["stage_command"](wildcards) == "python -m stages.t --model big --seed 1"
+    wildcards = {"model": "big_seed", "seed": "1"}
+    assert functions["stage_command"](wildcards) == "python -m stages.t --model big_seed --seed 1"
     assert functions["models_model"](wildcards) == {"width": 64} and functions["base_threads"](wildcards) == 2
-    assert rules["r"].inputs == ["runs/small_seed0", "runs/small_seed1", "runs/big_seed0", "runs/big_seed1"]
+    assert rules["r"].inputs == ["runs/small_seed0", "runs/small_seed1", "runs/big_seed_seed0", "runs/big_seed_seed1"]
     assert rules["r"].wildcards == [] and rules["r"].log == "logs/r.log"
     assert rules["g"].inputs == ["runs/{model}_seed0"]  # one instance's output: matched by wildcard
 

@@ -11,6 +11,7 @@ import pytest
 
 from emergence.core.report import html as H
 from emergence.studies.binding import report as binding
+from emergence.studies.binding.aids import aid_rows
 from emergence.studies.binding.report import binding_metrics, binding_page, binding_plot_table, phase_bands
 from emergence.studies.binding.report_mechanisms import depth_patching
 
@@ -174,6 +175,18 @@ PROVENANCE = {
 }
 
 
+def _aids() -> pd.DataFrame:
+    """The default of seed 1 beside one variant (its patching halved)."""
+    traj, pat = _trajectory(), _patching()
+    return pd.concat(
+        [
+            aid_rows(aid, 1, traj[traj["seed"] == 1], _phases().loc[lambda d: d["seed"] == 1], pat[pat["seed"] == 1])
+            for aid in ("default", "no_conv")
+        ],
+        ignore_index=True,
+    )
+
+
 def _page(phases: pd.DataFrame | None = None) -> str:
     return binding_page(
         _programs(),
@@ -185,6 +198,7 @@ def _page(phases: pd.DataFrame | None = None) -> str:
         _ablation(),
         _routing(),
         _stress(),
+        _aids(),
         PROVENANCE,
         n_examples=4,
     )
@@ -209,12 +223,13 @@ def test_page_has_sections_embedded_images_and_no_links_out(page):
         "Head ablation and routing heads",
         "Heads per hop",
         "Patching by chain depth",
+        "Training aids taken away",
         "Example programs",
         "Provenance",
     ]:
         assert f"<h2>{heading}</h2>" in page
-    # trajectory, hops x2, gen, stress, stress curve, patching, patching by depth, ablation, heads per hop
-    assert page.count('src="data:image/png;base64,') == 10
+    # trajectory, hops x2, gen, stress, stress curve, patching, patching by depth, ablation, heads per hop, aids
+    assert page.count('src="data:image/png;base64,') == 11
     assert "http://" not in page and "https://" not in page
     assert not re.search(r"<(link|script)\b", page)
 

@@ -123,6 +123,16 @@ def test_a_stage_instance_runs_once_per_checkout_and_kill_9_frees_it(tmp_path):
     [
         ("stages.binding.train", ["--seed", "7"], "--seed 7: not a value of base.seeds [0, 1] in params.yaml"),
         (
+            "stages.binding.aid_train",
+            ["--aid", "no_gpu", "--seed", "1"],
+            "--aid no_gpu: not a value of binding_aids.aids [plain, no_conv, no_line_values] in params.yaml",
+        ),
+        (
+            "stages.binding.aid_eval",
+            ["--aid", "plain", "--seed", "0"],
+            "--seed 0: not a value of binding_aids.seeds [1]",
+        ),
+        (
             "stages.assoc.train",
             ["--layers", "2", "--seed", "0"],
             "--layers 2: not a value of assoc_runs.layers [1, 3] in params.yaml",

@@ -37,6 +37,7 @@ def stage_parser(
     per_model: bool = False,
     per_setting: bool = False,
     per_corpus: bool = False,
+    per_aid: bool = False,
 ) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--params", default=PARAMS_FILE, help="params file (default: %(default)s)")
@@ -50,6 +51,8 @@ def stage_parser(
         parser.add_argument("--setting", required=True, help="grounding setting: childes, caption, image")
     if per_corpus:
         parser.add_argument("--corpus", required=True, help="grounding corpus: childes, visdial")
+    if per_aid:
+        parser.add_argument("--aid", required=True, help="binding aid variant (binding_aids.aids) of this instance")
     return parser
 
 
@@ -61,9 +64,10 @@ def start_stage(
     per_model: bool = False,
     per_setting: bool = False,
     per_corpus: bool = False,
+    per_aid: bool = False,
 ) -> tuple[argparse.Namespace, dict]:
     """Parse the CLI, read params.yaml and fix the thread count: the first lines of every stage."""
-    args = stage_parser(description, per_seed, per_layers, per_model, per_setting, per_corpus).parse_args(argv)
+    args = stage_parser(description, per_seed, per_layers, per_model, per_setting, per_corpus, per_aid).parse_args(argv)
     params = read_params(args.params)
     known = known_sections(project_root())
     if known is not None and (unknown := [unknown_section(name, known) for name in params if name not in known]):

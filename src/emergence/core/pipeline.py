@@ -221,7 +221,11 @@ def _dvc_yaml(root: Path) -> dict:
 
 # ---- dvc.yaml -> Snakemake rules: one per DVC stage, its matrix axes as wildcards ----------------
 
-WILDCARD = "[A-Za-z0-9]+"  # a matrix value in a path: a model or setting name, a seed, a layer count
+
+def wildcard_pattern(values: list) -> str:
+    """A matrix axis's values as a wildcard's regex: exactly the listed ones (a name may hold `_`, as in
+    `no_conv`, and `{model}_seed{seed}` still splits one way); matches nothing when the list is empty."""
+    return "|".join(re.escape(str(v)) for v in dict.fromkeys(values)) or "(?!)"
 
 
 @dataclass
@@ -235,6 +239,7 @@ class Rule:
     outs: list[str]  # patterns
     params: dict[str, str]  # rule param name -> params.yaml key, possibly a pattern
     targets: list[str]  # the outputs of every instance of the matrix (what `rule all` asks for)
+    constraints: dict[str, str] = field(default_factory=dict)  # wildcard -> regex of its listed values
 
     @property
     def log(self) -> str:
@@ -282,9 +287,17 @@ def rules_of(dvc: dict, params: dict) -> list[Rule]:
                     for key in interpolate(stage.get("params", []), context, where)
                 },
                 [out for job in jobs if job.name.split("@")[0] == name for out in job.outs],
+                _constraints(name, stage, params, axes),
             )
         )
     return rules
+
+
+def _constraints(name: str, stage: dict, params: dict, axes: list[str]) -> dict[str, str]:
+    items = [item for _, item in instances(name, stage, params)]
+    if "matrix" not in stage:
+        return {axis: wildcard_pattern(items) for axis in axes}  # foreach: the items are the values
+    return {axis: wildcard_pattern([item[axis] for item in items]) for axis in axes}
 
 
 def stage_command(name: str, root: Path) -> list[str]:

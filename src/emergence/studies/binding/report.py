@@ -16,6 +16,7 @@ import pandas as pd
 from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report import plots
+from emergence.studies.binding.aids import aids_section
 from emergence.studies.binding.report_mechanisms import (
     ablation_section,
     depth_section,
@@ -362,6 +363,7 @@ def binding_page(
     ablation: pd.DataFrame,
     routing: pd.DataFrame,
     stress: pd.DataFrame,
+    aids: pd.DataFrame,
     provenance: dict,
     n_examples: int = 8,
 ) -> str:
@@ -383,6 +385,7 @@ def binding_page(
             ("Head ablation and routing heads", ablation_section(ablation, routing)),
             ("Heads per hop", hop_heads_section(ablation)),
             ("Heads per dereference step", step_heads_section(patching)),
+            ("Training aids taken away", aids_section(aids)),
             ("Example programs", _examples_section(predictions, n_examples)),
             ("Provenance", H.provenance_block(provenance)),
         ],

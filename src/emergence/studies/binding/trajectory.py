@@ -20,13 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
+from tqdm import tqdm
 
-from emergence.core.io import PipelineError
-from emergence.studies.binding.batches import EncodedPrograms, predict_answers
+from emergence.core.io import PipelineError, read_parquet
+from emergence.core.train import list_checkpoints, load_checkpoint
+from emergence.core.train.checkpoint import diverged_at
+from emergence.studies.binding.batches import EncodedPrograms, encode_programs, predict_answers
 from emergence.studies.binding.heuristics import HEURISTICS
 from emergence.studies.binding.tokenizer import CharTokenizer
 
@@ -85,6 +89,20 @@ def trajectory_table(
     for step, model in checkpoints:
         rows += checkpoint_rows(predict_answers(model, data, tok), programs, seed, step)
     return pd.DataFrame(rows)
+
+
+def run_trajectory(run_dir: Path, programs: pd.DataFrame, tok: CharTokenizer, seed: int) -> pd.DataFrame:
+    """Every checkpoint of a run scored on `programs`, plus the training loop's logged rows."""
+    ckpts = list_checkpoints(run_dir)
+    if not ckpts:
+        raise PipelineError(f"{run_dir}: no step{{N}} checkpoints in the run directory")
+    data = encode_programs(programs["program"], programs["answer"], tok)
+    models = ((step, load_checkpoint(path)[0]) for step, path in tqdm(ckpts, desc="checkpoints"))
+    traj = trajectory_table(models, data, programs, tok, seed)
+    metrics = read_parquet(run_dir / "metrics.parquet", {"step": "i", "loss": "f"})
+    return pd.concat(
+        [traj, training_rows(metrics, seed, diverged_at(load_checkpoint(ckpts[-1][1])[1]))], ignore_index=True
+    )
 
 
 def training_rows(metrics: pd.DataFrame, seed: int, diverged_at: int | None = None) -> pd.DataFrame:

@@ -1,0 +1,221 @@
+"""The default's aids taken away: the variants' params, their rows, the side-by-side table and metrics."""
+
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+import pytest
+
+from emergence.check import aid_seeds_are_default_seeds
+from emergence.core.config import from_dict, read_params
+from emergence.core.declared import DeclaredParams, StageReads
+from emergence.core.io import PipelineError
+from emergence.studies.binding.aids import (
+    AIDS,
+    AidParams,
+    aid_rows,
+    aids_metrics,
+    aids_section,
+    aids_table,
+    without_aid,
+)
+from emergence.studies.binding.train_config import model_params, train_params
+
+SHIPPED = read_params("params.yaml")
+
+
+@pytest.mark.parametrize("aid", list(AIDS))
+def test_a_variant_changes_exactly_its_keys_and_leaves_params_as_they_were(aid):
+    before = copy.deepcopy(SHIPPED)
+    changed = without_aid(SHIPPED, aid)
+    assert SHIPPED == before  # the stage's own params are not edited
+    for name in SHIPPED:
+        expected = {**SHIPPED[name], **AIDS[aid].get(name, {})} if isinstance(SHIPPED[name], dict) else SHIPPED[name]
+        assert changed[name] == expected, name
+
+
+def test_the_variants_reach_the_model_and_the_training_format():
+    """What each aid is, read back through the functions the training stage uses."""
+
+    def run_of(aid: str) -> tuple[dict, str]:
+        params = without_aid(SHIPPED, aid)
+        return model_params(params, 10, 40)[1], train_params(params, 1, "cpu")[0]
+
+    assert SHIPPED["binding_model"]["conv_kernel"] == 4 and SHIPPED["binding_train"]["format"] == "line_values"
+    (model, fmt) = run_of("no_conv")
+    assert model["conv_kernel"] == 0 and model["pos"] == "rope" and fmt == "line_values"
+    (model, fmt) = run_of("no_line_values")
+    assert model["conv_kernel"] == 4 and fmt == "answer_only"
+    (model, fmt) = run_of("plain")  # the paper profile's GPT-2 choices
+    assert (model["conv_kernel"], model["pos"], model["act"], model["tie_embeddings"], fmt) == (
+        0,
+        "learned",
+        "gelu_tanh",
+        True,
+        "answer_only",
+    )
+    paper = SHIPPED | {  # the paper profile's run: neither aid
+        "binding_model": {**SHIPPED["binding_model"], "conv_kernel": 0},
+        "binding_train": {**SHIPPED["binding_train"], "format": "answer_only"},
+    }
+    with_aids = without_aid(paper, "with_aids")
+    assert model_params(with_aids, 10, 40)[1]["conv_kernel"] == 4
+    assert train_params(with_aids, 1, "cpu")[0] == "line_values"
+
+
+def test_a_variant_of_declared_params_is_still_held_to_the_declaration():
+    declared = DeclaredParams(SHIPPED, StageReads("binding_aid_train", frozenset({"binding_model"}), frozenset()))
+    changed = without_aid(declared, "no_conv")
+    assert type(changed) is DeclaredParams and changed["binding_model"]["conv_kernel"] == 0
+    with pytest.raises(PipelineError, match="does not declare it"):
+        changed["report"]
+    with pytest.raises(PipelineError, match="does not declare it"):  # binding_train is overridden by no variant here
+        without_aid(declared, "no_line_values")
+
+
+def test_an_unknown_variant_is_one_line_naming_the_known_ones():
+    with pytest.raises(PipelineError, match="no variant 'no_gpu'; the variants are no_conv, no_line_values, plain"):
+        without_aid(SHIPPED, "no_gpu")
+
+
+@pytest.mark.parametrize(
+    "values, says",
+    [
+        ({"aids": ["no_conv", "fast"], "seeds": [1]}, "binding_aids.aids: ['fast'] unknown"),
+        ({"aids": [], "seeds": [1]}, "aids and seeds each need at least one entry"),
+        ({"aids": ["plain"], "seeds": []}, "aids and seeds each need at least one entry"),
+        ({"aids": ["plain", "plain"], "seeds": [1]}, "listed twice"),
+        ({"aids": ["plain"], "seeds": [1, 1]}, "listed twice"),
+    ],
+)
+def test_bad_aid_params_are_refused(values, says):
+    with pytest.raises(PipelineError, match=says.replace("[", r"\[").replace("]", r"\]")):
+        from_dict(AidParams, values, "binding_aids")
+
+
+def test_aid_seeds_must_be_seeds_of_the_default_runs():
+    assert aid_seeds_are_default_seeds(SHIPPED) == []
+    bad = SHIPPED | {"binding_aids": {"aids": ["plain"], "seeds": [1, 3]}}
+    assert aid_seeds_are_default_seeds(bad) == [
+        "binding_aids.seeds: [3] not in base.seeds [0, 1] (no default run to compare with)"
+    ]
+
+
+# ---- one run's rows, by hand --------------------------------------------------------------------
+
+
+def trajectory(final: float = 0.9) -> pd.DataFrame:
+    rows = []
+    for step, scale in ((0, 0.1), (500, 0.5), (1000, 1.0)):
+        rows.append((step, "accuracy", -1, final * scale))
+        rows += [(step, "accuracy", h, scale * (1 - 0.1 * h)) for h in (0, 1, 3)]  # 3: the deepest class
+        rows.append((step, "train_loss", -1, 9.0))  # logged, not an accuracy
+    rows.append((1500, "val_accuracy", -1, 0.99))  # a later logged step is no checkpoint
+    df = pd.DataFrame(rows, columns=["step", "metric", "hops", "value"])
+    return df.assign(seed=1, layer=-1, head=-1, n=10)
+
+
+def phases(heuristic: int = 500, traversal: int = -1) -> pd.DataFrame:
+    return pd.DataFrame({"seed": 1, "phase": [1, 2, 3], "start_step": [0, heuristic, traversal]})
+
+
+def patching() -> pd.DataFrame:
+    """Two layers; depth 1 best at layer 1 (0.8), depth 2 best at layer 0 (0.6); depth 0 is the control;
+    the newline has depth 1 only; a chain_lhs cell (not a patched position) and non-success rows too."""
+    cells = [
+        (0, "chain_root", 0, 1.0),
+        (1, "chain_root", 0, 0.2),
+        (0, "chain_rhs", 1, 0.3),
+        (1, "chain_rhs", 1, 0.8),
+        (0, "chain_rhs", 2, 0.6),
+        (1, "chain_rhs", 2, 0.5),
+        (0, "chain_newline", 1, 0.05),
+        (1, "chain_newline", 1, 0.1),
+        (1, "chain_lhs", 2, 0.99),
+    ]
+    rows = [
+        dict(layer=la, position_class=c, chain_depth=d, metric="patch_success", value=v, n=4) for la, c, d, v in cells
+    ]
+    rows.append(dict(layer=1, position_class="chain_rhs", chain_depth=2, metric="base_kept", value=0.97, n=4))
+    return pd.DataFrame(rows).assign(seed=1, step=1000, position=0, head=-1)
+
+
+def test_aid_rows_by_hand():
+    rows = aid_rows("no_conv", 1, trajectory(), phases(), patching())
+    assert set(rows["aid"]) == {"no_conv"} and set(rows["seed"]) == {1}
+    got = {(r.measure, r.step, r.depth, r.position): r.value for r in rows.itertuples()}
+    assert got == pytest.approx(
+        {
+            ("accuracy", 1000, -1, ""): 0.9,  # all hops, last checkpoint
+            ("deep_accuracy", 0, 3, ""): 0.1 * 0.7,
+            ("deep_accuracy", 500, 3, ""): 0.5 * 0.7,
+            ("deep_accuracy", 1000, 3, ""): 0.7,
+            ("phase_start", -1, 1, ""): 0,
+            ("phase_start", -1, 2, ""): 500,
+            ("phase_start", -1, 3, ""): -1,
+            ("patch", -1, 1, "rhs"): 0.8,
+            ("patch", -1, 2, "rhs"): 0.6,
+            ("patch", -1, 1, "newline"): 0.1,
+        }
+    )
+    assert len(rows) == len(got)
+
+
+def test_aid_rows_without_accuracy_is_one_line():
+    traj = trajectory()
+    with pytest.raises(PipelineError, match="binding aid plain, seed 1: no accuracy rows"):
+        aid_rows("plain", 1, traj[traj["metric"] != "accuracy"], phases(), patching())
+
+
+def side_by_side() -> pd.DataFrame:
+    return pd.concat(
+        [
+            aid_rows("plain", 1, trajectory(0.4), phases(500, -1), patching().assign(value=0.5)),
+            aid_rows("default", 1, trajectory(0.95), phases(500, 1000), patching()),
+            aid_rows("no_conv", 1, trajectory(0.7), phases(0, 1000), patching().assign(value=0.2)),
+        ],
+        ignore_index=True,
+    )
+
+
+def test_the_table_has_a_line_per_run_default_first():
+    table = aids_table(side_by_side())
+    assert list(table["aid"]) == ["default", "no_conv", "plain"]  # the default, then AIDS order
+    assert list(table.columns) == [
+        "aid",
+        "seed",
+        "steps",
+        "accuracy",
+        "deepest hop",
+        "heuristic from",
+        "traversal from",
+        "rhs d1",
+        "rhs d2",
+        "newline d1",
+    ]
+    default = table.iloc[0]
+    assert (default["steps"], default["accuracy"], default["deepest hop"]) == (1000, 0.95, 0.7)
+    assert (default["heuristic from"], default["traversal from"]) == (500, 1000)
+    assert (default["rhs d1"], default["rhs d2"], default["newline d1"]) == (0.8, 0.6, 0.1)
+    assert table.iloc[2]["traversal from"] == -1 and table.iloc[1]["heuristic from"] == 0
+
+
+def test_metrics_give_the_weakest_depth_per_position():
+    m = aids_metrics(side_by_side())
+    assert m["default"]["seed1"] == {
+        "accuracy": 0.95,
+        "traversal_from": 1000,
+        "patch_weakest_depth_rhs": 0.6,
+        "patch_weakest_depth_newline": 0.1,
+    }
+    assert m["plain"]["seed1"]["traversal_from"] == -1 and m["plain"]["seed1"]["patch_weakest_depth_rhs"] == 0.5
+    assert list(m) == ["default", "no_conv", "plain"]
+
+
+def test_the_section_names_each_variants_changes_and_shows_the_table():
+    html = aids_section(side_by_side())
+    assert "no_conv: conv_kernel 0" in html
+    assert "plain: conv_kernel 0, pos learned, act gelu_tanh, tie_embeddings True, format answer_only" in html
+    assert "default:" not in html and html.count("<img") == 1 and "<table" in html
+    assert "No aid variants" in aids_section(side_by_side().iloc[0:0])

@@ -59,6 +59,28 @@ def test_every_hook_name_exists_with_its_shape(pos):
         assert cache[name].shape == shape, name
 
 
+@pytest.mark.parametrize("pos", ["rope", "learned"])
+def test_q_and_k_are_hooked_before_the_rotation_and_after_it_as_transformer_lens_names_them(pos):
+    from emergence.core.models.transformer import apply_rope, rope_tables
+
+    model = tiny(pos)
+    qkv = []
+    handle = model.blocks[1].attn.qkv.register_forward_hook(lambda m, i, out: qkv.append(out))
+    _, cache = model.run_with_cache(tokens())
+    handle.remove()
+    H, dh = CFG["n_heads"], CFG["d_head"]
+    q, k, _ = qkv[0].view(B, T, 3, H, dh).unbind(2)  # the projections, before any rotation
+    torch.testing.assert_close(cache["blocks.1.attn.hook_q"], q, rtol=0, atol=0)
+    torch.testing.assert_close(cache["blocks.1.attn.hook_k"], k, rtol=0, atol=0)
+    if pos == "learned":
+        assert "blocks.1.attn.hook_rot_q" not in cache and "blocks.1.attn.hook_rot_k" not in cache
+        return
+    cos, sin = (t[:T] for t in rope_tables(CFG["n_ctx"], dh, 10000.0))
+    torch.testing.assert_close(cache["blocks.1.attn.hook_rot_q"], apply_rope(q, cos, sin))
+    torch.testing.assert_close(cache["blocks.1.attn.hook_rot_k"], apply_rope(k, cos, sin))
+    assert not torch.allclose(cache["blocks.1.attn.hook_rot_q"], q)  # the rotation moved them
+
+
 def test_residual_stream_decomposes():
     _, c = tiny().run_with_cache(tokens())
     for L in range(2):

@@ -112,15 +112,18 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.n_heads * cfg.d_head)  # fused: one GEMM
         self.out = nn.Linear(cfg.n_heads * cfg.d_head, cfg.d_model)
         self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()  # (B, T, H, d_head)
+        # q and k after RoPE: TransformerLens's names (its hook_q and hook_k are taken before the rotation)
+        self.hook_rot_q, self.hook_rot_k = HookPoint(), HookPoint()  # (B, T, H, d_head)
         self.hook_pattern = HookPoint()  # (B, H, Tq, Tk), post-softmax
         self.hook_z = HookPoint()  # (B, T, H, d_head), per-head output before `out`
 
     def forward(self, x: torch.Tensor, rope: Rope | None) -> torch.Tensor:
         B, T, _ = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.d_head).unbind(2)  # each (B, T, H, d_head)
+        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        q, k, v = (h(t).transpose(1, 2) for h, t in ((self.hook_q, q), (self.hook_k, k), (self.hook_v, v)))
+            q, k = self.hook_rot_q(apply_rope(q, *rope)), self.hook_rot_k(apply_rope(k, *rope))
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # each (B, H, T, d_head)
         p = self.dropout if self.training else 0.0
         if self.hook_pattern.has_hooks:
             z = self._explicit_attention(q, k, v, p)

@@ -1,0 +1,180 @@
+"""`python -m emergence export CHECKPOINT --to hf OUT_DIR`: a checkpoint as a folder the Hugging Face tools load.
+
+    python -m emergence export data/binding/aid_runs/plain/seed1 --to hf exports/binding-plain
+    python -c "from transformers import AutoModelForCausalLM as M; M.from_pretrained('exports/binding-plain')"
+
+CHECKPOINT is a `step{N}` folder or a run folder (its last step). The folder holds the HF config and
+safetensors weights (core/models/hf.py: GPT-2 with learned positions -> GPT2LMHeadModel, with RoPE ->
+GPTNeoXForCausalLM, Mamba-2 -> Mamba2ForCausalLM, each with the activation that computes ours) and a
+tokenizer of the study's vocabulary, so `AutoTokenizer.from_pretrained(OUT_DIR)` works too. Before the
+folder appears, the export is loaded back with `from_pretrained` and its logits compared with ours on
+random sequences (max difference <= 1e-5); nothing is written when that, or anything before, fails.
+`--to transformer-lens` also loads the export into TransformerLens 4's TransformerBridge (the optional
+extra `.[interp]`) and compares its logits alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+from transformers.utils import logging as hf_logging
+
+from emergence.core.io import PipelineError
+from emergence.core.models.hf import to_hf
+from emergence.core.train import list_checkpoints, load_checkpoint
+
+TOLERANCE = 1e-5  # max |logit difference| between our model and the loaded export
+TARGETS = ("hf", "transformer-lens")
+
+
+def step_dir_of(path: Path) -> Path:
+    """A `step{N}` folder as given, or a run folder's last one."""
+    if (path / "config.json").is_file():
+        return path
+    ckpts = list_checkpoints(path) if path.is_dir() else []
+    if not ckpts:
+        raise PipelineError(f"{path}: neither a checkpoint folder (config.json, model.safetensors) nor a run of them")
+    return ckpts[-1][1]
+
+
+def vocabulary(spec: str, d_vocab: int) -> tuple[list[str], str]:
+    """(tokens by id, kind) of `--tokenizer`: "binding" (the binding study's characters) or a vocabulary
+    JSON of grounding_vocab / visual_vocab (words, whitespace-separated, <unk> first)."""
+    if spec == "binding":
+        from emergence.studies.binding.tokenizer import VOCAB
+
+        tokens, kind = list(VOCAB), "chars"
+    else:
+        from emergence.studies.grounding.tokens import read_vocab
+
+        tokens, kind = read_vocab(spec)[1], "words"
+    if len(tokens) != d_vocab:
+        raise PipelineError(f"--tokenizer {spec}: {len(tokens)} tokens, the model has d_vocab {d_vocab}")
+    return tokens, kind
+
+
+def hf_tokenizer(tokens: list[str], kind: str):
+    """A fast tokenizer with our ids: characters one token each (the binding study), or whitespace words
+    with <unk> for the rest (grounding)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    ids = {t: i for i, t in enumerate(tokens)}
+    if kind == "chars":  # <pad> (id 0) never comes out of text: every character is its own token
+        tok = Tokenizer(models.WordLevel(ids, unk_token="<pad>"))
+        tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+        tok.decoder = decoders.Fuse()
+        return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>")
+    tok = Tokenizer(models.WordLevel(ids, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
+
+
+def tokenizer_for(step_dir: Path, given: str | None) -> str:
+    """--tokenizer, or the one the checkpoint's place in params.yaml's paths implies."""
+    if given:
+        return given
+    params = Path("params.yaml")
+    paths = {}
+    if params.is_file():
+        import yaml
+
+        paths = (yaml.safe_load(params.read_text()) or {}).get("paths", {})
+    where = step_dir.resolve()
+    runs = {"binding_runs": "binding", "binding_aid_runs": "binding", "grounding_runs": paths.get("grounding_vocab"),
+            "visual_runs": paths.get("visual_vocab")}  # fmt: skip
+    for key, spec in runs.items():
+        if key in paths and spec and where.is_relative_to(Path(paths[key]).resolve()):
+            return spec
+    raise PipelineError(
+        f"{step_dir}: not under a run folder of params.yaml; name its --tokenizer (binding or a vocab JSON)"
+    )
+
+
+@torch.no_grad()
+def max_logit_difference(ours: torch.nn.Module, theirs, d_vocab: int, n_ctx: int | None, seed: int = 0) -> float:
+    """Max |logit difference| on 4 random sequences of min(n_ctx, 32) tokens."""
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, d_vocab, (4, min(n_ctx or 32, 32)), generator=g)  # (B, T)
+    return float((ours(idx)[0] - theirs(idx)).abs().max())  # ours: (logits, loss)
+
+
+def export(checkpoint: Path, out: Path, to: str = "hf", tokenizer: str | None = None, force: bool = False) -> float:
+    """Write the export of `checkpoint` into `out` (see the module doc); returns the checked logit difference."""
+    if to not in TARGETS:
+        raise PipelineError(f"--to {to}: one of {', '.join(TARGETS)}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise PipelineError(f"{out}: exists and is not empty (--force replaces it)")
+    step_dir = step_dir_of(checkpoint)
+    model, info = load_checkpoint(step_dir)
+    hf = to_hf(model)
+    if hasattr(hf.config, "rescale_prenorm_residual"):
+        hf.config.rescale_prenorm_residual = False  # else from_pretrained shrinks out_proj by sqrt(n_layers)
+    cfg = info["config"]
+    tokens, kind = vocabulary(tokenizer_for(step_dir, tokenizer), cfg["d_vocab"])
+    part = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    shutil.rmtree(part, ignore_errors=True)  # our own leftover of a killed run with this pid only
+    try:
+        hf.save_pretrained(part, safe_serialization=True)
+        hf_tokenizer(tokens, kind).save_pretrained(part)
+        (part / "emergence.json").write_text(json.dumps({"source": str(step_dir), **info}, indent=2))
+        diff = _check(model, part, to, cfg)
+        _replace(part, out)
+    finally:
+        shutil.rmtree(part, ignore_errors=True)
+    return diff
+
+
+def _check(model: torch.nn.Module, folder: Path, to: str, cfg: dict) -> float:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    loaded = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).eval()
+    AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    diff = max_logit_difference(model, lambda idx: loaded(idx).logits, cfg["d_vocab"], cfg.get("n_ctx"))
+    if to == "transformer-lens":
+        from emergence.core.export_lens import bridge_logits
+
+        diff = max(diff, max_logit_difference(model, bridge_logits(folder), cfg["d_vocab"], cfg.get("n_ctx")))
+    if not diff <= TOLERANCE:
+        raise PipelineError(f"export check: loaded back, the logits differ from ours by {diff:.2e} (> {TOLERANCE})")
+    return diff
+
+
+def _replace(part: Path, out: Path) -> None:
+    """`part` becomes `out`; an `out` that was there (--force) is removed only once `part` is in place."""
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if out.exists():
+        out.rename(old)
+    part.rename(out)
+    if old.is_dir():
+        shutil.rmtree(old)
+    elif old.exists():
+        old.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m emergence export", description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", type=Path, help="a step{N} checkpoint folder, or a run folder (its last)")
+    parser.add_argument(
+        "--to", choices=TARGETS, default="hf", help="hf, or transformer-lens (also checks TransformerLens 4 loads it)"
+    )
+    parser.add_argument("out", type=Path, help="the folder to write")
+    parser.add_argument(
+        "--tokenizer", help="binding, or a vocabulary JSON (default: from the checkpoint's place in params.yaml)"
+    )
+    parser.add_argument("--force", action="store_true", help="replace OUT if it exists and is not empty")
+    args = parser.parse_args(argv)
+    hf_logging.disable_progress_bar()  # a small folder: no bars for writing and loading it back
+    try:
+        diff = export(args.checkpoint, args.out, args.to, args.tokenizer, args.force)
+    except PipelineError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.out}: written; loaded back, max logit difference {diff:.1e}")
+    return 0

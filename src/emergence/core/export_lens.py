@@ -1,0 +1,38 @@
+"""An export loaded into TransformerLens 4 (`TransformerBridge`; its `HookedTransformer` is gone in 4.x):
+its logits, and its hook values beside ours for the hook names both sides have. The optional extra
+`.[interp]` installs it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from emergence.core.io import PipelineError
+
+
+def bridge(folder: Path):
+    """TransformerLens 4's bridge over the HF export in `folder`, on the CPU, raw HF weights (no folding)."""
+    try:
+        from transformer_lens.model_bridge import TransformerBridge
+    except ImportError as e:
+        raise PipelineError(f"--to transformer-lens needs TransformerLens 4: pip install -e '.[interp]' ({e})") from e
+    return TransformerBridge.boot_transformers(str(folder), device="cpu")
+
+
+def bridge_logits(folder: Path) -> Callable[[torch.Tensor], torch.Tensor]:
+    b = bridge(folder)
+    return lambda idx: b(idx, return_type="logits")
+
+
+@torch.no_grad()
+def hook_differences(model: torch.nn.Module, folder: Path, idx: torch.Tensor) -> dict[str, float | None]:
+    """Per hook name both sides cache: max |difference| of the values, None where the shapes differ
+    (a layout, not a value: e.g. heads before or after positions)."""
+    _, ours = model.run_with_cache(idx)
+    _, theirs = bridge(folder).run_with_cache(idx)
+    return {
+        name: float((ours[name] - theirs[name]).abs().max()) if ours[name].shape == theirs[name].shape else None
+        for name in sorted(set(ours) & set(theirs.keys()))
+    }

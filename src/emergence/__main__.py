@@ -7,7 +7,7 @@ import sys
 
 COMMANDS = {
     "check": ("emergence.check", "validate the whole params.yaml before anything runs"),
-    "export": ("emergence.core.export", "a checkpoint as a Hugging Face folder (--to hf | transformer-lens)"),
+    "export": ("emergence.export", "a checkpoint as a Hugging Face folder (--to hf | transformer-lens)"),
     "pipeline": ("emergence.core.pipeline", "write dvc.yaml from pipeline.yaml (--check: fail if stale)"),
     "profile": ("emergence.core.profile", "apply a params profile (tiny, paper) to params.yaml"),
     "remote": ("emergence.core.remote", "check the default DVC remote before a push / pull (--for push|pull)"),

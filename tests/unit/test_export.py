@@ -11,9 +11,9 @@ import pytest
 import torch
 from test_hf_equivalence import TINY, VOCAB, perturbed
 
-from emergence.core.export import export, main
 from emergence.core.models import build_model
 from emergence.core.train import save_checkpoint
+from emergence.export import export, main
 from emergence.studies.binding.tokenizer import VOCAB as BINDING_VOCAB
 from emergence.studies.binding.tokenizer import CharTokenizer
 
@@ -105,8 +105,8 @@ def test_the_grounding_tokenizer_splits_words_and_maps_unknown_ones(tmp_path):
 
 @pytest.mark.parametrize("name", ["gpt2_learned", "gpt2_rope"])
 def test_transformer_lens_loads_the_export_with_our_hook_values(name, tmp_path):
-    from emergence.core.export_lens import hook_differences
     from emergence.core.train import load_checkpoint
+    from emergence.export_lens import hook_differences
 
     step = checkpoint(tmp_path, *ARCHS[name])
     out = tmp_path / "tl"

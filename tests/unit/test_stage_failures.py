@@ -130,7 +130,7 @@ def test_a_stage_instance_runs_once_per_checkout_and_kill_9_frees_it(tmp_path):
         (
             "stages.binding.aid_eval",
             ["--aid", "plain", "--seed", "0"],
-            "--seed 0: not a value of binding_aids.seeds [1]",
+            "--seed 0: not a value of binding_aids.seeds [1] in params.yaml",
         ),
         (
             "stages.assoc.train",

@@ -138,7 +138,7 @@ def _check(model: torch.nn.Module, folder: Path, to: str, cfg: dict) -> float:
     AutoTokenizer.from_pretrained(folder, local_files_only=True)
     diff = max_logit_difference(model, lambda idx: loaded(idx).logits, cfg["d_vocab"], cfg.get("n_ctx"))
     if to == "transformer-lens":
-        from emergence.core.export_lens import bridge_logits
+        from emergence.export_lens import bridge_logits
 
         diff = max(diff, max_logit_difference(model, bridge_logits(folder), cfg["d_vocab"], cfg.get("n_ctx")))
     if not diff <= TOLERANCE:

@@ -28,9 +28,10 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-# Fixed commit dates: two copies of the same tree get the same git revision,
-# which the reports record as provenance.
-GIT_DATES = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+# Fixed commit dates: two copies of the same tree get the same git revision, which the reports
+# record as provenance. Git's internal form (2026-01-01T00:00:00Z): DVC's experiments commit through
+# dulwich, which reads no ISO date.
+GIT_DATES = {"GIT_AUTHOR_DATE": "1767225600 +0000", "GIT_COMMITTER_DATE": "1767225600 +0000"}
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,7 @@ LOCAL_SCHEMES = ("file", "data", "about", "chrome-error")
 
 # Run in the page once it has loaded: wait for every image to decode, then read what the checks need.
 INSPECT = """(async () => {
+  PLOTS_FUNCTION
   const images = [...document.images];
   await Promise.all(images.map(i => i.decode().catch(() => null)));
   return {
@@ -41,8 +42,28 @@ INSPECT = """(async () => {
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
     ids: [...document.querySelectorAll('[id]')].map(e => e.id)
       .concat([...document.querySelectorAll('a[name]')].map(a => a.name)),
+    plots: await plots(),
   };
 })()"""
+
+# Each interactive plot: drawn (an svg), a legend entry per series, and a click on the first entry
+# hides that series (plotly waits out a double click first, hence the pause).
+PLOTS = """async function plots() {
+  const out = [];
+  for (const d of document.querySelectorAll('.plotly-graph-div')) {
+    const toggle = d.querySelector('.legend .traces .legendtoggle');
+    let hidden = null;
+    if (toggle) {
+      for (const type of ['mousedown', 'mouseup'])
+        toggle.dispatchEvent(new MouseEvent(type, {bubbles: true, clientX: 1, clientY: 1, buttons: 1}));
+      await new Promise(r => setTimeout(r, 700));
+      hidden = Boolean(d.data && d.data[0] && d.data[0].visible === 'legendonly');
+    }
+    out.push({id: d.id, drawn: Boolean(d.querySelector('.main-svg')), series: (d.data || []).length,
+              legend: d.querySelectorAll('.legend .traces').length, hidden});
+  }
+  return out;
+}"""
 
 
 class BrowserError(RuntimeError):
@@ -149,6 +170,7 @@ class PageReport:
     external_requests: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)  # as the browser resolves them (absolute URLs)
     ids: set[str] = field(default_factory=set)
+    plots: list[dict] = field(default_factory=list)  # id, drawn, series, legend, hidden (after a legend click)
 
 
 def _console_errors(events: list[dict]) -> list[str]:
@@ -180,7 +202,9 @@ def check_page(browser: Browser, path: Path, screenshot: Path) -> PageReport:
         raise BrowserError(f"{path}: {navigated['errorText']}")
     browser.wait_for("Page.loadEventFired", session)
     found = browser.call(
-        "Runtime.evaluate", {"expression": INSPECT, "awaitPromise": True, "returnByValue": True}, session=session
+        "Runtime.evaluate",
+        {"expression": INSPECT.replace("PLOTS_FUNCTION", PLOTS), "awaitPromise": True, "returnByValue": True},
+        session=session,
     )
     if "exceptionDetails" in found:
         raise BrowserError(f"{path}: inspecting the page failed: {found['exceptionDetails'].get('text')}")
@@ -202,6 +226,7 @@ def check_page(browser: Browser, path: Path, screenshot: Path) -> PageReport:
         external_requests=[u for u in requests if urlsplit(u).scheme not in LOCAL_SCHEMES],
         links=seen["links"],
         ids=set(seen["ids"]),
+        plots=seen["plots"],
     )
 
 
@@ -216,6 +241,11 @@ def problems(reports: list[PageReport]) -> list[str]:
         out += [f"{name}: console error: {e}" for e in r.console_errors]
         out += [f"{name}: image not decoded: {src}" for src in r.broken_images]
         out += [f"{name}: request off the machine: {u}" for u in r.external_requests]
+        for p in r.plots:
+            if not p["drawn"]:
+                out.append(f"{name}: plot not drawn: {p['id']}")
+            elif p["legend"] != p["series"] or not p["hidden"]:
+                out.append(f"{name}: plot legend does not hide its series: {p['id']}")
         for link in r.links:
             url = urlsplit(link)
             if url.scheme != "file":

@@ -28,7 +28,12 @@ def test_every_generated_page_opens_clean_from_disk(tiny_run, tmp_path, browser)
     assert {p.name for p in pages} == PAGES
     shots = root / "reports" / "screenshots"
     reports = [check_page(browser, page, shots / f"{page.stem}.png") for page in pages]
-    assert problems(reports) == []
+    assert problems(reports) == []  # every interactive plot drawn, its legend hiding a series on a click
+    plots = {r.path.name: [p["id"] for p in r.plots] for r in reports}
+    assert len(plots["binding.html"]) == 3 and plots["index.html"] == []
+    assert plots["associations.html"] == ["plot-cosines-over-training"]
+    assert plots["grounding.html"] == ["plot-template-gain-per-architecture", "plot-natural-turn-gain-per-architecture"]
+    assert plots["grounding_visual.html"] == ["plot-visual-gain-per-setting"]
     index = next(r for r in reports if r.path.name == "index.html")
     internal = [link for link in index.links if link.startswith("file:") and "#" in link]
     assert {link.split("#")[0].rsplit("/", 1)[1] for link in internal} >= PAGES  # claims link into every page
@@ -47,6 +52,7 @@ def test_checker_finds_each_kind_of_breakage(tmp_path, browser):
         '<img alt="far" src="http://127.0.0.1:9/far.png">'
         '<a href="#top">ok</a><a href="#nowhere">x</a><a href="b.html#there">ok</a><a href="b.html#gone">x</a>'
         '<a href="missing.html">x</a><a href="https://arxiv.org/abs/2510.13796">paper</a>'
+        '<div id="broken" class="plotly-graph-div"></div>'
         '<script>console.error("boom")</script></body></html>'
     )
     reports = [check_page(browser, tmp_path / n, tmp_path / "shots" / f"{n}.png") for n in ("a.html", "b.html")]
@@ -60,6 +66,7 @@ def test_checker_finds_each_kind_of_breakage(tmp_path, browser):
         f"a.html: link to a missing anchor: {uri}/a.html#nowhere",
         f"a.html: link to a missing anchor: {uri}/b.html#gone",
         f"a.html: link to a missing file: {uri}/missing.html",
+        "a.html: plot not drawn: broken",
     }
     assert expected <= set(found)
     assert all("Failed to load resource" in e for e in set(found) - expected)  # the two images, as logged

@@ -173,7 +173,7 @@ def test_sections_are_joined_by_newlines_in_order(figures):
     lines = part.split("\n")
     assert [x[:8] for x in lines] == ["<p>Relat", "<img alt", "<table><"]
     part = R._cosine_section(cosines_frame(), "word")
-    assert [x[:8] for x in part.split("\n")] == ["<img alt", "<p>Cosin", "<table><", "<p>How e", "<table><"]
+    assert [x[:8] for x in part.split("\n")] == ["<img alt", "<div sty", "<p>Cosin", "<table><", "<p>How e", "<table><"]
     assert [x[:8] for x in R._causal_section(causal_frame()).split("\n")] == ["<p>Train", "<table><"]
     assert [x[:8] for x in R._corpus_section({"sequences": "stories", "min_count": 5}).split("\n")] == [
         "<p>Seque",

@@ -484,6 +484,6 @@ def test_sections_are_their_parts_one_per_line(drawn):
     assert tags(R._headline(metrics())) == ["<p", "<p", "<table"]
     assert tags(R._data_section(progs())) == ["<p", "<table", "<p"]
     assert tags(R._trajectory_section(traj(), phases())) == ["<p", "<img", "<table", "<p"]
-    assert tags(R._hops_section(traj(), preds())) == ["<p", "<img", "<img"]
+    assert tags(R._hops_section(traj(), preds())) == ["<p", "<img", "<div", "<img"]
     assert tags(R._generalisation_section(preds())) == ["<p", "<img"]
     assert tags(R._heuristic_section(progs(), heurs(), traj())) == ["<p", "<table"]

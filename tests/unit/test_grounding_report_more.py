@@ -280,11 +280,12 @@ def test_data_section_warning_sentence_in_full_and_first():
 def test_gain_section_parts_joined_by_newlines_in_order(figures):
     part = R.gain_section(curve_frame())
     lines = part.split("\n")
-    assert len(lines) == 4
+    assert len(lines) == 5
     assert lines[0].startswith("<p>G(v) = mean over contexts") and lines[1].startswith("<img alt=")
-    assert lines[2].startswith("<table><caption>Final checkpoint</caption>")
-    assert lines[3].startswith("<details><summary>Every checkpoint</summary><table><thead>")
-    assert lines[3].endswith("</table></details>")
+    assert 'id="plot-natural-turn-gain-per-architecture"' in lines[2]  # G's interactive twin
+    assert lines[3].startswith("<table><caption>Final checkpoint</caption>")
+    assert lines[4].startswith("<details><summary>Every checkpoint</summary><table><thead>")
+    assert lines[4].endswith("</table></details>")
     assert paras(part)[0] == (
         "G(v) = mean over contexts and mismatches of s(v<LAN> | u<ENV>) - s(v<LAN> | v<ENV>); p: one-sided "
         "sign-flip test over words of G(v) > 0, G(v) averaged over seeds."

@@ -1,8 +1,9 @@
 """Building blocks for self-contained, offline HTML report pages.
 
 Every function returns an HTML fragment (a str). Text is always escaped here,
-so callers pass plain strings; figures are embedded as base64 PNG data URIs,
-so a page has no external CSS, JS, fonts or images and opens from disk.
+so callers pass plain strings; figures are embedded as base64 PNG data URIs, and
+a page with interactive curves carries plotly.js inline (interactive.py), so a
+page has no external CSS, JS, fonts or images and opens from disk.
 """
 
 from __future__ import annotations
@@ -103,6 +104,14 @@ def figure(fig: Figure, alt: str, dpi: int = 100) -> str:
     return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
+def curves(df: pd.DataFrame, ylabel: str, legend_title: str, alt: str) -> str:
+    """A curve figure (df: step, cls, value) twice: the PNG for print, then its interactive twin."""
+    from emergence.core.report import interactive, plots
+
+    png = figure(plots.lines_by_class(df, ylabel, legend_title), alt)
+    return png + "\n" + interactive.lines(df, alt, ylabel, legend_title)
+
+
 def link(text: str, href: str) -> str:
     return f'<a href="{esc(href)}">{esc(text)}</a>'
 
@@ -135,12 +144,15 @@ def page(title: str, sections: list[tuple[str, str]], intro: str = "") -> str:
     (heading, body fragment) section with a linkable id."""
     nav = "<nav><ul>" + "".join(f'<li><a href="#{anchor(t)}">{esc(t)}</a></li>' for t, _ in sections) + "</ul></nav>"
     body = [f'<section id="{anchor(t)}">\n<h2>{esc(t)}</h2>\n{b}\n</section>' for t, b in sections]
+    from emergence.core.report import interactive
+
+    plotly = interactive.script() if any(interactive.MARK in b for _, b in sections) else ""
     return "\n".join(
         [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
             f"<title>{esc(title)}</title>",
-            f"<style>{CSS}</style></head><body>",
+            f"<style>{CSS}</style>{plotly}</head><body>",
             f"<h1>{esc(title)}</h1>",
             para(intro) if intro else "",
             nav,

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from emergence.core.report import html as H
+from emergence.core.report import interactive
 from emergence.core.report.plots import new_figure, plot_style, step_axis
 from emergence.studies.assoc.compare import departures, min_cosine_table, order_slopes
 
@@ -73,6 +74,13 @@ def plot_table(cosines: pd.DataFrame) -> pd.DataFrame:
     deepest = cosines[cosines["n_layers"] == cosines["n_layers"].max()]
     wide = deepest.groupby(["step", "weight"])["cosine"].min().unstack("weight")
     return wide.reindex(columns=list(THRESHOLD)).reset_index()
+
+
+def cosine_lines(cosines: pd.DataFrame) -> pd.DataFrame:
+    """Step, cls (run and weight), value: the cosine curves of every run, for the interactive plot."""
+    label = "L" + cosines["n_layers"].astype(str) + " s" + cosines["seed"].astype(str) + " " + cosines["weight"]
+    layer = cosines["layer"].map(lambda x: "" if x < 0 else f" (layer {x})")
+    return pd.DataFrame({"step": cosines["step"], "cls": label + layer, "value": cosines["cosine"]})
 
 
 def cosine_figure(cosines: pd.DataFrame):
@@ -174,6 +182,7 @@ def _cosine_section(cosines: pd.DataFrame, tokenizer: str, other: pd.DataFrame |
     return "\n".join(
         [
             H.figure(cosine_figure(cosines), "cosine between learned weights and theory over training"),
+            interactive.lines(cosine_lines(cosines), "cosines over training", "cosine with theory", "run, weight"),
             H.para(
                 "Cosine = Frobenius inner product over norms, between each learned matrix and its closed "
                 "form (W ~ Q, V ~ (B Phi)^T, W_O ~ B, P ~ Delta). Undefined while a weight is still exactly "

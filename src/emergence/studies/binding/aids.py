@@ -16,7 +16,6 @@ import pandas as pd
 
 from emergence.core.io import PipelineError
 from emergence.core.report import html as H
-from emergence.core.report import plots
 from emergence.studies.binding.report_mechanisms import PATCH_AT, PATCH_AT_TEXT, depth_patching
 
 # name -> {params section: overrides}. "plain" is the paper profile's model at the run's size: GPT-2's
@@ -161,7 +160,6 @@ def aids_section(rows: pd.DataFrame) -> str:
                 f"best layer's success at each chain depth, at the {PATCH_AT_TEXT['rhs']} (rhs) and the newline."
             ),
             H.table(table, caption="Each aid taken away: accuracy, phases and patching by chain depth"),
-            H.figure(plots.lines_by_class(curves, "deepest hop accuracy", "variant"),
-                     "deepest hop class accuracy over training, per variant"),
+            H.curves(curves, "deepest hop accuracy", "variant", "deepest hop accuracy over training, per variant"),
         ]
     )  # fmt: skip

@@ -284,7 +284,7 @@ def _hops_section(trajectory: pd.DataFrame, predictions: pd.DataFrame) -> str:
                 "Accuracy per hop class over training (mean over seeds): binding by traversal predicts "
                 "shallow chains are solved first. Below: the final checkpoint on the test split, mean ± sd over seeds."
             ),
-            H.figure(plots.lines_by_class(curve, "accuracy", "hops"), "accuracy per hop class over training"),
+            H.curves(curve, "accuracy", "hops", "accuracy per hop class over training"),
             H.figure(plots.bars(final, "hops", "test accuracy", CHANCE), "final accuracy per hop class"),
         ]
     )

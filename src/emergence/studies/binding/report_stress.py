@@ -83,7 +83,7 @@ def frontier_section(stress: pd.DataFrame) -> str:
                 "The stress suite scored at every checkpoint binding_stress.curve_every names: per seed, the "
                 "weakest stress set and each generator unpinned (docs/binding.md gives the minutes per step)."
             ),
-            H.figure(plots.lines_by_class(curve, "accuracy", "seed: set"), "stress accuracy against training"),
+            H.curves(curve, "accuracy", "seed: set", "stress accuracy against training"),
             H.table(table.reset_index()),
         ]
     )

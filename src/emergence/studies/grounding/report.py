@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from emergence.core.report import html as H
+from emergence.core.report import interactive
 from emergence.core.report.plots import new_figure, plot_style, step_axis
 from emergence.studies.grounding.gain import sign_flip_test, word_gains
 
@@ -183,13 +184,21 @@ def seed_table(natural: pd.DataFrame, template: pd.DataFrame) -> pd.DataFrame:
 
 
 def gain_section(
-    curve: pd.DataFrame, columns: list[str] = FINAL_COLUMNS, rule: str = TEXT_GAIN, by: str = "architecture"
+    curve: pd.DataFrame,
+    columns: list[str] = FINAL_COLUMNS,
+    rule: str = TEXT_GAIN,
+    by: str = "architecture",
+    name: str = "natural-turn gain",
 ) -> str:
-    """Gain curves per `by` (architecture; setting), the final checkpoint's `columns`, every checkpoint."""
+    """Gain curves per `by` (architecture; setting), the final checkpoint's `columns`, every checkpoint;
+    `name` tells this section's interactive plot from the page's others."""
     return "\n".join(
         [
             H.para(f"{rule}; p: one-sided sign-flip test over words of G(v) > 0, G(v) averaged over seeds."),
             H.figure(curves_figure(curve), f"surprisal and grounding gain over training per {by}"),
+            interactive.lines(
+                curve.assign(cls=curve["model"], value=curve["G"]), f"{name} per {by}", "grounding gain G (nats)", by
+            ),
             H.table(final_table(curve)[columns], caption="Final checkpoint", float_format="{:.4f}"),
             "<details><summary>Every checkpoint</summary>"
             + H.table(curve.drop(columns=["n_seeds", "n_words"]), float_format="{:.4f}")
@@ -215,7 +224,7 @@ def template_section(templates: pd.DataFrame, curve: pd.DataFrame, seed_gains: p
                 "whose context occurs in the training turns), each read with every target in its environment "
                 "slot; the model predicts v<LAN> right after the speech frame."
             ),
-            gain_section(curve, rule=TEMPLATE_GAIN),
+            gain_section(curve, rule=TEMPLATE_GAIN, name="template gain"),
             H.table(seed_gains, caption="G per architecture and seed, last checkpoint", float_format="{:.4f}"),
             "<details><summary>Templates</summary>" + H.table(shown) + "</details>",
         ]

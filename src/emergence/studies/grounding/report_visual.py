@@ -113,7 +113,7 @@ def visual_page(
         ("Data and encoder", _data_section(counts, targets, eval_set, encoder)),
         (
             "Grounding gain over training",
-            gain_section(curve, rule=VISUAL_GAIN, by="setting"),
+            gain_section(curve, rule=VISUAL_GAIN, by="setting", name="visual gain"),
         ),
         *mechanisms,
         ("Provenance", H.provenance_block(provenance)),

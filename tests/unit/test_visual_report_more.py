@@ -231,7 +231,9 @@ def test_visual_page_title_intro_and_each_sections_body(figures):  # noqa: F811
         "Data and encoder", "Grounding gain over training", "Saliency flow by layer", "Head ablation", "Provenance"
     ]  # fmt: skip
     assert s["Data and encoder"] == V._data_section(inputs["counts"], candidates(), eval_frame(2), {"pretrained": True})
-    assert s["Grounding gain over training"] == R.gain_section(inputs["curve"], rule=V.VISUAL_GAIN, by="setting")
+    assert s["Grounding gain over training"] == R.gain_section(
+        inputs["curve"], rule=V.VISUAL_GAIN, by="setting", name="visual gain"
+    )
     assert [alt for _, alt in figures] == ["surprisal and grounding gain over training per setting"] * 2
     assert paras(s["Grounding gain over training"])[0] == (
         "G(v): mean over contexts and mismatches of s(v<LAN> | mismatched) - s(v<LAN> | matched); p: one-sided "

@@ -1,0 +1,150 @@
+"""The local learning coefficient (LLC) of saved checkpoints, by devinterp's SGLD estimator.
+
+devinterp 2.0.1 (`devinterp.slt.llc.llc`, `compute_llc`): from the checkpoint's weights w*, SGLD
+chains draw weights w near w* (`localization` pulls them back, `n_beta` is the inverse temperature
+n*beta); the estimate is
+
+    LLC = n_beta * (mean loss over the chains' draws - loss at w*),
+
+per chain, then mean and spread over chains. A model whose loss rises fast in many directions around
+w* has a high LLC; a degenerate one (directions along which the loss does not change) a low one.
+Sequences here may carry their own targets: `packed` puts (input ids | targets) side by side in one
+row, so the sampler's loss is the training objective itself (targets equal to `ignore` carry none).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from emergence.core.io import PipelineError
+
+LossFn = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]  # (model, (B, L) rows) -> (B, L - 1)
+
+
+@dataclasses.dataclass
+class LLCParams:
+    """params.yaml llc: devinterp's sampler settings, shared by the studies' LLC stages."""
+
+    num_chains: int = 4
+    num_draws: int = 100
+    lr: float = 1e-4  # SGLD step size
+    n_beta: float = 10.0  # inverse temperature n * beta
+    localization: float = 100.0  # gamma: the pull toward the checkpoint's weights
+    batch_size: int = 32
+    n_sequences: int = 1024  # training sequences the chains draw their batches from
+    every: int = 1  # every k-th saved checkpoint (the last one always)
+
+    def validate(self, where: str) -> None:
+        for key in ("num_chains", "num_draws", "batch_size", "n_sequences", "every"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise PipelineError(f"{where}.{key}: an integer >= 1, got {value!r}")
+        if self.num_chains < 2:
+            raise PipelineError(f"{where}.num_chains: at least 2 (the spread over chains is reported), got 1")
+        for key in ("lr", "n_beta"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise PipelineError(f"{where}.{key}: a number > 0, got {value!r}")
+        if (
+            not isinstance(self.localization, (int, float))
+            or isinstance(self.localization, bool)
+            or self.localization < 0
+        ):
+            raise PipelineError(f"{where}.localization: a number >= 0, got {self.localization!r}")
+
+
+def every_kth(checkpoints: list, k: int) -> list:
+    """Every k-th of the saved checkpoints, the first and the last always."""
+    return [c for i, c in enumerate(checkpoints) if i % k == 0 or i == len(checkpoints) - 1]
+
+
+def packed(idx: torch.Tensor, targets: torch.Tensor, ignore: int) -> tuple[torch.Tensor, LossFn]:
+    """Rows (ids | targets), (N, 2T), and the loss the sampler reads from them: each row's mean
+    cross-entropy over its targets, repeated over the row (the estimator averages over positions)."""
+    T = idx.shape[1]
+
+    def loss_fn(model: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        ids, tgt = rows[:, :T], rows[:, T:]
+        per = F.cross_entropy(model(ids)[0].transpose(1, 2), tgt.clamp(min=0), reduction="none")  # (B, T)
+        mask = (tgt != ignore).float()
+        row = (per * mask).sum(1) / mask.sum(1).clamp(min=1)  # (B,)
+        return row[:, None].expand(-1, rows.shape[1] - 1)
+
+    return torch.cat([idx, targets], dim=1), loss_fn
+
+
+def next_token(windows: torch.Tensor) -> tuple[torch.Tensor, LossFn]:
+    """Rows of a language model's training windows, (N, T), and its next-token loss, (B, T - 1)."""
+
+    def loss_fn(model: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        logits = model(rows[:, :-1])[0]  # (B, T - 1, V)
+        return F.cross_entropy(logits.transpose(1, 2), rows[:, 1:], reduction="none")
+
+    return windows, loss_fn
+
+
+def estimate(model: torch.nn.Module, rows: torch.Tensor, loss_fn: LossFn, p: LLCParams, seed: int) -> pd.DataFrame:
+    """One checkpoint's LLC per chain: columns chain, llc, init_loss. PipelineError naming the chain and
+    SGLD step where a chain's loss went non-finite (its draws would make a number of nothing)."""
+    from datasets import Dataset
+    from devinterp.slt.llc import compute_llc
+    from devinterp.slt.sampling import sample
+
+    data = Dataset.from_dict({"input_ids": rows.tolist()}).with_format("torch")
+    with tempfile.TemporaryDirectory(prefix="llc-") as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a failed chain warns: it is reported below, with its step
+        samples = sample(
+            model=model,
+            dataset=data,
+            observables={},
+            lr=p.lr,
+            n_beta=p.n_beta,
+            num_chains=p.num_chains,
+            num_draws=p.num_draws,
+            batch_size=p.batch_size,
+            localization=p.localization,
+            init_seed=seed,
+            num_init_loss_batches=max(1, min(8, len(rows) // p.batch_size)),
+            device="cpu" if next(model.parameters()).device.type == "cpu" else None,
+            output_path=Path(tmp) / "samples.zarr",
+            loss_fn=loss_fn,
+        )
+        result = compute_llc(samples)
+        trace = result.loss_trace.values  # (chain, step)
+        per_chain = result.llc_per_chain.values
+        init = float(result.init_loss)
+    for chain, (llc, losses) in enumerate(zip(per_chain, trace)):
+        # devinterp stops a chain whose loss turned nan or inf and leaves its later steps unwritten (nan),
+        # which xarray's mean then skips: the chain's number would come from its first steps alone
+        bad = [i for i, v in enumerate(losses) if not math.isfinite(v)]
+        if bad or not math.isfinite(llc):
+            at = f"SGLD step {bad[0]}" if bad else "its draws"
+            raise PipelineError(
+                f"llc: chain {chain} diverged at {at} (loss not finite); lower llc.lr or raise llc.localization"
+            )
+    return pd.DataFrame({"chain": range(len(per_chain)), "llc": per_chain.astype(float), "init_loss": init})
+
+
+def llc_table(
+    checkpoints: Iterable[tuple[int, torch.nn.Module]], rows: torch.Tensor, loss_fn: LossFn, p: LLCParams, seed: int
+) -> pd.DataFrame:
+    """Every checkpoint's per-chain LLC: columns step, chain, llc, init_loss. A diverged chain stops it
+    with one line naming the checkpoint step too (no table is returned: nothing is written)."""
+    g = torch.Generator().manual_seed(seed)
+    rows = rows[torch.randperm(len(rows), generator=g)[: p.n_sequences]]
+    tables = []
+    for step, model in checkpoints:
+        try:
+            tables.append(estimate(model, rows, loss_fn, p, seed).assign(step=step))
+        except PipelineError as e:
+            raise PipelineError(f"{e} at checkpoint step {step}") from None
+    return pd.concat(tables, ignore_index=True)[["step", "chain", "llc", "init_loss"]]

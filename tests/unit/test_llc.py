@@ -1,0 +1,114 @@
+"""The LLC estimator (interp/llc.py over devinterp): stable across chains, larger at a trained point
+than at a degenerate one, the same per seed, a diverged chain named, the packed loss by hand."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from emergence.core.config import from_dict
+from emergence.core.io import PipelineError
+from emergence.core.models import build_model
+from emergence.interp.llc import LLCParams, estimate, every_kth, llc_table, next_token, packed
+
+V, T = 8, 12
+P = LLCParams(num_chains=3, num_draws=60, lr=1e-3, n_beta=50.0, localization=100.0, batch_size=16, n_sequences=128)
+
+
+def windows(n: int = 256, seed: int = 0) -> torch.Tensor:
+    """Sequences counting up mod V from a random start: next token = this + 1 (learnable in a few steps)."""
+    start = torch.randint(V, (n, 1), generator=torch.Generator().manual_seed(seed))
+    return (start + torch.arange(T)) % V  # (n, T)
+
+
+def train(data: torch.Tensor) -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = build_model("transformer", dict(n_layers=1, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=T, d_vocab=V))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(150):
+        loss = F.cross_entropy(model(data[:, :-1])[0].reshape(-1, V), data[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05  # a minimum of its task
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def trained() -> torch.nn.Module:
+    return train(windows())
+
+
+def llc_of(model: torch.nn.Module, seed: int = 0, p: LLCParams = P):
+    rows, loss_fn = next_token(windows(128, seed=1))
+    return estimate(model, rows, loss_fn, p, seed)
+
+
+def test_chains_agree_within_a_stated_spread(trained):
+    table = llc_of(trained)
+    assert len(table) == P.num_chains and (table["llc"] > 0).all()
+    assert table["llc"].std() / table["llc"].mean() < 0.25  # the spread over chains docs/llc.md states
+    assert table["init_loss"].nunique() == 1 and table["init_loss"].iloc[0] < 0.05
+
+
+def test_a_trained_point_has_a_larger_llc_than_a_degenerate_one(trained):
+    """The same architecture at a degenerate minimum: trained to predict one token always, a function
+    most weights can move around without changing."""
+    constant = torch.zeros(256, T, dtype=torch.long)
+    degenerate = train(constant)
+    on_its_task = estimate(degenerate, *next_token(constant[:128]), P, 0)["llc"]
+    assert llc_of(trained)["llc"].mean() > 10 * on_its_task.mean()
+
+
+def test_the_same_seed_gives_the_same_numbers_and_another_seed_others(trained):
+    a, b, c = llc_of(trained, 3), llc_of(trained, 3), llc_of(trained, 4)
+    assert a.equals(b)
+    assert not a["llc"].equals(c["llc"])
+
+
+def test_a_diverging_chain_is_named_with_its_step_and_checkpoint(trained):
+    wild = LLCParams(num_chains=2, num_draws=30, lr=1e6, n_beta=1e6, localization=0.0, batch_size=16, n_sequences=64)
+    rows, loss_fn = next_token(windows(64))
+    with pytest.raises(PipelineError, match=r"llc: chain 0 diverged at SGLD step 2 .* at checkpoint step 7$"):
+        llc_table([(7, trained)], rows, loss_fn, wild, 0)
+
+
+def test_packed_rows_give_the_mean_loss_over_each_rows_targets():
+    torch.manual_seed(1)
+    model = build_model("transformer", dict(n_layers=1, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=T, d_vocab=V))
+    idx = windows(3)
+    targets = torch.full_like(idx, -1)
+    targets[0, [2, 5]] = torch.tensor([1, 4])
+    targets[1, 7] = 3  # row 2: no target at all
+    rows, loss_fn = packed(idx, targets, ignore=-1)
+    assert rows.shape == (3, 2 * T)
+    got = loss_fn(model, rows)
+    assert got.shape == (3, 2 * T - 1)
+    logp = torch.log_softmax(model(idx)[0], -1)
+    row0 = -(logp[0, 2, 1] + logp[0, 5, 4]) / 2
+    torch.testing.assert_close(got[0], row0.expand(2 * T - 1))
+    torch.testing.assert_close(got[1], (-logp[1, 7, 3]).expand(2 * T - 1))
+    assert (got[2] == 0).all()
+
+
+def test_every_kth_keeps_the_first_and_the_last():
+    assert every_kth(list(range(7)), 3) == [0, 3, 6]
+    assert every_kth(list(range(8)), 3) == [0, 3, 6, 7]
+    assert every_kth(list(range(4)), 1) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "values, says",
+    [
+        ({"num_chains": 1}, "llc.num_chains: at least 2"),
+        ({"num_draws": 0}, "llc.num_draws: an integer >= 1"),
+        ({"lr": 0}, "llc.lr: a number > 0"),
+        ({"n_beta": float("inf")}, "llc.n_beta: a number > 0"),
+        ({"localization": -1}, "llc.localization: a number >= 0"),
+        ({"every": 0}, "llc.every: an integer >= 1"),
+    ],
+)
+def test_bad_settings_are_one_line(values, says):
+    with pytest.raises(PipelineError, match=says):
+        from_dict(LLCParams, values, "llc")

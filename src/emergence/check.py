@@ -116,6 +116,16 @@ def aid_seeds_are_default_seeds(params: dict) -> list[str]:
     return [f"binding_aids.seeds: {extra} not in base.seeds {seeds} (no default run to compare with)"] if extra else []
 
 
+def llc_runs_are_grounding_runs(params: dict) -> list[str]:
+    """grounding_llc estimates the LLC of runs grounding_runs trains."""
+    runs, llc = params.get("grounding_runs", {}), params.get("grounding_llc", {})
+    return [
+        f"grounding_llc.{key}: {extra} not in grounding_runs.{key} {runs.get(key, [])} (no such run)"
+        for key in ("models", "seeds")
+        if (extra := [v for v in llc.get(key, []) if v not in runs.get(key, [])])
+    ]
+
+
 def seeds_are_non_negative(params: dict) -> list[str]:
     """Every `seed` and every item of `seeds`, in any section: an integer in numpy's seed range
     [0, 2**32 - 1] (random generators refuse others, deep inside a stage; torch takes up to 2**64 - 1)."""
@@ -211,6 +221,7 @@ CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
     stream_overrides_apply,
     marking_run_is_a_default_run,
     aid_seeds_are_default_seeds,
+    llc_runs_are_grounding_runs,
     seeds_are_non_negative,
     training_is_bounded,
     no_home_shorthand,

@@ -63,6 +63,22 @@ def weakest_patching_along_chain(metrics: dict) -> float | None:
     return None if not values or None in values else min(values)
 
 
+def llc_beside_phases(metrics: dict) -> str | None:
+    """Per seed, the steps between which the LLC rises most beside where the heuristic and traversal
+    phases start: "seed 0: LLC 4000->5000; phases 134, 5000"."""
+    llc = get(metrics, "llc")
+    if not isinstance(llc, dict) or not llc:
+        return None
+    parts = []
+    for seed, m in sorted(llc.items()):
+        keys = ("llc_rise_from", "llc_rise_to", "heuristic_from", "traversal_from")
+        if not isinstance(m, dict) or not all(isinstance(m.get(k), int) for k in keys):
+            return None
+        start = ", ".join("never" if m[k] < 0 else f"{m[k]:,}" for k in keys[2:])
+        parts.append(f"{seed}: LLC rises most {m['llc_rise_from']:,}->{m['llc_rise_to']:,}; phases from {start}")
+    return "; ".join(parts)
+
+
 def deepest(names) -> list[str]:
     """The run names (`L{layers}_seed{S}`) with the most layers."""
     layers = {name: int(m.group(1)) for name in names if (m := re.fullmatch(r"L(\d+)_seed\d+", name))}
@@ -180,6 +196,9 @@ FIGURES = [
     Figure(BINDING, "share of seeds reaching chain traversal", "phases.<seed>.traversal.reached",
            seeds_reaching_traversal, f"three phases; traversal at steps {PAPER_PHASES['traversal']}",
            "Training trajectory and phases", digits=2),
+    Figure(BINDING, "LLC's largest rise beside the phase starts (heuristic, traversal), steps", "llc.<seed>",
+           llc_beside_phases, "no LLC in the paper texts we have; its phases at steps 1,200 and 34,000",
+           "Local learning coefficient"),
     Figure(BINDING, "weakest best-layer patch success, chain depth >= 1", "mechanisms.patching_by_depth",
            weakest_patching_along_chain, ">80 % along the chain", "Patching by chain depth"),
     *(

@@ -14,6 +14,7 @@ from emergence.studies.binding.ablation import rank_routing_heads
 from emergence.studies.binding.aids import DEFAULT, AidParams, aid_rows, aids_metrics
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.report import ReportParams, binding_metrics, binding_page, binding_plot_table
+from emergence.studies.binding.report_llc import llc_metrics
 from emergence.studies.binding.report_mechanisms import mechanism_metrics
 from emergence.studies.binding.sets import heuristic_table
 
@@ -24,6 +25,7 @@ PER_SEED = (
     "binding_patching",
     "binding_ablation",
     "binding_stress",
+    "binding_llc",
 )
 
 
@@ -78,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
         routing,
         tables["binding_stress"],
         aids,
+        tables["binding_llc"],
         record,
         n_examples=n_examples,
     )
@@ -90,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     ) | {
         "mechanisms": mechanism_metrics(tables["binding_patching"], tables["binding_ablation"]),
         "aids": aids_metrics(aids),
+        "llc": llc_metrics(tables["binding_llc"], tables["binding_phases"]),
     }
     with atomic_path(path_of(params, "binding_plots")) as tmp:
         binding_plot_table(tables["binding_trajectory"]).to_csv(tmp, index=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from emergence.core.cli import stage_main, start_stage
-from emergence.core.config import path_of, section
+from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
 from emergence.core.report.provenance import provenance
 from emergence.studies.grounding import inputs
@@ -19,7 +19,7 @@ from emergence.studies.grounding.report import (
     plot_table,
     seed_table,
 )
-from emergence.studies.grounding.tokens import read_vocab
+from emergence.studies.grounding.tokens import GroundingRuns, read_vocab
 
 
 @stage_main
@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> None:
         attention_runs,
         {"kind": "O", "original": "f", "intervention": "f", "control": "f"},
     )
+    llc_runs = from_dict(GroundingRuns, section(params, "grounding_llc"), "grounding_llc").names()
+    llc, llc_files = per_run(params, "grounding_llc", llc_runs, {"step": "i", "chain": "i", "llc": "f"})
     cooc = read_parquet(path_of(params, "grounding_cooc"), {**RUN_KEYS, "r2": "f"})
     cooc_words = read_parquet(path_of(params, "grounding_cooc_words"), {"word": "O"})
     counts_path = path_of(params, "childes_counts")
@@ -69,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         ),
         ("Head ablation", mech.ablation_section(ablation)),
         ("Table 2 at CPU scale", mech.table2_section(heads, saliency, ablation, n_layers)),
+        ("Local learning coefficient", mech.llc_section(llc)),
     ]
     ablation_path = path_of(params, "grounding_marking") / "gain.parquet"
     rule_ablation = read_parquet(ablation_path, {"measure": "O", "word": "O", "gain": "f", "model": "O", "seed": "i"})
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
         *sal_files,
         *head_files,
         *abl_files,
+        *llc_files,
     ]
     record = provenance(params, runs.seeds, inputs_read, ("childes", "grounding"))
     marking = read_vocab(path_of(params, "grounding_vocab"))[2]  # the rule the data were built with
@@ -113,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
             "ablation": mech.ablation_metrics(ablation),
             "table2": mech.table2_metrics(heads, saliency, ablation),
             "word_rule": {f"{r.measure}/{r.rule.split()[0]}": round(float(r.G), 5) for r in rules.itertuples()},
+            "llc": mech.llc_metrics(llc),
         },
         path_of(params, "grounding_metrics"),
     )

@@ -94,6 +94,17 @@ def test_bad_aid_params_are_refused(values, says):
         from_dict(AidParams, values, "binding_aids")
 
 
+def test_llc_runs_must_be_grounding_runs():
+    from emergence.check import llc_runs_are_grounding_runs
+
+    assert llc_runs_are_grounding_runs(SHIPPED) == []
+    bad = SHIPPED | {"grounding_llc": {"models": ["transformer4", "gru9"], "seeds": [0, 5]}}
+    assert llc_runs_are_grounding_runs(bad) == [
+        "grounding_llc.models: ['gru9'] not in grounding_runs.models ['transformer4', 'mamba4', 'lstm4'] (no such run)",
+        "grounding_llc.seeds: [5] not in grounding_runs.seeds [0, 1] (no such run)",
+    ]
+
+
 def test_aid_seeds_must_be_seeds_of_the_default_runs():
     assert aid_seeds_are_default_seeds(SHIPPED) == []
     bad = SHIPPED | {"binding_aids": {"aids": ["plain"], "seeds": [1, 3]}}

@@ -13,7 +13,7 @@ METRICS = pd.DataFrame({"step": [0, 1, 2, 3], "loss": [2.0, 1.0, float("nan"), f
 
 
 def _page(trajectory: pd.DataFrame) -> str:
-    tables = (r._predictions(), r._patching(), r._ablation(), r._routing(), r._stress(), r._aids())
+    tables = (r._predictions(), r._patching(), r._ablation(), r._routing(), r._stress(), r._aids(), r._llc())
     return binding_page(r._programs(), r._heuristics(), trajectory, r._phases(), *tables, r.PROVENANCE, n_examples=1)
 
 

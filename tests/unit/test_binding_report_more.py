@@ -11,6 +11,7 @@ from test_report import (
     PROVENANCE,
     _ablation,
     _aids,
+    _llc,
     _patching,
     _routing,
     _stress,
@@ -21,6 +22,7 @@ from emergence.core.report import html as H
 from emergence.core.report import plots
 from emergence.studies.binding import report as R
 from emergence.studies.binding.aids import aids_section
+from emergence.studies.binding.report_llc import llc_section
 
 PLOTS = ("trajectory", "lines_by_class", "bars", "heatmap", "heatmap_grid", "patching")
 
@@ -446,9 +448,9 @@ def test_binding_page_sections_in_order_each_from_its_tables(drawn):
     from emergence.studies.binding import report_stress as S
 
     pat, abl, rout, stress = _patching(), _ablation(), _routing(), _stress()
-    aids = _aids()
+    aids, llc = _aids(), _llc()
     page = R.binding_page(
-        progs(), heurs(), traj(), phases(), preds(), pat, abl, rout, stress, aids, PROVENANCE, n_examples=3
+        progs(), heurs(), traj(), phases(), preds(), pat, abl, rout, stress, aids, llc, PROVENANCE, n_examples=3
     )
     assert "<title>Variable binding</title>" in page and "<h1>Variable binding</h1>" in page
     assert paras(page)[0] == (
@@ -459,6 +461,7 @@ def test_binding_page_sections_in_order_each_from_its_tables(drawn):
         ("Headline numbers", R._headline(metrics())),
         ("Data", R._data_section(progs())),
         ("Training trajectory and phases", R._trajectory_section(traj(), phases())),
+        ("Local learning coefficient", llc_section(llc, phases())),
         ("Accuracy by hop count", R._hops_section(traj(), preds())),
         ("Generalisation", R._generalisation_section(preds())),
         ("Stress suite", S.stress_section(stress)),
@@ -473,7 +476,7 @@ def test_binding_page_sections_in_order_each_from_its_tables(drawn):
         ("Example programs", R._examples_section(preds(), 3)),
         ("Provenance", H.provenance_block(PROVENANCE)),
     ]
-    default = R.binding_page(progs(), heurs(), traj(), phases(), preds(), pat, abl, rout, stress, aids, PROVENANCE)
+    default = R.binding_page(progs(), heurs(), traj(), phases(), preds(), pat, abl, rout, stress, aids, llc, PROVENANCE)
     assert sections(default)["Example programs"] == R._examples_section(preds(), 8)
 
 
@@ -487,3 +490,18 @@ def test_sections_are_their_parts_one_per_line(drawn):
     assert tags(R._hops_section(traj(), preds())) == ["<p", "<img", "<div", "<img"]
     assert tags(R._generalisation_section(preds())) == ["<p", "<img"]
     assert tags(R._heuristic_section(progs(), heurs(), traj())) == ["<p", "<table"]
+
+
+def test_the_llc_beside_the_phases_by_hand():
+    from emergence.studies.binding.report_llc import llc_metrics, llc_phases
+
+    side = llc_phases(_llc(), phases())
+    # phases(): seed 0 heuristic from 10, traversal from 100; seed 1 heuristic from 10, no traversal row
+    assert side.to_dict("records") == [
+        dict(seed=0, heuristic_from=10, traversal_from=100, llc_rise_from=10, llc_rise_to=100),
+        dict(seed=1, heuristic_from=10, traversal_from=-1, llc_rise_from=100, llc_rise_to=1000),
+    ]
+    m = llc_metrics(_llc(), phases())
+    assert m["seed0"]["steps"] == [0, 1, 10, 100, 1000]
+    assert m["seed0"]["llc"] == pytest.approx([0.05, 0.15, 0.35, 2.05, 2.25])  # mean over the two chains
+    assert m["seed1"]["llc_rise_to"] == 1000

@@ -153,3 +153,18 @@ def test_nan_free_rounding_of_metrics():
     df.loc[df["step"] == 200, ["intervention", "control"]] = np.nan
     got = ablation_metrics(df)["t_aggregate"]
     assert got["intervention"] is None and got["p (intervention > control)"] is None
+
+
+def test_the_llc_row_puts_its_largest_rise_beside_the_phase_starts():
+    from emergence.claims import llc_beside_phases
+
+    (f,) = [f for f in FIGURES if f.read is llc_beside_phases]
+    seed = {"llc_rise_from": 4000, "llc_rise_to": 5000, "heuristic_from": 134, "traversal_from": 5000}
+    metrics = {"llc": {"seed1": {**seed, "traversal_from": -1, "llc_rise_from": 12000, "llc_rise_to": 13000},
+                       "seed0": seed}}  # fmt: skip
+    assert f.ours(metrics) == (
+        "seed0: LLC rises most 4,000->5,000; phases from 134, 5,000; "
+        "seed1: LLC rises most 12,000->13,000; phases from 134, never"
+    )
+    assert f.ours({"llc": {"seed0": {**seed, "llc_rise_to": None}}}) == f.ours({}) == f.ours(None)
+    assert f.section == "Local learning coefficient"

@@ -188,6 +188,13 @@ def _aids() -> pd.DataFrame:
     )
 
 
+def _llc() -> pd.DataFrame:
+    """Two chains per checkpoint; seed 0 rises most from step 10 to 100, seed 1 from 100 to 1000."""
+    rise = {0: {0: 0.0, 1: 0.1, 10: 0.3, 100: 2.0, 1000: 2.2}, 1: {0: 0.0, 1: 0.1, 10: 0.2, 100: 0.4, 1000: 3.0}}
+    rows = [(s, step, c, rise[s][step] + 0.1 * c, 1.0) for s in SEEDS for step in STEPS for c in (0, 1)]
+    return pd.DataFrame(rows, columns=["seed", "step", "chain", "llc", "init_loss"])
+
+
 def _page(phases: pd.DataFrame | None = None) -> str:
     return binding_page(
         _programs(),
@@ -200,6 +207,7 @@ def _page(phases: pd.DataFrame | None = None) -> str:
         _routing(),
         _stress(),
         _aids(),
+        _llc(),
         PROVENANCE,
         n_examples=4,
     )
@@ -215,6 +223,7 @@ def test_page_has_sections_embedded_images_and_no_links_out(page):
         "Headline numbers",
         "Data",
         "Training trajectory and phases",
+        "Local learning coefficient",
         "Accuracy by hop count",
         "Generalisation",
         "Stress suite",
@@ -230,12 +239,12 @@ def test_page_has_sections_embedded_images_and_no_links_out(page):
     ]:
         assert f"<h2>{heading}</h2>" in page
     # trajectory, hops x2, gen, stress, stress curve, patching, patching by depth, ablation, heads per hop, aids
-    # curves also interactive (hops, stress against training, aids), plotly.js inline once in the head
+    # curves also interactive (LLC, hops, stress against training, aids), plotly.js inline once in the head
     library = interactive.script()
     assert page.count(library) == 1 and page.index(library) < page.index("</head>")
     rest = page.replace(library, "")
-    assert rest.count('src="data:image/png;base64,') == 11
-    assert rest.count(interactive.MARK) == 3
+    assert rest.count('src="data:image/png;base64,') == 12
+    assert rest.count(interactive.MARK) == 4
     assert "http://" not in rest and "https://" not in rest
     assert not re.search(r"<link\b|<script[^>]*\bsrc=", rest)
 

@@ -148,3 +148,20 @@ def llc_table(
         except PipelineError as e:
             raise PipelineError(f"{e} at checkpoint step {step}") from None
     return pd.concat(tables, ignore_index=True)[["step", "chain", "llc", "init_loss"]]
+
+
+def llc_curve(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Mean and spread over chains per checkpoint: columns *by, step, llc, llc_sd, n_chains."""
+    g = table.groupby([*by, "step"])["llc"]
+    return pd.DataFrame({"llc": g.mean(), "llc_sd": g.std(), "n_chains": g.size()}).reset_index()
+
+
+def largest_rise(curve: pd.DataFrame) -> tuple[int, int] | None:
+    """(from step, to step) of the largest rise of the mean LLC between consecutive checkpoints of one
+    run (curve sorted or not); None with fewer than two checkpoints."""
+    c = curve.sort_values("step")
+    if len(c) < 2:
+        return None
+    rise = c["llc"].diff().to_numpy()[1:]
+    i = int(rise.argmax())
+    return int(c["step"].iloc[i]), int(c["step"].iloc[i + 1])

@@ -83,5 +83,8 @@ class Figure:
     digits: int = 3
 
     def ours(self, metrics: dict | None) -> str:
+        """The number, `digits` after the point; a reader's text (steps side by side) as it is."""
         value = None if metrics is None else self.read(metrics)
-        return NOT_MEASURED if value is None else f"{value:.{self.digits}f}"
+        if value is None:
+            return NOT_MEASURED
+        return value if isinstance(value, str) else f"{value:.{self.digits}f}"

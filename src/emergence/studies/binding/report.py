@@ -17,6 +17,7 @@ from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report import plots
 from emergence.studies.binding.aids import aids_section
+from emergence.studies.binding.report_llc import llc_section
 from emergence.studies.binding.report_mechanisms import (
     ablation_section,
     depth_section,
@@ -364,6 +365,7 @@ def binding_page(
     routing: pd.DataFrame,
     stress: pd.DataFrame,
     aids: pd.DataFrame,
+    llc: pd.DataFrame,
     provenance: dict,
     n_examples: int = 8,
 ) -> str:
@@ -375,6 +377,7 @@ def binding_page(
             ("Headline numbers", _headline(m)),
             ("Data", _data_section(programs)),
             ("Training trajectory and phases", _trajectory_section(trajectory, phases)),
+            ("Local learning coefficient", llc_section(llc, phases)),
             ("Accuracy by hop count", _hops_section(trajectory, predictions)),
             ("Generalisation", _generalisation_section(predictions)),
             ("Stress suite", stress_section(stress)),

@@ -15,6 +15,7 @@ import pandas as pd
 
 from emergence.core.report import html as H
 from emergence.core.report.plots import new_figure, plot_style, step_axis
+from emergence.interp.llc import llc_curve
 from emergence.studies.grounding.gain import sign_flip_test
 from emergence.studies.grounding.saliency import head_summary
 
@@ -341,4 +342,35 @@ def ablation_metrics(ablation: pd.DataFrame) -> dict:
             for k in ("heads (mean)", "original", "intervention", "control", "p (intervention > control)")
         }
         for _, r in final.iterrows()
+    }
+
+
+def llc_section(llc: pd.DataFrame) -> str:
+    """The LLC of each run's checkpoints over training (grounding_llc), beside the gain curves above."""
+    if llc.empty:
+        return H.para("No LLC estimates (grounding_llc).", "note")
+    curve = llc_curve(llc, ["model", "seed"])
+    name = curve["model"] + " seed " + curve["seed"].astype(str)
+    return "\n".join(
+        [
+            H.para(
+                "Local learning coefficient (LLC) of the saved checkpoints of the runs grounding_llc names, by "
+                f"devinterp's SGLD estimator on the run's own next-token loss (params llc; "
+                f"{int(curve['n_chains'].min())} chains per checkpoint, mean shown): read it beside the gain "
+                "curves above, where grounding appears."
+            ),
+            H.curves(curve.assign(cls=name, value=curve["llc"]), "LLC", "run", "grounding local learning coefficient"),
+            "<details><summary>Every checkpoint</summary>"
+            + H.table(curve, caption="LLC per checkpoint: mean and sd over chains", float_format="{:.4f}")
+            + "</details>",
+        ]
+    )
+
+
+def llc_metrics(llc: pd.DataFrame) -> dict:
+    """grounding.json "llc": per run, the LLC per checkpoint (mean over chains)."""
+    curve = llc_curve(llc, ["model", "seed"])
+    return {
+        f"{m}_seed{int(s)}": {"steps": c["step"].astype(int).tolist(), "llc": c["llc"].round(6).tolist()}
+        for (m, s), c in curve.groupby(["model", "seed"])
     }

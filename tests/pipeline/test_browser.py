@@ -30,9 +30,13 @@ def test_every_generated_page_opens_clean_from_disk(tiny_run, tmp_path, browser)
     reports = [check_page(browser, page, shots / f"{page.stem}.png") for page in pages]
     assert problems(reports) == []  # every interactive plot drawn, its legend hiding a series on a click
     plots = {r.path.name: [p["id"] for p in r.plots] for r in reports}
-    assert len(plots["binding.html"]) == 3 and plots["index.html"] == []
+    assert len(plots["binding.html"]) == 4 and plots["index.html"] == []  # LLC, hop classes, stress, aids
     assert plots["associations.html"] == ["plot-cosines-over-training"]
-    assert plots["grounding.html"] == ["plot-template-gain-per-architecture", "plot-natural-turn-gain-per-architecture"]
+    assert plots["grounding.html"] == [
+        "plot-template-gain-per-architecture",
+        "plot-natural-turn-gain-per-architecture",
+        "plot-grounding-local-learning-coefficient",
+    ]
     assert plots["grounding_visual.html"] == ["plot-visual-gain-per-setting"]
     index = next(r for r in reports if r.path.name == "index.html")
     internal = [link for link in index.links if link.startswith("file:") and "#" in link]

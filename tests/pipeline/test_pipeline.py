@@ -217,6 +217,7 @@ def test_adding_a_seed_trains_only_that_seed(dvc_run):
     ran = ran_stages(run(["dvc", "repro"], dvc_run).stdout)
     assert sorted(ran) == [
         "binding_ablation@2",
+        "binding_llc@2",
         "binding_patching@2",
         "binding_report",
         "binding_stress@2",

@@ -126,7 +126,7 @@ def test_all_problems_of_all_sections_are_listed():
             "visual_saliency.models: 'mamba4' is not in visual_runs.models ['transformer4']",
         ),
         (
-            dict(grounding_runs__models=["transformer4", "gpt9"]),
+            dict(grounding_runs__models=["transformer4", "gpt9"], grounding_llc__models=["transformer4"]),
             "grounding_runs.models: 'gpt9' is not a grounding_models entry (have ['lstm4', 'mamba12', 'mamba4', "
             "'transformer12', 'transformer18', 'transformer4'])",
         ),

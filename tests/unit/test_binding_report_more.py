@@ -4,6 +4,8 @@ tables of test_report.py (2 seeds whose numbers differ)."""
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import pytest
 from test_grounding_report_values import paras, sections, table, tables
@@ -505,3 +507,6 @@ def test_the_llc_beside_the_phases_by_hand():
     assert m["seed0"]["steps"] == [0, 1, 10, 100, 1000]
     assert m["seed0"]["llc"] == pytest.approx([0.05, 0.15, 0.35, 2.05, 2.25])  # mean over the two chains
     assert m["seed1"]["llc_rise_to"] == 1000
+    # only seed 1's last checkpoint drifts (1.0 > 10 % of its LLC, 3.05); seed 0's first has LLC 0.05, drift 0
+    section = html.unescape(llc_section(_llc(), phases()))
+    assert "At 1 of 10 checkpoints the chains' loss had not levelled off" in section

@@ -3,6 +3,8 @@ than at a degenerate one, the same per seed, a diverged chain named, the packed 
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -10,7 +12,17 @@ import torch.nn.functional as F
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
 from emergence.core.models import build_model
-from emergence.interp.llc import LLCParams, estimate, every_kth, llc_table, next_token, packed
+from emergence.interp.llc import (
+    LLCParams,
+    drift,
+    estimate,
+    every_kth,
+    llc_curve,
+    llc_table,
+    next_token,
+    packed,
+    unsettled_note,
+)
 
 V, T = 8, 12
 P = LLCParams(num_chains=3, num_draws=60, lr=1e-3, n_beta=50.0, localization=100.0, batch_size=16, n_sequences=128)
@@ -50,6 +62,7 @@ def test_chains_agree_within_a_stated_spread(trained):
     assert len(table) == P.num_chains and (table["llc"] > 0).all()
     assert table["llc"].std() / table["llc"].mean() < 0.25  # the spread over chains docs/llc.md states
     assert table["init_loss"].nunique() == 1 and table["init_loss"].iloc[0] < 0.05
+    assert abs(table["drift"].mean()) <= 0.1 * table["llc"].mean()  # levelled off (measured -0.69 against 8.9)
 
 
 def test_a_trained_point_has_a_larger_llc_than_a_degenerate_one(trained):
@@ -112,3 +125,23 @@ def test_every_kth_keeps_the_first_and_the_last():
 def test_bad_settings_are_one_line(values, says):
     with pytest.raises(PipelineError, match=says):
         from_dict(LLCParams, values, "llc")
+
+
+def test_drift_is_the_last_quarter_against_the_one_before_in_llc_units():
+    trace = np.array([[1, 1, 1, 1, 2, 2, 3, 3], [5] * 8, [4, 4, 4, 4, 4, 4, 3, 3], [0, 0, 0, 0, 0, 1, 0, 1]], float)
+    np.testing.assert_allclose(drift(trace, 10.0), [10.0, 0.0, -10.0, 0.0])  # [-2q:-q] then [-q:]
+    np.testing.assert_allclose(drift(trace[:, ::2], 10.0), [10.0, 0.0, -10.0, 0.0])  # 4 draws: q = 1
+    assert np.isnan(drift(trace[:, :3], 10.0)).all()  # fewer than 4 draws: no quarter to compare
+
+
+def test_the_note_counts_checkpoints_whose_chains_had_not_levelled_off():
+    table = pd.DataFrame(
+        dict(step=[0, 0, 5, 5, 9, 9], chain=[0, 1] * 3, llc=[2.0, 2.0, -1.0, -1.0, 0.0, 0.0],
+             drift=[0.2, 0.2, 0.1, 0.3, 0.0, 0.0], init_loss=1.0)
+    )  # fmt: skip
+    curve = llc_curve(table, [])
+    assert curve["drift"].tolist() == pytest.approx([0.2, 0.2, 0.0])
+    # step 0: 0.2 <= 10 % of 2 (on the boundary); step 5: 0.2 > 10 % of |-1|; step 9: 0 <= 0
+    assert unsettled_note(curve).startswith("At 1 of 3 checkpoints the chains' loss had not levelled off")
+    assert unsettled_note(curve[curve["step"] != 5]).startswith("At every checkpoint the chains' loss had levelled")
+    assert unsettled_note(curve.assign(drift=np.nan)).startswith("At 3 of 3")  # unknown is not settled

@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
@@ -93,8 +94,8 @@ def next_token(windows: torch.Tensor) -> tuple[torch.Tensor, LossFn]:
 
 
 def estimate(model: torch.nn.Module, rows: torch.Tensor, loss_fn: LossFn, p: LLCParams, seed: int) -> pd.DataFrame:
-    """One checkpoint's LLC per chain: columns chain, llc, init_loss. PipelineError naming the chain and
-    SGLD step where a chain's loss went non-finite (its draws would make a number of nothing)."""
+    """One checkpoint's LLC per chain: columns chain, llc, drift, init_loss. PipelineError naming the chain
+    and SGLD step where a chain's loss went non-finite (its draws would make a number of nothing)."""
     from datasets import Dataset
     from devinterp.slt.llc import compute_llc
     from devinterp.slt.sampling import sample
@@ -131,13 +132,25 @@ def estimate(model: torch.nn.Module, rows: torch.Tensor, loss_fn: LossFn, p: LLC
             raise PipelineError(
                 f"llc: chain {chain} diverged at {at} (loss not finite); lower llc.lr or raise llc.localization"
             )
-    return pd.DataFrame({"chain": range(len(per_chain)), "llc": per_chain.astype(float), "init_loss": init})
+    chains = {"chain": range(len(per_chain)), "llc": per_chain.astype(float), "drift": drift(trace, p.n_beta)}
+    return pd.DataFrame({**chains, "init_loss": init})
+
+
+def drift(trace: np.ndarray, n_beta: float) -> np.ndarray:
+    """Per chain (rows of the loss trace, (chains, draws)): n_beta * (mean loss over the last quarter of
+    the draws - mean over the quarter before), in LLC units. devinterp advises reading an LLC only from
+    chains whose loss has levelled off: then this is near 0; a chain still climbing gives a positive
+    drift, one still walking downhill a negative one. nan with fewer than 4 draws."""
+    q = trace.shape[1] // 4
+    if q == 0:
+        return np.full(trace.shape[0], np.nan)
+    return n_beta * (trace[:, -q:].mean(1) - trace[:, -2 * q : -q].mean(1))
 
 
 def llc_table(
     checkpoints: Iterable[tuple[int, torch.nn.Module]], rows: torch.Tensor, loss_fn: LossFn, p: LLCParams, seed: int
 ) -> pd.DataFrame:
-    """Every checkpoint's per-chain LLC: columns step, chain, llc, init_loss. A diverged chain stops it
+    """Every checkpoint's per-chain LLC: columns step, chain, llc, drift, init_loss. A diverged chain stops it
     with one line naming the checkpoint step too (no table is returned: nothing is written)."""
     g = torch.Generator().manual_seed(seed)
     rows = rows[torch.randperm(len(rows), generator=g)[: p.n_sequences]]
@@ -147,13 +160,30 @@ def llc_table(
             tables.append(estimate(model, rows, loss_fn, p, seed).assign(step=step))
         except PipelineError as e:
             raise PipelineError(f"{e} at checkpoint step {step}") from None
-    return pd.concat(tables, ignore_index=True)[["step", "chain", "llc", "init_loss"]]
+    return pd.concat(tables, ignore_index=True)[["step", "chain", "llc", "drift", "init_loss"]]
 
 
 def llc_curve(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Mean and spread over chains per checkpoint: columns *by, step, llc, llc_sd, n_chains."""
-    g = table.groupby([*by, "step"])["llc"]
-    return pd.DataFrame({"llc": g.mean(), "llc_sd": g.std(), "n_chains": g.size()}).reset_index()
+    """Mean and spread over chains per checkpoint: columns *by, step, llc, llc_sd, drift (the chains'
+    mean), n_chains."""
+    g = table.groupby([*by, "step"])
+    return pd.DataFrame(
+        {"llc": g["llc"].mean(), "llc_sd": g["llc"].std(), "drift": g["drift"].mean(), "n_chains": g.size()}
+    ).reset_index()
+
+
+SETTLED = 0.1  # a checkpoint's chains count as levelled off where |drift| <= SETTLED * |llc|
+
+
+def unsettled_note(curve: pd.DataFrame) -> str:
+    """One sentence for a page: at how many checkpoints of `curve` the chains had not levelled off."""
+    moving = curve[~(curve["drift"].abs() <= SETTLED * curve["llc"].abs())]
+    if moving.empty:
+        return f"At every checkpoint the chains' loss had levelled off (|drift| <= {SETTLED:.0%} of |LLC|)."
+    return (
+        f"At {len(moving)} of {len(curve)} checkpoints the chains' loss had not levelled off (|drift| > "
+        f"{SETTLED:.0%} of |LLC|, drift in the table): read those LLCs as rough; more llc.num_draws settles them."
+    )
 
 
 def largest_rise(curve: pd.DataFrame) -> tuple[int, int] | None:

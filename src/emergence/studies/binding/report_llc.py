@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from emergence.core.report import html as H
-from emergence.interp.llc import largest_rise, llc_curve
+from emergence.interp.llc import largest_rise, llc_curve, unsettled_note
 
 
 def llc_phases(llc: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:
@@ -58,6 +58,7 @@ def llc_section(llc: pd.DataFrame, phases: pd.DataFrame) -> str:
             ),
             H.curves(curve.assign(cls="seed " + curve["seed"].astype(str), value=curve["llc"]), "LLC", "seed",
                      "local learning coefficient over training"),
+            H.para(unsettled_note(curve)),
             H.table(llc_phases(llc, phases), caption="The LLC's largest rise (between two checkpoints) beside "
                     "the phase starts, per seed (-1: never reached)"),
             "<details><summary>Every checkpoint</summary>"

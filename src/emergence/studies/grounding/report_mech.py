@@ -15,7 +15,7 @@ import pandas as pd
 
 from emergence.core.report import html as H
 from emergence.core.report.plots import new_figure, plot_style, step_axis
-from emergence.interp.llc import llc_curve
+from emergence.interp.llc import llc_curve, unsettled_note
 from emergence.studies.grounding.gain import sign_flip_test
 from emergence.studies.grounding.saliency import head_summary
 
@@ -360,6 +360,7 @@ def llc_section(llc: pd.DataFrame) -> str:
                 "curves above, where grounding appears."
             ),
             H.curves(curve.assign(cls=name, value=curve["llc"]), "LLC", "run", "grounding local learning coefficient"),
+            H.para(unsettled_note(curve)),
             "<details><summary>Every checkpoint</summary>"
             + H.table(curve, caption="LLC per checkpoint: mean and sd over chains", float_format="{:.4f}")
             + "</details>",

@@ -1,5 +1,6 @@
 """Pipeline rows: no-op `dvc repro` and `snakemake -n` seconds on the tiny profile, peak RSS per study
-(from the tiny run's stage records) and end-to-end minutes per study of a default-profile run.
+(from the tiny run's stage records), end-to-end minutes per study of a default-profile run and its LLC
+stages' share of their study.
 
     python -m bench.pipeline [--default-run DIR] [--tiny-run DIR]
 
@@ -24,6 +25,7 @@ from emergence.core.stage_record import RECORDS
 from tests.conftest import BIN, project_copy, run
 
 STUDIES = ("binding", "assoc", "grounding")  # stages/<study>/; the visual grounding stages live in grounding
+LLC_STUDIES = ("binding", "grounding")  # the studies with an LLC stage, stages/<study>/llc.py
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -110,15 +112,21 @@ def tiny_rows(root: Path, repeats: int) -> list[dict]:
 
 
 def default_rows(root: Path | None) -> list[dict]:
-    minutes = per_study(stage_records(root), "wall_s", sum) if root else {}
+    records = stage_records(root) if root else []
+    minutes = per_study(records, "wall_s", sum)
+    llc = per_study([r for r in records if r["command"].split()[2].endswith(".llc")], "wall_s", sum)
+    why = "no --default-run given" if root is None else f"no stage record of this study in {root}"
     rows = []
     for study in STUDIES:
         name = f"end-to-end {study}, default profile (sum of stage wall times)"
-        if study in minutes:
-            rows.append(row(name, minutes[study][0] / 60, "min"))
+        rows.append(row(name, minutes[study][0] / 60, "min") if study in minutes else not_measured(name, "min", why))
+    for study in LLC_STUDIES:  # docs/llc.md: the LLC stages cost at most a tenth of their study
+        name, target = f"LLC stages of {study}, default profile (sum of their wall times)", "<= 0.1x"
+        if study in llc:
+            whole = "every stage of the study, the LLC's included (sum of wall times)"
+            rows.append(row(name, llc[study][0] / 60, "min", whole, minutes[study][0] / 60, target))
         else:
-            why = "no --default-run given" if root is None else f"no stage record of this study in {root}"
-            rows.append(not_measured(name, "min", why))
+            rows.append(not_measured(name, "min", why if study not in minutes else "no LLC stage record", target))
     return rows
 
 

@@ -78,20 +78,29 @@ def test_tiny_rows_refuse_a_run_that_is_not_up_to_date(tmp_path, engines, monkey
 
 def test_default_rows_minutes_per_study_or_why_not(tmp_path):
     name = "end-to-end {}, default profile (sum of stage wall times)".format
+    llc = "LLC stages of {}, default profile (sum of their wall times)".format
     assert pipeline.default_rows(None) == [
         not_measured(name(s), "min", "no --default-run given") for s in pipeline.STUDIES
-    ]
+    ] + [not_measured(llc(s), "min", "no --default-run given", "<= 0.1x") for s in ("binding", "grounding")]
     root = records(
         tmp_path,
         record("python -m stages.binding.train --seed 0", "binding_train@0", 600.0, 1.0),
+        record("python -m stages.binding.llc --seed 0", "binding_llc@0", 60.0, 1.0),
+        record("python -m stages.binding.llc --seed 1", "binding_llc@1", 30.0, 1.0),
         record("python -m stages.binding.report", "binding_report", 30.0, 1.0),
+        record("python -m stages.grounding.train --model mamba4 --seed 0", "grounding_train@mamba4-0", 120.0, 1.0),
+        record("python -m stages.grounding.llc --model mamba4 --seed 0", "grounding_llc@mamba4-0", 9.0, 0.0, exit=1),
         record("python -m stages.index_report", "index_report", 99.0, 1.0),  # no study of the three
     )
+    whole = "every stage of the study, the LLC's included (sum of wall times)"
     assert pipeline.default_rows(root) == [
-        row(name("binding"), 10.5, "min"),  # (600 + 30) s
+        row(name("binding"), 12.0, "min"),  # (600 + 60 + 30 + 30) s
         not_measured(name("assoc"), "min", f"no stage record of this study in {root}"),
-        not_measured(name("grounding"), "min", f"no stage record of this study in {root}"),
+        row(name("grounding"), 2.0, "min"),  # the failed LLC run does not count
+        row(llc("binding"), 1.5, "min", whole, 12.0, "<= 0.1x"),  # 90 s of 720 s: 0.125x, missed
+        not_measured(llc("grounding"), "min", "no LLC stage record", "<= 0.1x"),
     ]
+    assert [r["met"] for r in pipeline.default_rows(root)[3:]] == [False, None]
 
 
 def test_rows_of_a_given_tiny_run_add_the_default_runs_minutes(tmp_path, monkeypatch):

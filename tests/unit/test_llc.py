@@ -3,6 +3,8 @@ than at a degenerate one, the same per seed, a diverged chain named, the packed 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -85,6 +87,20 @@ def test_a_diverging_chain_is_named_with_its_step_and_checkpoint(trained):
     rows, loss_fn = next_token(windows(64))
     with pytest.raises(PipelineError, match=r"llc: chain 0 diverged at SGLD step 2 .* at checkpoint step 7$"):
         llc_table([(7, trained)], rows, loss_fn, wild, 0)
+
+
+def test_the_chains_read_the_loss_without_dropout(trained):
+    """devinterp puts the model in train mode for its chains; a checkpoint trained with dropout is still
+    measured on its deterministic loss. With a step too small to move the weights, on rows that all hold
+    one sequence, every draw's loss is the initial loss: LLC 0 (with dropout on, the draws scatter)."""
+    model = build_model(
+        "transformer", dict(n_layers=1, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=T, d_vocab=V, dropout=0.5)
+    )
+    model.load_state_dict(trained.state_dict())
+    still = dataclasses.replace(P, lr=1e-12, num_draws=10, num_chains=2, n_sequences=64)
+    rows, loss_fn = next_token(windows(1, seed=1).expand(64, -1).contiguous())
+    table = estimate(model, rows, loss_fn, still, 0)
+    assert table["llc"].abs().max() < 1e-3, table
 
 
 def test_packed_rows_give_the_mean_loss_over_each_rows_targets():

@@ -101,6 +101,14 @@ def estimate(model: torch.nn.Module, rows: torch.Tensor, loss_fn: LossFn, p: LLC
     from devinterp.slt.sampling import sample
 
     data = Dataset.from_dict({"input_ids": rows.tolist()}).with_format("torch")
+
+    def deterministic_loss(model: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        # devinterp sets train mode for its chains (sampler.py: model.train()): dropout (the paper
+        # profile's 0.1) would scatter every draw's loss and the initial loss with it. The LLC is of
+        # the checkpoint's own loss function, so each evaluation runs in eval mode.
+        model.eval()
+        return loss_fn(model, rows)
+
     with tempfile.TemporaryDirectory(prefix="llc-") as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a failed chain warns: it is reported below, with its step
         samples = sample(
@@ -117,7 +125,7 @@ def estimate(model: torch.nn.Module, rows: torch.Tensor, loss_fn: LossFn, p: LLC
             num_init_loss_batches=max(1, min(8, len(rows) // p.batch_size)),
             device="cpu" if next(model.parameters()).device.type == "cpu" else None,
             output_path=Path(tmp) / "samples.zarr",
-            loss_fn=loss_fn,
+            loss_fn=deterministic_loss,
         )
         result = compute_llc(samples)
         trace = result.loss_trace.values  # (chain, step)

@@ -35,11 +35,11 @@ ifneq ($(PROFILE),)
 	$(BIN)/python -m emergence profile $(PROFILE)
 endif
 
-## test: the whole test suite on WORKERS processes, each test file whole on one worker;
+## test: the whole test suite on WORKERS processes, each test file whole on one worker, in conftest.py's order;
 ## unit: without the pipeline tests (a few minutes)
 WORKERS ?= 2
 test: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 unit: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "not pipeline"
 

@@ -80,7 +80,7 @@ def copy_run(src: Path, dest: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
-    """One `dvc repro` of the tiny profile for the whole session (it trains every model, ~3 min).
+    """One `dvc repro` of the tiny profile for the whole session (every stage; ~20 min on CI's 2 cores).
 
     Under pytest-xdist the workers share it: the first to ask builds it under a file lock, the others
     wait and reuse it; a failed build is recorded and reported by every worker, not retried.

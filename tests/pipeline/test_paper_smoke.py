@@ -18,6 +18,7 @@ from safetensors import safe_open
 
 from emergence.check import device_job_estimates
 from emergence.core.config import read_params
+from emergence.core.pipeline import resolve_jobs
 from emergence.core.resources import FLOOR_MB
 
 pytestmark = pytest.mark.pipeline
@@ -93,7 +94,9 @@ def test_each_device_jobs_memory_estimate_is_within_2x_of_its_measured_peak(smok
     params = read_params(smoke / "params.yaml")
     estimates = device_job_estimates(params, smoke, on_gpu=False)
     records = [json.loads(p.read_text()) for p in (smoke / "logs/stages").glob("*.json")]
-    measured = {r["stage"]: r["max_rss_mb"] for r in records if r["stage"] in estimates}
+    job_of = {job.cmd: job.name for job in resolve_jobs(yaml.safe_load((smoke / "dvc.yaml").read_text()), params)}
+    assert all(r["engine"] == "snakemake" and r["command"] in job_of for r in records)  # a record names no stage
+    measured = {job_of[r["command"]]: r["max_rss_mb"] for r in records if job_of[r["command"]] in estimates}
     assert set(measured) == set(estimates)  # every device job ran and was recorded
     sized = {job: need for job, need in estimates.items() if need is not None}
     assert len(sized) == 12 and {"dino_features", "assoc_basis"} <= set(estimates) - set(sized)  # 12: the aid run too

@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PROFILE ?=
 
-.PHONY: repro test unit lint check snakemake push pull bench gpu-check profile mutation clean-venv
+.PHONY: repro test unit paper-smoke lint check snakemake push pull bench gpu-check profile mutation clean-venv
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -35,13 +35,16 @@ ifneq ($(PROFILE),)
 	$(BIN)/python -m emergence profile $(PROFILE)
 endif
 
-## test: the whole test suite on WORKERS processes, each test file whole on one worker, in conftest.py's order;
-## unit: without the pipeline tests (a few minutes)
+## test: the whole test suite but the paper smoke, on WORKERS processes, each test file whole on one worker,
+## in conftest.py's order; unit: without the pipeline tests (a few minutes); paper-smoke: the paper profile's
+## shapes through every stage on this CPU (profiles/paper_smoke.yaml; ~80 min on 2 AVX2 cores)
 WORKERS ?= 2
 test: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not paper_smoke"
 unit: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "not pipeline"
+paper-smoke: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n 1 --dist loadfile -m paper_smoke tests/pipeline/test_paper_smoke.py
 
 ## lint: ruff lint and format check (configuration in pyproject.toml)
 lint: $(STAMP)

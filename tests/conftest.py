@@ -131,22 +131,21 @@ def pytest_configure(config):
         torch.set_num_threads(1)
 
 
-BUILDER, LONGEST = "test_pipeline.py", "test_paper_smoke.py"  # the tiny run's first user; the longest file
+BUILDER = "test_pipeline.py"  # the tiny run's first user
 
 
 def pytest_collection_modifyitems(items):
     """tests/pipeline/ runs stages, engines or whole profiles: `pytest -m "not pipeline"` skips them.
 
     Files run in this order (`make test` hands them to its workers so, with --no-loadscope-reorder):
-    BUILDER, whose first test builds the session's tiny run; then the files that never ask for it, the
-    longest first; then those that do. While one worker builds the tiny run, the other works through
+    BUILDER, whose first test builds the session's tiny run; then the files that never ask for it; then
+    those that do. While one worker builds the tiny run, the other works through
     files that do not wait on it (in xdist's own order, by test count, it sat on the tiny run's lock)."""
     for item in items:
         if "pipeline" in item.path.parent.name:
             item.add_marker(pytest.mark.pipeline)
     waits = {i.path for i in items if "tiny_run" in getattr(i, "fixturenames", ())}
-    rank = {BUILDER: 0, LONGEST: 1}
-    items.sort(key=lambda i: rank.get(i.path.name, 3 if i.path in waits else 2))  # stable: file order kept
+    items.sort(key=lambda i: 0 if i.path.name == BUILDER else 2 if i.path in waits else 1)  # stable: file order kept
 
 
 @pytest.fixture

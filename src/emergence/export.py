@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
 import torch
 from transformers.utils import logging as hf_logging
 
-from emergence.core.io import PipelineError
+from emergence.core.io import PipelineError, remove_tree
 from emergence.core.models.hf import to_hf
 from emergence.core.train import list_checkpoints, load_checkpoint
 
@@ -119,7 +118,7 @@ def export(checkpoint: Path, out: Path, to: str = "hf", tokenizer: str | None = 
     cfg = info["config"]
     tokens, kind = vocabulary(tokenizer_for(step_dir, tokenizer), cfg["d_vocab"])
     part = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    shutil.rmtree(part, ignore_errors=True)  # our own leftover of a killed run with this pid only
+    remove_tree(part, ignore_errors=True)  # our own leftover of a killed run with this pid only
     try:
         hf.save_pretrained(part, safe_serialization=True)
         hf_tokenizer(tokens, kind).save_pretrained(part)
@@ -127,7 +126,7 @@ def export(checkpoint: Path, out: Path, to: str = "hf", tokenizer: str | None = 
         diff = _check(model, part, to, cfg)
         _replace(part, out)
     finally:
-        shutil.rmtree(part, ignore_errors=True)
+        remove_tree(part, ignore_errors=True)
     return diff
 
 
@@ -153,7 +152,7 @@ def _replace(part: Path, out: Path) -> None:
         out.rename(old)
     part.rename(out)
     if old.is_dir():
-        shutil.rmtree(old)
+        remove_tree(old)
     elif old.exists():
         old.unlink()
 

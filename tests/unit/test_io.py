@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import tempfile
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +16,7 @@ from emergence.core.io import (
     Refused,
     atomic_path,
     read_parquet,
+    remove_tree,
     stage_writes,
     write_parquet,
     write_text,
@@ -38,6 +42,59 @@ def test_atomic_path_replaces_directories_and_clears_stale_temps(tmp_path):
         (tmp / "new").mkdir(parents=True)
     assert [p.name for p in target.iterdir()] == ["new"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.fixture
+def ctrl_c_during(monkeypatch):
+    """Patch `os.<name>` to send this process a SIGINT right after its first call, with another thread
+    alive (as torch's are): the kernel may hand the signal to it, and Python still raises it here."""
+    idle = threading.Event()
+    helper = threading.Thread(target=idle.wait, daemon=True)
+    helper.start()
+
+    def patch(name: str) -> None:
+        real, sent = getattr(os, name), []
+
+        def call(*args, **kwargs):
+            out = real(*args, **kwargs)
+            if not sent:
+                sent.append(name)
+                os.kill(os.getpid(), signal.SIGINT)
+            return out
+
+        monkeypatch.setattr(os, name, call)
+
+    yield patch
+    idle.set()
+
+
+def test_ctrl_c_while_a_folder_is_replaced_leaves_the_old_or_the_new_one_whole(tmp_path, ctrl_c_during):
+    # A resume state is a folder replaced every few steps; a Ctrl-C while the old one was being removed
+    # used to leave neither: training started over.
+    target = tmp_path / "resume"
+    target.mkdir()
+    for name in ("state.json", "state.safetensors"):
+        (target / name).write_text("old")
+    ctrl_c_during("unlink")
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_path(target) as tmp:
+            tmp.mkdir()
+            for name in ("state.json", "state.safetensors"):
+                (tmp / name).write_text("new")
+    assert {p.name: p.read_text() for p in target.iterdir()} == {"state.json": "new", "state.safetensors": "new"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["resume"]
+
+
+def test_ctrl_c_while_a_folder_is_removed_is_an_interrupt_once_it_is_gone(tmp_path, ctrl_c_during):
+    # CPython's rmtree, interrupted right after closing a folder, closes it again and raises EBADF in
+    # place of the interrupt: the CLI then reported a failed write, not a Ctrl-C (exit 1, not 130).
+    (tmp_path / "tree" / "a" / "b").mkdir(parents=True)
+    (tmp_path / "tree" / "a" / "b" / "f").write_text("x")
+    ctrl_c_during("close")
+    with pytest.raises(KeyboardInterrupt):
+        remove_tree(tmp_path / "tree")
+    assert not (tmp_path / "tree").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is back
 
 
 def test_write_parquet_is_byte_deterministic(tmp_path):

@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -166,13 +167,27 @@ def stage_writes() -> Iterator[StageRun]:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    # A cancel arriving halfway through putting outputs back would leave them mixed: it waits.
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    """Ctrl-C and SIGTERM arriving in the body wait for its end, then reach their own handlers.
+
+    A cancel halfway through putting outputs back, or through removing a folder, would leave them mixed.
+    Held by swapping the Python handlers, not by masking: in a process with other threads (torch's) the
+    kernel hands a signal the main thread masks to another thread, and Python still raises it in the main
+    one. Python runs handlers only in the main thread, so elsewhere nothing can interrupt the body."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in _HELD}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        if caught:
+            signal.raise_signal(caught[0])  # now, to the handler it was meant for
+
+
+_HELD = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
@@ -191,7 +206,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a process killed mid-write
         if _absolute(stale) not in _live:
-            shutil.rmtree(stale, ignore_errors=True)
+            remove_tree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     _live.add(_absolute(tmp))
     target = tmp / path.name  # caller writes here (file or directory)
@@ -204,8 +219,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         if held:
             run.replace(target, path, made)
         else:
-            _clear_folder(path)
-            os.replace(target, path)  # a file replaces a file atomically
+            with _signals_held():  # out and in with no interrupt between: the old version or the new, never none
+                if path.is_dir() and not path.is_symlink():
+                    os.replace(path, tmp / ".replaced")  # removed with `tmp`, once the new one is in place
+                os.replace(target, path)  # a file replaces a file atomically
     finally:
         _discard(tmp)
 
@@ -218,21 +235,29 @@ def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+def remove_tree(path: Path, ignore_errors: bool = False) -> None:
+    """shutil.rmtree with Ctrl-C and SIGTERM held until the folder is gone: interrupted halfway, it would
+    leave a half-removed folder, and CPython's rmtree, interrupted right after closing a folder, closes it
+    again in a `finally` and raises EBADF in place of the interrupt."""
+    with _signals_held():
+        shutil.rmtree(path, ignore_errors=ignore_errors)
+
+
 def _clear_folder(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+        remove_tree(path)
 
 
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+        remove_tree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
 
 
 def _discard(tmp: Path) -> None:
     _live.discard(_absolute(tmp))
-    shutil.rmtree(tmp, ignore_errors=True)
+    remove_tree(tmp, ignore_errors=True)
 
 
 def inside(root: str | os.PathLike, files: list[Path]) -> list[Path]:

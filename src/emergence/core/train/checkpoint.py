@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 from safetensors import SafetensorError
 
-from emergence.core.io import PipelineError, atomic_path, write_json
+from emergence.core.io import PipelineError, atomic_path, remove_tree, write_json
 from emergence.core.models.registry import build_model, model_spec
 
 FORMAT = "emergence-checkpoint-v1"
@@ -154,11 +154,11 @@ def clear_run_files(run_dir: Path, files: list[str]) -> None:
     if not run_dir.is_dir():
         return
     for _, step_dir in list_checkpoints(run_dir):
-        shutil.rmtree(step_dir)
+        remove_tree(step_dir)
     for name in files:
         target = run_dir / name
         if target.is_dir():
-            shutil.rmtree(target)
+            remove_tree(target)
         else:
             target.unlink(missing_ok=True)
     if not any(run_dir.iterdir()):

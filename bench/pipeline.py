@@ -48,10 +48,11 @@ def stage_records(root: Path) -> list[dict]:
 
 
 def per_study(records: list[dict], key: str, combine) -> dict[str, tuple[float, str]]:
-    """{study: (combined value, the command of the largest contribution)} over successful runs."""
+    """{study: (combined value, the command of the largest contribution)} over successful runs; a `--help`
+    call exits 0 and leaves a record too, but runs no stage."""
     out: dict[str, list[tuple[float, str]]] = {}
     for r in records:
-        if r["exit"] == 0:
+        if r["exit"] == 0 and not {"-h", "--help"} & set(r["command"].split()):
             out.setdefault(study_of(r["command"]), []).append((r[key], r["stage"] or r["command"]))
     return {s: (combine(v for v, _ in vs), max(vs)[1]) for s, vs in out.items()}
 

@@ -148,6 +148,8 @@ def test_study_grouping_of_stage_records():
         {"command": "python -m stages.binding.data", "stage": None, "exit": 0, "wall_s": 30.0},
         {"command": "python -m stages.binding.report", "stage": None, "exit": 1, "wall_s": 999.0},  # failed
         {"command": "python -m stages.index_report", "stage": None, "exit": 0, "wall_s": 6.0},
+        {"command": "python -m stages.binding.llc --help", "stage": None, "exit": 0, "wall_s": 4.0},  # ran nothing
+        {"command": "python -m stages.binding.llc -h", "stage": None, "exit": 0, "wall_s": 4.0},
     ]
     assert study_of(records[0]["command"]) == "binding" and study_of(records[4]["command"]) == "index"
     summed = per_study(records, "wall_s", sum)

@@ -221,7 +221,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         else:
             with _signals_held():  # out and in with no interrupt between: the old version or the new, never none
                 if path.is_dir() and not path.is_symlink():
-                    os.replace(path, tmp / ".replaced")  # removed with `tmp`, once the new one is in place
+                    os.replace(path, tmp / f"{path.name}.old")  # beside `target`; goes with `tmp`
                 os.replace(target, path)  # a file replaces a file atomically
     finally:
         _discard(tmp)

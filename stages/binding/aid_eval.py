@@ -9,7 +9,7 @@ from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_parquet
 from emergence.core.train import load_named_checkpoint
-from emergence.studies.binding.aids import aid_rows
+from emergence.studies.binding.aid_table import aid_rows
 from emergence.studies.binding.patching import PatchingParams, make_counterfactual_pairs, patching_table
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.tokenizer import CharTokenizer

@@ -11,7 +11,8 @@ from emergence.core.config import from_dict, load_base, path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
 from emergence.core.report.provenance import provenance
 from emergence.studies.binding.ablation import rank_routing_heads
-from emergence.studies.binding.aids import DEFAULT, AidParams, aid_rows, aids_metrics
+from emergence.studies.binding.aid_table import DEFAULT, aid_rows, aids_metrics
+from emergence.studies.binding.aids import AidParams
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.report import ReportParams, binding_metrics, binding_page, binding_plot_table
 from emergence.studies.binding.report_llc import llc_metrics

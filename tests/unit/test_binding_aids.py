@@ -11,15 +11,8 @@ from emergence.check import aid_seeds_are_default_seeds
 from emergence.core.config import from_dict, read_params
 from emergence.core.declared import DeclaredParams, StageReads
 from emergence.core.io import PipelineError
-from emergence.studies.binding.aids import (
-    AIDS,
-    AidParams,
-    aid_rows,
-    aids_metrics,
-    aids_section,
-    aids_table,
-    without_aid,
-)
+from emergence.studies.binding.aid_table import aid_rows, aids_metrics, aids_section, aids_table
+from emergence.studies.binding.aids import AIDS, AidParams, without_aid
 from emergence.studies.binding.train_config import model_params, train_params
 
 SHIPPED = read_params("params.yaml")
@@ -131,9 +124,10 @@ def phases(heuristic: int = 500, traversal: int = -1) -> pd.DataFrame:
     return pd.DataFrame({"seed": 1, "phase": [1, 2, 3], "start_step": [0, heuristic, traversal]})
 
 
-def patching() -> pd.DataFrame:
+def patching(kept: float = 0.75) -> pd.DataFrame:
     """Two layers; depth 1 best at layer 1 (0.8), depth 2 best at layer 0 (0.6); depth 0 is the control;
-    the newline has depth 1 only; a chain_lhs cell (not a patched position) and non-success rows too."""
+    the newline has depth 1 only; a chain_lhs cell (not a patched position) and non-success rows too;
+    `kept` of 8 pairs answered correctly in both runs (pairs_correct)."""
     cells = [
         (0, "chain_root", 0, 1.0),
         (1, "chain_root", 0, 0.2),
@@ -149,6 +143,7 @@ def patching() -> pd.DataFrame:
         dict(layer=la, position_class=c, chain_depth=d, metric="patch_success", value=v, n=4) for la, c, d, v in cells
     ]
     rows.append(dict(layer=1, position_class="chain_rhs", chain_depth=2, metric="base_kept", value=0.97, n=4))
+    rows.append(dict(layer=-1, position_class="all", chain_depth=-1, metric="pairs_correct", value=kept, n=8))
     return pd.DataFrame(rows).assign(seed=1, step=1000, position=0, head=-1)
 
 
@@ -168,6 +163,7 @@ def test_aid_rows_by_hand():
             ("patch", -1, 1, "rhs"): 0.8,
             ("patch", -1, 2, "rhs"): 0.6,
             ("patch", -1, 1, "newline"): 0.1,
+            ("patch_pairs", -1, -1, ""): 6,  # 0.75 of 8 pairs
         }
     )
     assert len(rows) == len(got)
@@ -179,12 +175,26 @@ def test_aid_rows_without_accuracy_is_one_line():
         aid_rows("plain", 1, traj[traj["metric"] != "accuracy"], phases(), patching())
 
 
+def test_aid_rows_need_the_one_count_of_pairs_patched():
+    pat = patching()
+    with pytest.raises(PipelineError, match="binding aid plain, seed 1: 0 pairs_correct rows in its patching, not 1"):
+        aid_rows("plain", 1, trajectory(), phases(), pat[pat["metric"] != "pairs_correct"])
+    with pytest.raises(PipelineError, match="2 pairs_correct rows"):  # two seeds' tables passed as one
+        aid_rows("plain", 1, trajectory(), phases(), pd.concat([pat, pat.assign(seed=2)]))
+
+
+def flat(value: float, kept: float) -> pd.DataFrame:
+    """patching(kept) with every patch success (and base_kept) `value`."""
+    pat = patching(kept)
+    return pat.assign(value=pat["value"].where(pat["metric"] == "pairs_correct", value))
+
+
 def side_by_side() -> pd.DataFrame:
     return pd.concat(
         [
-            aid_rows("plain", 1, trajectory(0.4), phases(500, -1), patching().assign(value=0.5)),
-            aid_rows("default", 1, trajectory(0.95), phases(500, 1000), patching()),
-            aid_rows("no_conv", 1, trajectory(0.7), phases(0, 1000), patching().assign(value=0.2)),
+            aid_rows("plain", 1, trajectory(0.4), phases(500, -1), flat(0.5, 0.25)),
+            aid_rows("default", 1, trajectory(0.95), phases(500, 1000), patching(1.0)),
+            aid_rows("no_conv", 1, trajectory(0.7), phases(0, 1000), flat(0.2, 0.5)),
         ],
         ignore_index=True,
     )
@@ -201,6 +211,7 @@ def test_the_table_has_a_line_per_run_default_first():
         "deepest hop",
         "heuristic from",
         "traversal from",
+        "patch pairs",
         "rhs d1",
         "rhs d2",
         "newline d1",
@@ -210,6 +221,7 @@ def test_the_table_has_a_line_per_run_default_first():
     assert (default["heuristic from"], default["traversal from"]) == (500, 1000)
     assert (default["rhs d1"], default["rhs d2"], default["newline d1"]) == (0.8, 0.6, 0.1)
     assert table.iloc[2]["traversal from"] == -1 and table.iloc[1]["heuristic from"] == 0
+    assert list(table["patch pairs"]) == [8, 4, 2]  # all 8, half, a quarter: each run's own count
 
 
 def test_metrics_give_the_weakest_depth_per_position():

@@ -23,7 +23,7 @@ from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report import plots
 from emergence.studies.binding import report as R
-from emergence.studies.binding.aids import aids_section
+from emergence.studies.binding.aid_table import aids_section
 from emergence.studies.binding.report_llc import llc_section
 
 PLOTS = ("trajectory", "lines_by_class", "bars", "heatmap", "heatmap_grid", "patching")

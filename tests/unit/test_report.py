@@ -12,7 +12,7 @@ import pytest
 from emergence.core.report import html as H
 from emergence.core.report import interactive
 from emergence.studies.binding import report as binding
-from emergence.studies.binding.aids import aid_rows
+from emergence.studies.binding.aid_table import aid_rows
 from emergence.studies.binding.report import binding_metrics, binding_page, binding_plot_table, phase_bands
 from emergence.studies.binding.report_mechanisms import depth_patching
 

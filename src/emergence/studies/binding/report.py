@@ -16,7 +16,7 @@ import pandas as pd
 from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report import plots
-from emergence.studies.binding.aids import aids_section
+from emergence.studies.binding.aid_table import aids_section
 from emergence.studies.binding.report_llc import llc_section
 from emergence.studies.binding.report_mechanisms import (
     ablation_section,

@@ -370,3 +370,14 @@ def test_an_empty_user_path_is_refused_by_check():
     params["dino_features"]["local_dir"] = ""
     problems = problems_of(params, schemas)
     assert len(problems) == 1 and problems[0].startswith("dino_features.local_dir: must name a file or folder")
+
+
+def test_no_training_stage_depends_on_report_code():
+    """A training's deps are its imports: one that imports page or plot code reruns (minutes to hours at the
+    default) whenever a report changes. binding_aid_train once did, through the aid table in aids.py."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    training = {name: s for name, s in stages.items() if re.match(r"python -m stages\.\w+\.(\w+_)?train\b", s["cmd"])}
+    assert {"binding_train", "binding_aid_train", "assoc_train", "grounding_train"} <= set(training)
+    report = re.compile(r"(^src/emergence/core/report/|report\w*\.py$)")
+    for name, stage in training.items():
+        assert not [d for d in stage["deps"] if report.search(d)], name

@@ -47,7 +47,9 @@ def test_atomic_path_replaces_directories_and_clears_stale_temps(tmp_path):
 @pytest.fixture
 def ctrl_c_during(monkeypatch):
     """Patch `os.<name>` to send this process a SIGINT right after its first call, with another thread
-    alive (as torch's are): the kernel may hand the signal to it, and Python still raises it here."""
+    alive (as torch's are): the kernel may hand the signal to it, and Python still raises it here.
+    SIGINT gets Python's default handler for the test: a host process (a mutation tester) may have its own."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     idle = threading.Event()
     helper = threading.Thread(target=idle.wait, daemon=True)
     helper.start()
@@ -66,6 +68,7 @@ def ctrl_c_during(monkeypatch):
 
     yield patch
     idle.set()
+    signal.signal(signal.SIGINT, previous)
 
 
 def test_ctrl_c_while_a_folder_is_replaced_leaves_the_old_or_the_new_one_whole(tmp_path, ctrl_c_during):

@@ -171,8 +171,13 @@ def test_checkpoint_steps_come_to_whole_steps():
 
     assert checkpoint_steps(0.1, 50, "assoc_train") == 5  # the authors' BPE run: a log every 0.1 epoch
     assert checkpoint_steps(5, 7, "assoc_train") == 35 and checkpoint_steps(0, 7, "assoc_train") == 0
-    with pytest.raises(PipelineError, match=r"assoc_train.checkpoint_every_epochs: 0.3 epochs of 7 steps is 2.1 steps"):
+    assert checkpoint_steps(0.2, 5, "assoc_train") == 1  # one step, the least allowed
+    with pytest.raises(PipelineError) as e:
         checkpoint_steps(0.3, 7, "assoc_train")
+    assert str(e.value) == (
+        "assoc_train.checkpoint_every_epochs: 0.3 epochs of 7 steps is 2.1 steps; "
+        "it must come to a whole number of steps (>= 1)"
+    )
     with pytest.raises(PipelineError, match="is 0.5 steps"):
         checkpoint_steps(0.1, 5, "assoc_train")
 

@@ -575,3 +575,84 @@ def test_table2_metrics_where_no_saliency_was_read():
         "p (intervention > control)": round(sign_flip_test(np.array([0.5, 1.25])), 5),
     }
     assert (got["0.5"]["aggregate heads"], got["0.5"]["mean layer"], got["0.5"]["original"]) == (1.0, 1.5, 2.5)
+
+
+# --- local learning coefficient -----------------------------------------------------------------------------
+
+
+def llc_frame(spread: float = 1 / 3) -> pd.DataFrame:
+    """grounding_llc rows: t4 seed 0 with three chains per checkpoint, t4 seed 1 and a2 seed 0 with two;
+    checkpoints out of order. Chain c adds c * spread to the run's base LLC, so the mean over chains is the
+    base plus spread (three chains) or spread / 2 (two): at 1/3, 1/3 and 1/6 round differently at 6 and at 7
+    places. Only a2's last checkpoint had not levelled off (drift 5 against an LLC near 1)."""
+    base = {
+        ("t4", 0): {20: 2.0, 0: 0.5, 5: 1.25},
+        ("t4", 1): {5: 0.75, 0: 0.25, 20: 3.0},
+        ("a2", 0): {7: 0.875, 0: 0.125},
+    }
+    rows = [
+        (model, seed, step, c, llc + c * spread, 5.0 if (model, step) == ("a2", 7) else 0.0, 4.0)
+        for (model, seed), steps in base.items()
+        for step, llc in steps.items()
+        for c in range(3 if (model, seed) == ("t4", 0) else 2)
+    ]
+    return pd.DataFrame(rows, columns=["model", "seed", "step", "chain", "llc", "drift", "init_loss"])
+
+
+def llc_by_hand() -> pd.DataFrame:
+    """llc_frame(0.25)'s checkpoints (means exact in binary), sorted by model, seed and step: mean and sd
+    over chains."""
+    sd3, sd2 = 0.25, np.sqrt(0.25**2 / 2)  # sd of (0, 1/4, 1/2) and of (0, 1/4)
+    rows = [
+        ("a2", 0, 0, 0.125 + 0.125, sd2, 0.0, 2),
+        ("a2", 0, 7, 0.875 + 0.125, sd2, 5.0, 2),
+        ("t4", 0, 0, 0.5 + 0.25, sd3, 0.0, 3),
+        ("t4", 0, 5, 1.25 + 0.25, sd3, 0.0, 3),
+        ("t4", 0, 20, 2.0 + 0.25, sd3, 0.0, 3),
+        ("t4", 1, 0, 0.25 + 0.125, sd2, 0.0, 2),
+        ("t4", 1, 5, 0.75 + 0.125, sd2, 0.0, 2),
+        ("t4", 1, 20, 3.0 + 0.125, sd2, 0.0, 2),
+    ]
+    return pd.DataFrame(rows, columns=["model", "seed", "step", "llc", "llc_sd", "drift", "n_chains"])
+
+
+def test_llc_metrics_per_run_mean_over_chains_rounded_to_six_places():
+    got = M.llc_metrics(llc_frame())
+    assert list(got) == ["a2_seed0", "t4_seed0", "t4_seed1"]
+    assert got["a2_seed0"] == {"steps": [0, 7], "llc": [0.291667, 1.041667]}
+    assert got["t4_seed0"] == {"steps": [0, 5, 20], "llc": [0.833333, 1.583333, 2.333333]}
+    assert got["t4_seed1"] == {"steps": [0, 5, 20], "llc": [0.416667, 0.916667, 3.166667]}
+    assert all(type(s) is int for run in got.values() for s in run["steps"])  # JSON numbers, not numpy's
+
+
+def test_llc_section_by_hand(figures):  # noqa: F811
+    from emergence.core.report import html as H
+
+    part = M.llc_section(llc_frame(0.25))
+    curve = llc_by_hand()
+    drawn = curve.assign(cls=curve["model"] + " seed " + curve["seed"].astype(str), value=curve["llc"])
+    text = (
+        "Local learning coefficient (LLC) of the saved checkpoints of the runs grounding_llc names, by devinterp's "
+        "SGLD estimator on the run's own next-token loss (params llc; 2 chains per checkpoint, mean shown): read "
+        "it beside the gain curves above, where grounding appears."
+    )
+    assert paras(part) == [
+        text,
+        "At 1 of 8 checkpoints the chains' loss had not levelled off (|drift| > 10% of |LLC|, drift in the table): "
+        "read those LLCs as rough; more llc.num_draws settles them.",
+    ]
+    figures.clear()
+    expected = "\n".join(
+        [
+            H.para(text),
+            H.curves(drawn, "LLC", "run", "grounding local learning coefficient"),
+            H.para(paras(part)[1]),
+            "<details><summary>Every checkpoint</summary>"
+            + H.table(curve, caption="LLC per checkpoint: mean and sd over chains", float_format="{:.4f}")
+            + "</details>",
+        ]
+    )
+    assert part == expected
+    every = table(details(part, "Every checkpoint"), "LLC per checkpoint: mean and sd over chains")
+    assert every.values.tolist()[1] == ["a2", "0", "7", "1.0000", "0.1768", "5.0000", "2"]
+    assert M.llc_section(llc_frame().iloc[:0]) == '<p class="note">No LLC estimates (grounding_llc).</p>'

@@ -35,12 +35,12 @@ ifneq ($(PROFILE),)
 	$(BIN)/python -m emergence profile $(PROFILE)
 endif
 
-## test: the whole test suite but the paper smoke, on WORKERS processes, each test file whole on one worker,
-## in conftest.py's order; unit: without the pipeline tests (a few minutes); paper-smoke: the paper profile's
-## shapes through every stage on this CPU (profiles/paper_smoke.yaml; ~44 min on one AVX2 core)
+## test: the whole test suite on WORKERS processes, each test file whole on one worker, in conftest.py's
+## order; unit: without the pipeline tests (a few minutes); paper-smoke: alone, the paper profile's
+## shapes through every stage on this CPU (profiles/paper_smoke.yaml)
 WORKERS ?= 2
 test: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not paper_smoke"
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 unit: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "not pipeline"
 paper-smoke: $(STAMP)

@@ -21,7 +21,7 @@ from emergence.core.config import read_params
 from emergence.core.pipeline import resolve_jobs
 from emergence.core.resources import FLOOR_MB
 
-pytestmark = [pytest.mark.pipeline, pytest.mark.paper_smoke]  # `make paper-smoke`, not `make test`
+pytestmark = [pytest.mark.pipeline, pytest.mark.paper_smoke]  # in `make test`, and alone: `make paper-smoke`
 
 PAPER = yaml.safe_load((ROOT / "profiles/paper.yaml").read_text())
 # the paper profile's keys that shape a model or its data: paper_smoke may cut anything else

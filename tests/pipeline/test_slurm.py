@@ -19,6 +19,10 @@ from slurm_cluster import ClusterError, slurm_cluster
 
 from emergence.core.pipeline import resolve_jobs
 
+# asks for the session's tiny run only at its end (a cluster problem fails first): scheduled with the
+# files that wait on it, after it is built (tests/conftest.py), not beside its build
+pytestmark = pytest.mark.late_tiny_run
+
 # the accounting-free variant docs/slurm.md gives: this cluster has no slurmdbd, so `sacct` fails
 NO_ACCOUNTING = [
     "--slurm-status-command",

@@ -109,7 +109,7 @@ def test_packed_rows_give_the_mean_loss_over_each_rows_targets():
     idx = windows(3)
     targets = torch.full_like(idx, -1)
     targets[0, [2, 5]] = torch.tensor([1, 4])
-    targets[1, 7] = 3  # row 2: no target at all
+    targets[1, [0, 7]] = torch.tensor([0, 3])  # token 0 is a target like any other; row 2: no target at all
     rows, loss_fn = packed(idx, targets, ignore=-1)
     assert rows.shape == (3, 2 * T)
     got = loss_fn(model, rows)
@@ -117,7 +117,7 @@ def test_packed_rows_give_the_mean_loss_over_each_rows_targets():
     logp = torch.log_softmax(model(idx)[0], -1)
     row0 = -(logp[0, 2, 1] + logp[0, 5, 4]) / 2
     torch.testing.assert_close(got[0], row0.expand(2 * T - 1))
-    torch.testing.assert_close(got[1], (-logp[1, 7, 3]).expand(2 * T - 1))
+    torch.testing.assert_close(got[1], (-(logp[1, 0, 0] + logp[1, 7, 3]) / 2).expand(2 * T - 1))
     assert (got[2] == 0).all()
 
 

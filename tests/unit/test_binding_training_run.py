@@ -21,7 +21,7 @@ from emergence.core.profile import apply_profile
 from emergence.core.train import list_checkpoints, load_checkpoint
 from emergence.studies.binding import training
 from emergence.studies.binding.batches import encode_programs, predict_answers, sampler
-from emergence.studies.binding.sets import load_program_config
+from emergence.studies.binding.sets import load_data_params, load_program_config
 from emergence.studies.binding.stream import stream_sampler
 from emergence.studies.binding.tokenizer import CharTokenizer
 from emergence.studies.binding.trajectory import checkpoint_rows, run_trajectory, training_rows
@@ -45,8 +45,6 @@ def tiny_params(tmp: Path, **train) -> dict:
 @pytest.fixture(scope="module")
 def programs_dir(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("binding_programs")
-    from emergence.studies.binding.sets import load_data_params
-
     data, cfg = load_data_params(tiny_params(tmp))
     write_parquet(build_programs(data, cfg), tmp / "programs.parquet")
     return tmp
@@ -161,7 +159,6 @@ def test_the_trajectory_reads_divergence_from_the_last_checkpoint(trained, tmp_p
 
 def test_a_run_without_checkpoints_is_one_line(tmp_path):
     (tmp_path / "run").mkdir()
-    pd.DataFrame({"step": [0], "loss": [1.0]}).to_parquet(tmp_path / "run" / "metrics.parquet")
     with pytest.raises(PipelineError) as e:
         run_trajectory(tmp_path / "run", pd.DataFrame(), TOK, 0)
     assert str(e.value) == f"{tmp_path / 'run'}: no step{{N}} checkpoints in the run directory"

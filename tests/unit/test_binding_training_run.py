@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -129,10 +130,11 @@ def trained(tmp_path_factory, programs_dir) -> Path:
     return tmp / "run"
 
 
-def test_the_trajectory_scores_every_checkpoint_and_keeps_the_logged_rows(trained, programs_dir):
+def test_the_trajectory_scores_every_checkpoint_and_keeps_the_logged_rows(trained, programs_dir, capsys):
     programs = pd.read_parquet(programs_dir / "programs.parquet")
     test = programs[(programs["split"] == "test") & (programs["set"] == "main")].head(12)
     got = run_trajectory(trained, test, TOK, seed=5)
+    assert re.search(r"(^|\r)checkpoints: 100%\|.*\| 3/3 ", capsys.readouterr().err)  # the bar says what it counts
     data = encode_programs(test["program"], test["answer"], TOK)
     rows = []
     for step in (0, 3, 6):

@@ -106,19 +106,21 @@ def test_the_chains_read_the_loss_without_dropout(trained):
 def test_packed_rows_give_the_mean_loss_over_each_rows_targets():
     torch.manual_seed(1)
     model = build_model("transformer", dict(n_layers=1, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=T, d_vocab=V))
-    idx = windows(3)
+    idx = windows(4)
     targets = torch.full_like(idx, -1)
     targets[0, [2, 5]] = torch.tensor([1, 4])
-    targets[1, [0, 7]] = torch.tensor([0, 3])  # token 0 is a target like any other; row 2: no target at all
+    targets[1, [0, 7]] = torch.tensor([0, 3])  # token 0 is a target like any other
+    targets[2, 6] = 2  # a single target: its loss, not half of it; row 3: no target at all
     rows, loss_fn = packed(idx, targets, ignore=-1)
-    assert rows.shape == (3, 2 * T)
+    assert rows.shape == (4, 2 * T)
     got = loss_fn(model, rows)
-    assert got.shape == (3, 2 * T - 1)
+    assert got.shape == (4, 2 * T - 1)
     logp = torch.log_softmax(model(idx)[0], -1)
     row0 = -(logp[0, 2, 1] + logp[0, 5, 4]) / 2
     torch.testing.assert_close(got[0], row0.expand(2 * T - 1))
     torch.testing.assert_close(got[1], (-(logp[1, 0, 0] + logp[1, 7, 3]) / 2).expand(2 * T - 1))
-    assert (got[2] == 0).all()
+    torch.testing.assert_close(got[2], (-logp[2, 6, 2]).expand(2 * T - 1))
+    assert (got[3] == 0).all()
 
 
 def test_every_kth_keeps_the_first_and_the_last():

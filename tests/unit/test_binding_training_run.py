@@ -159,6 +159,23 @@ def test_the_trajectory_reads_divergence_from_the_last_checkpoint(trained, tmp_p
     assert got.loc[got["metric"] == "diverged_at", ["step", "value"]].values.tolist() == [[4, 4.0]]
 
 
+@pytest.mark.parametrize(
+    "change,problem",
+    [
+        (lambda m: m.drop(columns="loss"), "missing column 'loss'"),
+        (lambda m: m.assign(step=m["step"].astype(float)), "column 'step' has dtype float64"),
+    ],
+)
+def test_a_metrics_file_of_another_shape_is_one_line_naming_it(trained, tmp_path, programs_dir, change, problem):
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained, run_dir)
+    metrics = run_dir / "metrics.parquet"
+    write_parquet(change(pd.read_parquet(metrics)), metrics)
+    with pytest.raises(PipelineError) as e:
+        run_trajectory(run_dir, pd.read_parquet(programs_dir / "programs.parquet").head(2), TOK, 0)
+    assert str(e.value) == f"{metrics}: wrong schema, {problem}"
+
+
 def test_a_run_without_checkpoints_is_one_line(tmp_path):
     (tmp_path / "run").mkdir()
     with pytest.raises(PipelineError) as e:

@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 import torch
 
-from emergence.interp.padding import EVAL_BATCH
 from emergence.studies.grounding.gain import EvalPairs, gain_table, sign_flip_test, target_surprisal, word_gains
 
 V = 6
@@ -32,13 +31,12 @@ def by_hand(model: Lookup, contexts, targets) -> np.ndarray:
     return np.array([-log_p[c[-1], t] for c, t in zip(contexts, targets)])
 
 
-def test_surprisal_comes_in_default_batches_of_eval_batch():
-    assert EVAL_BATCH == 32
+def test_surprisal_comes_in_default_batches_of_256():
     model = Lookup()
-    contexts = [[1 + i % 5] * (1 + i % 3) for i in range(65)]
-    targets = [i % V for i in range(65)]
+    contexts = [[1 + i % 5] * (1 + i % 3) for i in range(257)]
+    targets = [i % V for i in range(257)]
     got = target_surprisal(model, contexts, targets)
-    assert model.sizes == [32, 32, 1]
+    assert model.sizes == [256, 1]
     np.testing.assert_allclose(got, by_hand(model, contexts, targets), rtol=1e-5)
 
 

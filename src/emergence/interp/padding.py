@@ -6,11 +6,6 @@ from collections.abc import Sequence
 
 import torch
 
-# Contexts per forward pass when reading predictions at the contexts' last tokens. Small: on a CPU,
-# HF's torch Mamba-2 scan ran 200 contexts of 16 tokens 2.2x slower as one batch than in batches
-# of 16-32 (paper-size Mamba-2, one thread, 2026-11-28); a Transformer's time was flat from 16 to 200.
-EVAL_BATCH = 32
-
 
 def right_pad(
     contexts: Sequence[Sequence[int]], device: torch.device | str = "cpu"

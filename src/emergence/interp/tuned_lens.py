@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from emergence.core.io import PipelineError
-from emergence.interp.padding import EVAL_BATCH, right_pad
+from emergence.interp.padding import right_pad
 
 
 @dataclass
@@ -130,7 +130,7 @@ def layer_surprisal(
     lens: TunedLens | None,
     contexts: Sequence[Sequence[int]],
     targets: Sequence[int],
-    batch_size: int = EVAL_BATCH,
+    batch_size: int = 256,
 ) -> np.ndarray:
     """(L + 1, N): -ln p(target_n | context_n) read at each context's last real token, layer by layer.
 

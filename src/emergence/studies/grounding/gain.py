@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from emergence.interp.padding import EVAL_BATCH, right_pad
+from emergence.interp.padding import right_pad
 from emergence.studies.grounding.tokens import encode, lan, mismatched
 
 
@@ -22,7 +22,7 @@ from emergence.studies.grounding.tokens import encode, lan, mismatched
 def last_log_probs(
     model: torch.nn.Module,
     contexts: Sequence[Sequence[int]],
-    batch_size: int = EVAL_BATCH,
+    batch_size: int = 256,
     prefixes: torch.Tensor | None = None,
     columns: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -56,7 +56,7 @@ def target_surprisal(
     model: torch.nn.Module,
     contexts: Sequence[Sequence[int]],
     targets: Sequence[int],
-    batch_size: int = EVAL_BATCH,
+    batch_size: int = 256,
     prefixes: torch.Tensor | None = None,
 ) -> np.ndarray:
     """-ln p(target | context) for each (context, target), read after the context's last token."""

@@ -474,15 +474,17 @@ def test_bad_input_leaves_no_partial_artifact(outcomes, name):
 # ---- interrupted training -----------------------------------------------------
 
 
-def launch(root: Path, name: str = "binding_train", *args: str) -> subprocess.Popen:
+def launch(
+    root: Path, name: str = "binding_train", *args: str, stderr: Any = subprocess.PIPE, **env: str
+) -> subprocess.Popen:
     # Python only turns SIGINT into KeyboardInterrupt if SIGINT is not ignored when it starts.
     args = args or (("--seed", "1") if name == "binding_train" else ())
     return subprocess.Popen(
         [sys.executable, "-m", *stage_command(name, ROOT), *args],
         cwd=root,
-        env=ENV,
+        env={**ENV, **env},
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
@@ -495,7 +497,8 @@ def step_dirs(scratch: Path) -> set[str]:
 def interrupt_when(proc: subprocess.Popen, ready: Callable[[], bool], sig: int) -> tuple[int, str]:
     deadline = time.monotonic() + 120
     while not ready():
-        assert proc.poll() is None, f"the run ended before it could be interrupted:\n{proc.stderr.read()}"
+        ended = proc.poll() is not None
+        assert not ended, f"the run ended before it could be interrupted:\n{proc.stderr and proc.stderr.read()}"
         assert time.monotonic() < deadline, "the run never got far enough to be interrupted"
         time.sleep(0.01)
     proc.send_signal(sig)
@@ -566,19 +569,20 @@ def test_killed_feature_caching_keeps_the_cache_usable_and_the_features_identica
 
 def test_a_killed_analysis_publishes_nothing_and_reruns_to_the_same_table(workspace, tmp_path):
     shutil.copytree(workspace, tmp_path / "reference")
-    began = time.monotonic()
     ref = stage(tmp_path / "reference", "binding_trajectory", "--seed", "0")
     assert ref.returncode == 0, ref.stderr[-2000:]
-    duration = time.monotonic() - began
     shutil.copytree(workspace, tmp_path / "run")
     root = tmp_path / "run"
     out = root / "data/binding/trajectory/seed0.parquet"
-    started = time.monotonic()
-    code, _ = interrupt_when(  # halfway through, by the uninterrupted run's clock
-        launch(root, "binding_trajectory", "--seed", "0"),
-        lambda: time.monotonic() - started > duration / 2,
-        signal.SIGKILL,
-    )
+    log = tmp_path / "run.err"
+
+    def midway() -> bool:  # by the run's own count, not a clock: at least one checkpoint scored, half still to go
+        done = re.findall(r"checkpoints: +\d+%\|[^|]*\| (\d+)/(\d+) ", log.read_text())
+        return any(0 < int(k) <= int(n) // 2 for k, n in done)
+
+    with log.open("w") as err:  # every update of the bar printed, so 1/N is seen
+        proc = launch(root, "binding_trajectory", "--seed", "0", stderr=err, TQDM_MININTERVAL="0")
+        code, _ = interrupt_when(proc, midway, signal.SIGKILL)
     assert code == -signal.SIGKILL
     assert not out.exists() and [p for p in (root / "data").rglob(".*.tmp")] == []
     again = stage(root, "binding_trajectory", "--seed", "0")

@@ -123,6 +123,24 @@ def test_the_fixed_set_run_samples_the_train_split(tmp_path, programs_dir, monke
     assert handed["cfg"].seed == 2 and [s for s, _ in list_checkpoints(out)] == [0, 3, 6]
 
 
+def test_the_loop_takes_device_precision_and_compile_from_base(programs_dir, tmp_path, monkeypatch):
+    params = tiny_params(programs_dir)
+    base = dict(device="cpu", precision="bf16", compile=True, compile_mode="max-autotune-no-cudagraphs")
+    params["base"].update(base)  # none of them TrainConfig's default, so a dropped key shows
+
+    class Handed(Exception):
+        pass
+
+    def spy(model, batch_fn, cfg, **kw):
+        raise Handed(cfg)
+
+    monkeypatch.setattr(training, "train", spy)
+    with pytest.raises(Handed) as handed:
+        training.train_binding(params, 0, tmp_path / "run", tmp_path / "scratch", where="binding_train")
+    cfg = handed.value.args[0]
+    assert {k: getattr(cfg, k) for k in base} == base
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, programs_dir) -> Path:
     tmp = tmp_path_factory.mktemp("binding_run")

@@ -112,11 +112,12 @@ def test_the_stream_run_is_handed_what_the_params_say(tmp_path, programs_dir, mo
 
 
 def test_the_fixed_set_run_samples_the_train_split(tmp_path, programs_dir, monkeypatch):
-    params, handed, out = run(tmp_path, programs_dir, monkeypatch, seed=2, stream=False, format="answer_only")
+    # line_values, not encode_programs' default, so the format must be passed on to be seen
+    params, handed, out = run(tmp_path, programs_dir, monkeypatch, seed=2, stream=False, format="line_values")
     programs = pd.read_parquet(programs_dir / "programs.parquet")
-    assert handed["data_fingerprint"] == f"answer_only:{file_sha256(programs_dir / 'programs.parquet')}"
+    assert handed["data_fingerprint"] == f"line_values:{file_sha256(programs_dir / 'programs.parquet')}"
     train = programs[(programs["split"] == "train") & (programs["set"] == "main")]
-    expected = sampler(encode_programs(train["program"], train["answer"], TOK, "answer_only"), 16, 2)
+    expected = sampler(encode_programs(train["program"], train["answer"], TOK, "line_values"), 16, 2)
     for step in (0, 4):
         for got, want in zip(handed["batch_fn"](step), expected(step)):
             assert torch.equal(got, want)

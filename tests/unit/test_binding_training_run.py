@@ -142,6 +142,21 @@ def test_the_loop_takes_device_precision_and_compile_from_base(programs_dir, tmp
     assert {k: getattr(cfg, k) for k in base} == base
 
 
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"arch": "nosuch"}, r"binding_model\.arch: unknown architecture 'nosuch' \(known: "),
+        ({"n_layerz": 2}, r"binding_model\.n_layerz: unknown key for architecture 'transformer' "),
+    ],
+)
+def test_a_wrong_model_section_is_one_line_naming_its_key(programs_dir, tmp_path, change, says):
+    params = tiny_params(programs_dir)
+    params["binding_model"].update(change)
+    with pytest.raises(PipelineError, match=f"^{says}"):
+        training.train_binding(params, 0, tmp_path / "run", tmp_path / "scratch", where="binding_train")
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, programs_dir) -> Path:
     tmp = tmp_path_factory.mktemp("binding_run")

@@ -129,13 +129,20 @@ def test_the_transposed_theory_gives_another_hand_computed_value():
     assert (right.loc[["W_O", "V", "W"], "cosine"] - 3 / 5).abs().max() < 1e-12
 
 
+def test_each_row_names_the_basis_it_was_read_against():
+    table = cosine_table([(3, checkpoint(3))], {"corpus": BASIS, "twin": BASIS}, ETA, 1, window_epochs=6)
+    by_basis = {name: rows.drop(columns="basis").reset_index(drop=True) for name, rows in table.groupby("basis")}
+    assert list(by_basis) == ["corpus", "twin"] and len(by_basis["corpus"]) == 4  # P, V, W, W_O
+    pd.testing.assert_frame_equal(by_basis["corpus"], by_basis["twin"])
+
+
 def test_the_window_minimum_is_read_from_distinct_checkpoints():
     # Cosines 1, 3/5, 5/13 at steps 3, 4, 6; every weight is non-zero from step 3 on, so with
     # one step per epoch and a 6-epoch window all three count and the minimum is 5/13 at step 6.
     table = cosine_table(
         [(s, checkpoint(s)) for s in (3, 4, 6)], {"corpus": BASIS}, ETA, steps_per_epoch=1, window_epochs=6
     )
-    assert table["in_window"].all()
+    assert table["in_window"].all() and (table["basis"] == "corpus").all()
     for step, (cos, rel, _) in EXPECTED.items():
         at = table[table["step"] == step]
         assert (at["cosine"] - cos).abs().max() < 1e-12 and (at["rel_error"] - rel).abs().max() < 1e-12

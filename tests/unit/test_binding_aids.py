@@ -11,6 +11,7 @@ from emergence.check import aid_seeds_are_default_seeds
 from emergence.core.config import from_dict, read_params
 from emergence.core.declared import DeclaredParams, StageReads
 from emergence.core.io import PipelineError
+from emergence.studies.binding import aid_table
 from emergence.studies.binding.aid_table import aid_rows, aids_metrics, aids_section, aids_table
 from emergence.studies.binding.aids import AIDS, AidParams, without_aid
 from emergence.studies.binding.train_config import model_params, train_params
@@ -234,6 +235,23 @@ def test_metrics_give_the_weakest_depth_per_position():
     }
     assert m["plain"]["seed1"]["traversal_from"] == -1 and m["plain"]["seed1"]["patch_weakest_depth_rhs"] == 0.5
     assert list(m) == ["default", "no_conv", "plain"]
+
+
+def test_metrics_give_none_where_a_run_has_no_value():
+    rows = side_by_side()
+    plain = rows["aid"] == "plain"
+    no_traversal = plain & (rows["measure"] == "phase_start") & (rows["depth"] == 3)
+    no_newline = plain & (rows["measure"] == "patch") & (rows["position"] == "newline")
+    m = aids_metrics(rows[~(no_traversal | no_newline)])
+    assert m["plain"]["seed1"]["traversal_from"] is None and m["plain"]["seed1"]["patch_weakest_depth_newline"] is None
+    assert m["plain"]["seed1"]["patch_weakest_depth_rhs"] == 0.5 and m["no_conv"]["seed1"]["traversal_from"] == 1000
+
+
+def test_metrics_follow_the_tables_order_not_the_alphabet(monkeypatch):
+    # AIDS happens to be alphabetical, default first: reversed, the order shows whose it is
+    monkeypatch.setattr(aid_table, "AIDS", dict(reversed(AIDS.items())))
+    assert list(aids_table(side_by_side())["aid"]) == ["default", "plain", "no_conv"]
+    assert list(aids_metrics(side_by_side())) == ["default", "plain", "no_conv"]
 
 
 def test_the_section_names_each_variants_changes_and_shows_the_table():

@@ -506,6 +506,9 @@ def test_the_llc_beside_the_phases_by_hand():
     m = llc_metrics(_llc(), phases())
     assert m["seed0"]["steps"] == [0, 1, 10, 100, 1000]
     assert m["seed0"]["llc"] == pytest.approx([0.05, 0.15, 0.35, 2.05, 2.25])  # mean over the two chains
+    assert all(type(s) is int for s in m["seed0"]["steps"])  # binding.json writes 10, not 10.0
+    thirds = llc_metrics(_llc().assign(llc=lambda t: t["llc"] / 3), phases())  # to 6 decimals, as the curves'
+    assert thirds["seed0"]["llc"] == [0.016667, 0.05, 0.116667, 0.683333, 0.75]
     assert m["seed1"]["llc_rise_to"] == 1000
     # only seed 1's last checkpoint drifts (1.0 > 10 % of its LLC, 3.05); seed 0's first has LLC 0.05, drift 0
     section = html.unescape(llc_section(_llc(), phases()))

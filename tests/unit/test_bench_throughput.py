@@ -313,7 +313,13 @@ def test_rows_from_measured_rates_by_hand(monkeypatch):
     monkeypatch.setattr(tt, "sgemm_gflops", lambda: next(sgemm))
     rates = {"ours": (1200.0, 4 * 10**8), "hf_gpt2": (1000.0, 1), "hf_gpt2_tanh": (800.0, 1),
              "ours_mamba2": (300.0, 1), "hf_mamba2": (200.0, 1)}  # fmt: skip
-    monkeypatch.setattr(tt, "tokens_per_second", lambda builders, a: {n: rates[n] for n in builders})
+    timed = {}
+
+    def tokens_per_second(builders, a):
+        timed.update(builders)
+        return {n: rates[n] for n in builders}
+
+    monkeypatch.setattr(tt, "tokens_per_second", tokens_per_second)
     monkeypatch.setattr(tt, "matmul_profile", lambda build, a: (0.4, 60.0) if build is tt.build_ours else None)
     size = "d16, 2 layers, seq 8, batch 2"
     evidence = (
@@ -349,6 +355,10 @@ def test_rows_from_measured_rates_by_hand(monkeypatch):
         "bound": evidence,
     }  # fmt: skip
     assert gflops["value"] == 30.0 and gflops["met"] is False
+    # each row times the function it names: exact GELU for "same function", GPT-2's tanh GELU for "as shipped"
+    assert timed["hf_gpt2"](a)[0].config.activation_function == "gelu"
+    assert timed["hf_gpt2_tanh"](a)[0].config.activation_function == "gelu_new"
+    assert timed["ours"] is tt.build_ours and timed["hf_mamba2"] is tt.build_hf_mamba2
 
 
 def test_sgemm_times_an_n_by_n_product_best_of_repeats(monkeypatch):

@@ -70,10 +70,13 @@ gpu-check:
 	PYTHONPATH="$(CURDIR)/src:$(CURDIR)" $(GPU_PYTHON) -m bench.gpu $(GPU_ARGS)
 
 ## mutation: which mutants of the science core the unit suite kills (mutmut; hours on 2 cores, not in CI);
-## writes the per-module table into docs/testing.md. `mutants/` keeps the results: a rerun checks only what changed.
+## writes the per-module table into docs/testing.md. `mutants/` keeps the results, tests/mutation_ledger.tsv keeps
+## them across checkouts (after a stopped run: python tests/mutation_ledger.py save): a rerun checks what changed.
 SHARED ?= $(abspath $(CURDIR)/../shared)
 mutation: $(STAMP)
-	EMERGENCE_SHARED="$(SHARED)" "$(CURDIR)/$(BIN)/mutmut" run --max-children $(WORKERS)
+	"$(CURDIR)/$(BIN)/python" tests/mutation_ledger.py restore
+	EMERGENCE_SHARED="$(SHARED)" "$(CURDIR)/$(BIN)/mutmut" run --max-children $(WORKERS); \
+	  status=$$?; "$(CURDIR)/$(BIN)/python" tests/mutation_ledger.py save && exit $$status
 	"$(CURDIR)/$(BIN)/python" tests/mutation_table.py --write docs/testing.md
 
 clean-venv:

@@ -163,3 +163,30 @@ def test_the_note_counts_checkpoints_whose_chains_had_not_levelled_off():
     assert unsettled_note(curve).startswith("At 1 of 3 checkpoints the chains' loss had not levelled off")
     assert unsettled_note(curve[curve["step"] != 5]).startswith("At every checkpoint the chains' loss had levelled")
     assert unsettled_note(curve.assign(drift=np.nan)).startswith("At 3 of 3")  # unknown is not settled
+
+
+def test_the_rows_a_table_draws_from_follow_its_seed_not_the_global_generator(monkeypatch):
+    """llc_table keeps n_sequences of the rows, a subset drawn by its own seed: the same seed draws the same
+    rows whatever state torch's global generator is in, another seed other rows. Each checkpoint gets them."""
+    import emergence.interp.llc as llc
+
+    drawn = []
+
+    def fake_estimate(model, rows, loss_fn, p, seed):
+        drawn.append(rows)
+        return pd.DataFrame({"chain": [0], "llc": [1.0], "drift": [0.0], "init_loss": [2.0]})
+
+    monkeypatch.setattr(llc, "estimate", fake_estimate)
+    rows = torch.arange(40).unsqueeze(1).expand(40, 3)  # row i holds i: rows are told apart by value
+    p = dataclasses.replace(P, n_sequences=10)
+    subsets = []
+    for global_seed, seed in [(1, 5), (2, 5), (1, 6)]:
+        torch.manual_seed(global_seed)
+        table = llc_table([(3, None), (9, None)], rows, None, p, seed)
+        assert table["step"].tolist() == [3, 9]
+        first, second = drawn[-2:]
+        assert torch.equal(first, second) and first.shape == (10, 3)
+        assert first[:, 0].unique().numel() == 10  # 10 distinct rows of the 40
+        subsets.append(first[:, 0].tolist())
+    assert subsets[0] == subsets[1]  # same seed, other global state
+    assert subsets[0] != subsets[2]  # another seed

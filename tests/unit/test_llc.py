@@ -174,7 +174,8 @@ def test_the_rows_a_table_draws_from_follow_its_seed_not_the_global_generator(mo
 
     def fake_estimate(model, rows, loss_fn, p, seed):
         drawn.append(rows)
-        return pd.DataFrame({"chain": [0], "llc": [1.0], "drift": [0.0], "init_loss": [2.0]})
+        n = float(len(drawn))  # each call's numbers differ; columns in another order than the table's
+        return pd.DataFrame({"init_loss": [n, n], "drift": [-n, n], "llc": [10 * n, 20 * n], "chain": [0, 1]})
 
     monkeypatch.setattr(llc, "estimate", fake_estimate)
     rows = torch.arange(40).unsqueeze(1).expand(40, 3)  # row i holds i: rows are told apart by value
@@ -183,7 +184,10 @@ def test_the_rows_a_table_draws_from_follow_its_seed_not_the_global_generator(mo
     for global_seed, seed in [(1, 5), (2, 5), (1, 6)]:
         torch.manual_seed(global_seed)
         table = llc_table([(3, None), (9, None)], rows, None, p, seed)
-        assert table["step"].tolist() == [3, 9]
+        n = len(drawn) - 1.0  # the first checkpoint's call
+        want = {"step": [3, 3, 9, 9], "chain": [0, 1, 0, 1], "llc": [10 * n, 20 * n, 10 * n + 10, 20 * n + 20]}
+        want |= {"drift": [-n, n, -n - 1, n + 1], "init_loss": [n, n, n + 1, n + 1]}
+        pd.testing.assert_frame_equal(table, pd.DataFrame(want))  # one row per chain and checkpoint, index 0..3
         first, second = drawn[-2:]
         assert torch.equal(first, second) and first.shape == (10, 3)
         assert first[:, 0].unique().numel() == 10  # 10 distinct rows of the 40

@@ -22,15 +22,11 @@ import json
 import sys
 from pathlib import Path
 
+from mutation_table import mutmut_version
+
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER = ROOT / "tests" / "mutation_ledger.tsv"
 HEADER = "# mutmut {version}: file, function, hash, exit codes of mutants 1..n (- = not checked)"
-
-
-def mutmut_version() -> str:
-    from importlib.metadata import version
-
-    return version("mutmut")
 
 
 def _encode(codes: list[int | None]) -> str:

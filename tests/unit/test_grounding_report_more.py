@@ -316,6 +316,8 @@ def test_template_section_sentences_and_order(figures):
     assert lines[-2].startswith("<table><caption>G per architecture and seed, last checkpoint</caption>")
     assert lines[-1].startswith("<details><summary>Templates</summary><table>") and lines[-1].endswith("</details>")
     assert [alt for _, alt in figures] == ["surprisal and grounding gain over training per architecture"]
+    # its interactive plot's id differs from the natural-turn section's on the same page
+    assert part.count('id="plot-template-gain-per-architecture"') == 1
 
 
 def test_template_section_counts_three_templates():

@@ -220,6 +220,11 @@ def test_associations_page_sections_are_the_section_builders(figures):
     assert body["Associations of probe words"] == R._words_section(words_frame())
     assert body["Provenance"] == H.provenance_block(PROVENANCE)
     assert "<h1>Token associations: gradient leading terms</h1>" in page
+    # the other basis, when given, reaches the cosine section (its "Both bases" comparison)
+    lead, other = cosines_frame().assign(basis="corpus"), cosines_frame().assign(basis="first_batch")
+    both = R.associations_page(summary, lead, order_frame(), causal_frame(), words_frame(), PROVENANCE, other)
+    cosine_part = R._cosine_section(lead, "bpe", other)
+    assert "<p>Both bases." in cosine_part and f"<h2>Learned weights against theory</h2>\n{cosine_part}\n" in both
     assert (
         page.count(
             "<p>Early in training, every weight of an attention-only model trained from zero by SGD equals a closed "

@@ -18,6 +18,7 @@ from test_grounding_report_values import (
     table,
     templates_frame,
 )
+from test_interactive import traces
 
 from emergence.core.report import html as H
 from emergence.studies.grounding import report as R
@@ -283,6 +284,13 @@ def test_gain_section_parts_joined_by_newlines_in_order(figures):
     assert len(lines) == 5
     assert lines[0].startswith("<p>G(v) = mean over contexts") and lines[1].startswith("<img alt=")
     assert 'id="plot-natural-turn-gain-per-architecture"' in lines[2]  # G's interactive twin
+    # one series of G per model, over its steps in order; hover names the grouping and G's unit
+    assert [(t["name"], t["x"], t["y"]) for t in traces(lines[2])] == [
+        ("lstm", [0, 150, 300], [-0.1, 0.9, 0.0123456]),
+        ("tf", [0, 100, 200], [0.0, 0.1111111, 0.5308649]),
+    ]
+    hover = "architecture lstm<br>step %{x}<br>grounding gain G (nats) %{y:.4g}<extra></extra>"
+    assert traces(lines[2])[0]["hovertemplate"] == hover
     assert lines[3].startswith("<table><caption>Final checkpoint</caption>")
     assert lines[4].startswith("<details><summary>Every checkpoint</summary><table><thead>")
     assert lines[4].endswith("</table></details>")

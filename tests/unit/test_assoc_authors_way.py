@@ -5,6 +5,7 @@ Expected values are worked by hand."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -125,6 +126,17 @@ def test_the_page_shows_the_second_basis_only_when_given():
     alone, both = _cosine_section(corpus, "bpe"), _cosine_section(corpus, "bpe", first)
     assert "Both bases" not in alone and both.startswith(alone.rsplit("</table>", 1)[0])
     assert "first shuffled batch(es) of the corpus" in both and "W_O &lt; V &lt; W" in both
+    para, table = both.split("\n")[-2:]
+    assert para == (
+        "<p>Both bases. The closed forms above are built from the whole corpus (every training sequence); beside "
+        "them, the same runs against the first shuffled batch(es) of the corpus, as the authors&#x27; code computes "
+        "them (assoc_compare.basis chooses which one leads; docs/associations.md).</p>"
+    )
+    caption = "<caption>Minimum cosine of the deepest runs, over layers and seeds, per basis</caption>"
+    assert table.startswith("<table>" + caption)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", table)
+    assert cells[:4] == ["corpus", "0.999100", "0.999500", "0.999900"]  # six decimals, like table 1
+    assert cells[12:16] == ["paper, Table 2", "0.999914", "0.998800", "0.997891"]  # a BPE run: the paper's row
 
 
 STORIES = ["Tom saw a dog. The dog ran to Tom.", "tom had a red ball. The ball was red.", "A dog and a ball."] * 4

@@ -15,6 +15,7 @@ from test_assoc_report_values import (
     tables,
     words_frame,
 )
+from test_interactive import traces
 
 from emergence.core.report import html as H
 from emergence.studies.assoc import report as R
@@ -276,3 +277,26 @@ def test_a_diverged_loss_prints_as_inf(figures):
     cos.loc[(cos["n_layers"] == 1) & (cos["seed"] == 0), "corpus_loss"] = float("inf")
     (_, _, departed) = tables(R._cosine_section(cos, "word"))[1]
     assert departed[0][4:] == ["0.9990", "3", "1.5000", "inf"]
+
+
+def test_cosine_lines_label_each_curve_by_run_weight_and_layer():
+    cos = pd.DataFrame(
+        {"n_layers": [2, 2, 2], "seed": [3, 3, 3], "step": [1, 2, 2], "layer": [-1, 0, 1],
+         "weight": ["W_O", "W", "V"], "cosine": [0.5, 0.25, 0.125]}
+    )  # fmt: skip
+    got = R.cosine_lines(cos)
+    assert list(got.columns) == ["step", "cls", "value"]
+    assert got["cls"].tolist() == ["L2 s3 W_O", "L2 s3 W (layer 0)", "L2 s3 V (layer 1)"]  # W_O has no layer
+    assert got["step"].tolist() == [1, 2, 2] and got["value"].tolist() == [0.5, 0.25, 0.125]
+
+
+def test_cosine_section_interactive_twin_has_every_curve_and_names_its_axes(figures):
+    part = R._cosine_section(cosines_frame(), "word")
+    plot = part.split("\n")[1]
+    assert 'id="plot-cosines-over-training"' in plot
+    data = {t["name"]: t for t in traces(plot)}
+    assert len(data) == 4 + 4 + 7  # one curve per run, weight and layer
+    assert data["L1 s0 W_O"]["y"] == [0.9999, 0.9995, 0.9989, 0.9992, 0.2]
+    assert data["L2 s0 P (layer 1)"]["y"][2:] == [0.998, 0.9989, 0.999]
+    hover = "run, weight L1 s0 P (layer 0)<br>step %{x}<br>cosine with theory %{y:.4g}<extra></extra>"
+    assert data["L1 s0 P (layer 0)"]["hovertemplate"] == hover

@@ -401,6 +401,15 @@ def test_step_heads_section_and_metrics():
         "Seed 1: top heads per dereference step",
     ]
     assert M.step_heads_section(patching_frame()) == '<p class="note">No head-per-step patching results.</p>'
+    lines = part.split("\n")  # the paragraph, then one table per line
+    assert len(lines) == 4 and all(x.startswith("<table><caption>") for x in lines[1:])
+    assert lines[0] == (
+        "<p>Heads per dereference step: at step k the value moves one link, into the chain line k copies below "
+        "the root. Each head&#x27;s output at that line&#x27;s right-hand side and newline is taken from the "
+        "counterfactual run alone; success is the fraction of pairs (both runs correct, chains of at least k "
+        "links) whose answer follows it. The head with the highest success at step k is the one that moves the "
+        "value at that step. The paper names heads per hop (12 layers; compare roles).</p>"
+    )
     m = M.mechanism_metrics(pat, ablation_frame())
     assert m["heads_by_step"] == {"1": ["0.1 (0.625)", "1.1 (0.375)", "1.0 (0.200)"], "2": ["1.1 (0.400)"]}
     assert m["per_seed"]["1"]["heads_by_step"] == {"1": ["0.1 (0.800)", "1.1 (0.200)", "1.0 (0.100)"]}

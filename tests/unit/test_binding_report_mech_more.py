@@ -400,6 +400,13 @@ def test_step_heads_section_and_metrics():
         "Seed 0: top heads per dereference step",
         "Seed 1: top heads per dereference step",
     ]
+    # (layer, head, success) per row: pooled over the seeds' pairs (head 0.1: (0.1 * 10 + 0.8 * 30) / 40),
+    # then each seed alone; three decimals
+    assert [[(r[2], r[3], r[4]) for r in rows[1:]] for _, rows in all_cells(part)] == [
+        [("0", "1", "0.625"), ("1", "1", "0.375"), ("1", "0", "0.200"), ("1", "1", "0.400")],
+        [("1", "1", "0.900"), ("1", "0", "0.500"), ("0", "1", "0.100"), ("1", "1", "0.400")],
+        [("0", "1", "0.800"), ("1", "1", "0.200"), ("1", "0", "0.100")],
+    ]
     assert M.step_heads_section(patching_frame()) == '<p class="note">No head-per-step patching results.</p>'
     lines = part.split("\n")  # the paragraph, then one table per line
     assert len(lines) == 4 and all(x.startswith("<table><caption>") for x in lines[1:])

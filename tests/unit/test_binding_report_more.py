@@ -503,6 +503,13 @@ def test_the_llc_beside_the_phases_by_hand():
         dict(seed=0, heuristic_from=10, traversal_from=100, llc_rise_from=10, llc_rise_to=100),
         dict(seed=1, heuristic_from=10, traversal_from=-1, llc_rise_from=100, llc_rise_to=1000),
     ]
+    # seed 1 with neither phase row and one checkpoint (no rise): every column says "never" (-1)
+    one = _llc()[lambda t: (t["seed"] == 0) | (t["step"] == 0)]
+    bare = llc_phases(one, phases()[lambda t: t["seed"] == 0])
+    assert bare.to_dict("records")[1] == dict(
+        seed=1, heuristic_from=-1, traversal_from=-1, llc_rise_from=-1, llc_rise_to=-1
+    )
+    assert llc_section(_llc().iloc[:0], phases()) == '<p class="note">No LLC estimates (binding_llc).</p>'
     m = llc_metrics(_llc(), phases())
     assert m["seed0"]["steps"] == [0, 1, 10, 100, 1000]
     assert m["seed0"]["llc"] == pytest.approx([0.05, 0.15, 0.35, 2.05, 2.25])  # mean over the two chains

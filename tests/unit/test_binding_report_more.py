@@ -9,6 +9,7 @@ import html
 import pandas as pd
 import pytest
 from test_grounding_report_values import paras, sections, table, tables
+from test_interactive import traces
 from test_report import (
     PROVENANCE,
     _ablation,
@@ -520,3 +521,21 @@ def test_the_llc_beside_the_phases_by_hand():
     # only seed 1's last checkpoint drifts (1.0 > 10 % of its LLC, 3.05); seed 0's first has LLC 0.05, drift 0
     section = html.unescape(llc_section(_llc(), phases()))
     assert "At 1 of 10 checkpoints the chains' loss had not levelled off" in section
+
+
+def test_the_llc_section_says_its_chains_and_draws_one_curve_per_seed(drawn):
+    lines = llc_section(_llc(), phases()).split("\n")
+    assert lines[0] == (
+        "<p>Local learning coefficient (LLC) of the saved checkpoints, by devinterp&#x27;s SGLD estimator (params "
+        "llc; 2 chains per checkpoint, mean shown, sd over chains in the table): how many effective directions the "
+        "loss rises along around the weights. Below it, where it rises most, beside the phases detected from the "
+        "accuracy.</p>"
+    )
+    ((name, (df, ylabel, legend), _, alt),) = drawn
+    assert (name, ylabel, legend, alt) == ("lines_by_class", "LLC", "seed", "local learning coefficient over training")
+    seed0 = df[df["cls"] == "seed 0"].sort_values("step")
+    assert sorted(set(df["cls"])) == ["seed 0", "seed 1"]
+    assert seed0["value"].tolist() == pytest.approx([0.05, 0.15, 0.35, 2.05, 2.25])  # mean over the two chains
+    twin = traces(lines[2])  # the interactive twin: the same curves, its hover naming seed and LLC
+    assert [t["name"] for t in twin] == ["seed 0", "seed 1"] and twin[0]["y"] == pytest.approx(seed0["value"])
+    assert twin[1]["hovertemplate"] == "seed seed 1<br>step %{x}<br>LLC %{y:.4g}<extra></extra>"

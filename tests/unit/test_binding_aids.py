@@ -6,6 +6,8 @@ import copy
 
 import pandas as pd
 import pytest
+from test_binding_report_more import all_cells, drawn  # noqa: F401 (drawn: a fixture)
+from test_grounding_report_values import paras
 
 from emergence.check import aid_seeds_are_default_seeds
 from emergence.core.config import from_dict, read_params
@@ -260,3 +262,28 @@ def test_the_section_names_each_variants_changes_and_shows_the_table():
     assert "plain: conv_kernel 0, pos learned, act gelu_tanh, tie_embeddings True, format answer_only" in html
     assert "default:" not in html and html.count("<img") == 1 and "<table" in html
     assert "No aid variants" in aids_section(side_by_side().iloc[0:0])
+
+
+def test_the_section_in_full(drawn):  # noqa: F811
+    assert aids_section(side_by_side().iloc[0:0]) == '<p class="note">No aid variants were trained (binding_aids).</p>'
+    part = aids_section(side_by_side())
+    assert paras(part) == [
+        "The default trains with aids the paper's plain GPT-2 does not have: a causal convolution (Canon layer) "
+        "and a target at every line's value. Each variant below trains on the same distribution, seed and number "
+        "of steps without them (no_conv: conv_kernel 0; plain: conv_kernel 0, pos learned, act gelu_tanh, "
+        "tie_embeddings True, format answer_only). Accuracy: held-out test programs at the last checkpoint; phases "
+        "as detected above (-1: never reached); patching: the best layer's success at each chain depth, at the "
+        "right-hand side (rhs) and the newline, over the counterfactual pairs the run answers correctly with and "
+        "without the change (patch pairs)."
+    ]
+    ((caption, _),) = all_cells(part)
+    assert caption == "Each aid taken away: accuracy, phases and patching by chain depth"
+    ((plot, (df, ylabel, legend), kwargs, alt),) = drawn
+    assert (plot, ylabel, legend, kwargs) == ("lines_by_class", "deepest hop accuracy", "variant", {})
+    assert alt == "deepest hop accuracy over training, per variant"
+    got = sorted((c, s, round(v, 6)) for c, s, v in df[["cls", "step", "value"]].itertuples(index=False))
+    deep = ((0, 0.07), (500, 0.35), (1000, 0.7))
+    assert got == sorted((f"{aid} seed1", s, v) for aid in ("plain", "default", "no_conv") for s, v in deep)
+    lines = part.split("\n")  # paragraph, table, png, twin: whole elements, one per line
+    assert [line.split(" ")[0].split(">")[0] for line in lines] == ["<p", "<table", "<img", "<div"]
+    assert all(line.endswith(">") for line in lines)

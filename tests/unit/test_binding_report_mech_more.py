@@ -421,3 +421,22 @@ def test_step_heads_section_and_metrics():
     assert m["heads_by_step"] == {"1": ["0.1 (0.625)", "1.1 (0.375)", "1.0 (0.200)"], "2": ["1.1 (0.400)"]}
     assert m["per_seed"]["1"]["heads_by_step"] == {"1": ["0.1 (0.800)", "1.1 (0.200)", "1.0 (0.100)"]}
     assert m["patching_by_depth"] == M.mechanism_metrics(patching_frame(), ablation_frame())["patching_by_depth"]
+
+
+def test_depth_section_with_newline_cells_only_and_a_weakest_depth_of_zero(drawn):  # noqa: F811
+    # no right-hand side on the chain (skipped, the newline still drawn); the newline patches nowhere:
+    # its weakest depth is 0.00, a measurement, not "not measured"
+    pat = with_newline(0.0)
+    pat = pat.assign(chain_depth=pat["chain_depth"].where(pat["position_class"] == "chain_newline", -1))
+    part = M.depth_section(pat)
+    assert paras(part)[1] == (
+        "The claim reads the newline: of the two, it is where this model's weakest depth (>= 1, best layer) "
+        "patches best (right-hand side not measured, newline 0.00)."
+    )
+    rows = [["layer", "depth 0", "depth 1"], ["0", "0.000", "0.000"], ["1", "0.000", "0.000"]]
+    assert all_cells(part) == [
+        ("At the newline: patch success by layer and chain depth, seeds pooled", rows),
+        ("Seed 0, at the newline: patch success by layer and chain depth", rows),
+        ("Seed 1, at the newline: patch success by layer and chain depth", rows),
+    ]
+    assert [call[1][1] for call in drawn] == ["patch success by chain depth, newline"]

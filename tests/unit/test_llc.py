@@ -19,6 +19,7 @@ from emergence.interp.llc import (
     drift,
     estimate,
     every_kth,
+    largest_rise,
     llc_curve,
     llc_table,
     next_token,
@@ -194,3 +195,13 @@ def test_the_rows_a_table_draws_from_follow_its_seed_not_the_global_generator(mo
         subsets.append(first[:, 0].tolist())
     assert subsets[0] == subsets[1]  # same seed, other global state
     assert subsets[0] != subsets[2]  # another seed
+
+
+def test_the_largest_rise_between_consecutive_checkpoints():
+    def curve(points: dict[int, float]) -> pd.DataFrame:
+        return pd.DataFrame({"step": list(points), "llc": list(points.values())})
+
+    assert largest_rise(curve({10: 1.0})) is None
+    assert largest_rise(curve({10: 1.0, 0: 3.0})) == (0, 10)  # two checkpoints, unsorted: a fall is the largest
+    # 0 -> 10 rises 1, 10 -> 100 rises 2, 100 -> 1000 falls: (10, 100), not a gap between non-neighbours
+    assert largest_rise(curve({1000: 0.5, 0: 1.0, 100: 4.0, 10: 2.0})) == (10, 100)

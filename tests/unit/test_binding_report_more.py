@@ -539,3 +539,25 @@ def test_the_llc_section_says_its_chains_and_draws_one_curve_per_seed(drawn):
     twin = traces(lines[2])  # the interactive twin: the same curves, its hover naming seed and LLC
     assert [t["name"] for t in twin] == ["seed 0", "seed 1"] and twin[0]["y"] == pytest.approx(seed0["value"])
     assert twin[1]["hovertemplate"] == "seed seed 1<br>step %{x}<br>LLC %{y:.4g}<extra></extra>"
+    side, every = all_cells("\n".join(lines[3:]))
+    assert side == (
+        "The LLC's largest rise (between two checkpoints) beside the phase starts, per seed (-1: never reached)",
+        [
+            ["seed", "heuristic_from", "traversal_from", "llc_rise_from", "llc_rise_to"],
+            ["0", "10", "100", "10", "100"],
+            ["1", "10", "-1", "100", "1000"],
+        ],
+    )
+    # every checkpoint, folded away, to 4 decimals: chains 0.1 apart (sd 0.1 / sqrt 2), seed 1's last drifting
+    means = {0: [0.05, 0.15, 0.35, 2.05, 2.25], 1: [0.05, 0.15, 0.25, 0.45, 3.05]}
+    assert every == (
+        "LLC per checkpoint: mean and sd over chains",
+        [["seed", "step", "llc", "llc_sd", "drift", "n_chains"]]
+        + [
+            [str(s), str(step), f"{llc:.4f}", "0.0707", "1.0000" if (s, step) == (1, 1000) else "0.0000", "2"]
+            for s, row in means.items()
+            for step, llc in zip((0, 1, 10, 100, 1000), row)
+        ],
+    )
+    assert lines[5].startswith("<details><summary>Every checkpoint</summary><table><caption>")
+    assert lines[5].endswith("</table></details>") and len(lines) == 6

@@ -287,3 +287,34 @@ def test_the_section_in_full(drawn):  # noqa: F811
     lines = part.split("\n")  # paragraph, table, png, twin: whole elements, one per line
     assert [line.split(" ")[0].split(">")[0] for line in lines] == ["<p", "<table", "<img", "<div"]
     assert all(line.endswith(">") for line in lines)
+
+
+def test_the_rendered_table_seed_by_seed_with_phases_and_pairs_missing():
+    rows = side_by_side()
+    seed0 = rows.assign(seed=0, value=rows["value"].where(rows["measure"] != "accuracy", 0.5))
+    head = ["aid", "seed", "steps", "accuracy", "deepest hop", "heuristic from", "traversal from", "patch pairs"]
+    head += ["rhs d1", "rhs d2", "newline d1"]
+
+    def line(aid: str, seed: int, acc: str, heur: str, trav: str, pairs: str, patch: str) -> list[str]:
+        return [aid, str(seed), "1000", acc, "0.700", heur, trav, pairs, *patch.split()]
+
+    patch = {"default": "0.800 0.600 0.100", "no_conv": "0.200 0.200 0.200", "plain": "0.500 0.500 0.500"}
+    # seeds in order (seed 1's rows come first), the default first within each; starts and pairs as integers
+    ((_, got),) = all_cells(aids_section(pd.concat([rows, seed0], ignore_index=True)))
+    assert got == [
+        head,
+        line("default", 0, "0.500", "500", "1000", "8", patch["default"]),
+        line("no_conv", 0, "0.500", "0", "1000", "4", patch["no_conv"]),
+        line("plain", 0, "0.500", "500", "-1", "2", patch["plain"]),
+        line("default", 1, "0.950", "500", "1000", "8", patch["default"]),
+        line("no_conv", 1, "0.700", "0", "1000", "4", patch["no_conv"]),
+        line("plain", 1, "0.400", "500", "-1", "2", patch["plain"]),
+    ]
+    # no phase rows at all, and one run without its count of pairs: dashes, the rest still integers
+    bare = rows[(rows["measure"] != "phase_start") & ~((rows["aid"] == "plain") & (rows["measure"] == "patch_pairs"))]
+    ((_, got),) = all_cells(aids_section(bare))
+    assert got[1:] == [
+        line("default", 1, "0.950", "–", "–", "8", patch["default"]),
+        line("no_conv", 1, "0.700", "–", "–", "4", patch["no_conv"]),
+        line("plain", 1, "0.400", "–", "–", "–", patch["plain"]),
+    ]

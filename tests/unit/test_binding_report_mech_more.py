@@ -389,6 +389,9 @@ def test_heads_by_step_pool_pairs_over_seeds_and_rank():
     seed0 = M.heads_by_step(step_frame()[lambda d: d["seed"] == 0], top=1)
     assert seed0[["step", "layer", "head"]].values.tolist() == [[1, 1, 1], [2, 1, 1]]
     assert M.heads_by_step(patching_frame()).empty  # no head rows: an empty table, not an error
+    # ties go to the lower layer, then the lower head: four heads at 0.5, rows given highest first
+    tied = step_frame()[lambda d: (d["seed"] == 0) & (d["chain_depth"] == 1)].assign(value=0.5).iloc[::-1]
+    assert M.heads_by_step(tied)[["layer", "head"]].values.tolist() == [[0, 0], [0, 1], [1, 0]]
 
 
 def test_step_heads_section_and_metrics():
@@ -440,3 +443,10 @@ def test_depth_section_with_newline_cells_only_and_a_weakest_depth_of_zero(drawn
         ("Seed 1, at the newline: patch success by layer and chain depth", rows),
     ]
     assert [call[1][1] for call in drawn] == ["patch success by chain depth, newline"]
+
+
+def test_a_tie_goes_to_the_right_hand_side_whichever_position_comes_first(monkeypatch):
+    monkeypatch.setattr(M, "PATCH_AT", dict(reversed(M.PATCH_AT.items())))
+    assert list(M.PATCH_AT) == ["newline", "rhs"]
+    assert M.patching_position(with_newline(0.45)) == "rhs"
+    assert M.patching_position(with_newline(0.46)) == "newline"

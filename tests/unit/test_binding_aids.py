@@ -278,12 +278,20 @@ def test_the_section_in_full(drawn):  # noqa: F811
     ]
     ((caption, _),) = all_cells(part)
     assert caption == "Each aid taken away: accuracy, phases and patching by chain depth"
-    ((plot, (df, ylabel, legend), kwargs, alt),) = drawn
+    ((plot, (_, ylabel, legend), kwargs, alt),) = drawn
     assert (plot, ylabel, legend, kwargs) == ("lines_by_class", "deepest hop accuracy", "variant", {})
     assert alt == "deepest hop accuracy over training, per variant"
+    # each variant's deepest-hop curve scaled its own way, so a curve under another's name shows
+    scale = {"default": 1.0, "no_conv": 0.5, "plain": 0.25}
+    rows = side_by_side()
+    deep = rows["measure"] == "deep_accuracy"
+    rows.loc[deep, "value"] = rows.loc[deep, "value"] * rows.loc[deep, "aid"].map(scale)
+    drawn.clear()
+    aids_section(rows)
+    ((_, (df, _, _), _, _),) = drawn
     got = sorted((c, s, round(v, 6)) for c, s, v in df[["cls", "step", "value"]].itertuples(index=False))
-    deep = ((0, 0.07), (500, 0.35), (1000, 0.7))
-    assert got == sorted((f"{aid} seed1", s, v) for aid in ("plain", "default", "no_conv") for s, v in deep)
+    steps = ((0, 0.07), (500, 0.35), (1000, 0.7))
+    assert got == sorted((f"{aid} seed1", s, round(v * k, 6)) for aid, k in scale.items() for s, v in steps)
     lines = part.split("\n")  # paragraph, table, png, twin: whole elements, one per line
     assert [line.split(" ")[0].split(">")[0] for line in lines] == ["<p", "<table", "<img", "<div"]
     assert all(line.endswith(">") for line in lines)

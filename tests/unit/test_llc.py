@@ -150,7 +150,10 @@ def test_drift_is_the_last_quarter_against_the_one_before_in_llc_units():
     trace = np.array([[1, 1, 1, 1, 2, 2, 3, 3], [5] * 8, [4, 4, 4, 4, 4, 4, 3, 3], [0, 0, 0, 0, 0, 1, 0, 1]], float)
     np.testing.assert_allclose(drift(trace, 10.0), [10.0, 0.0, -10.0, 0.0])  # [-2q:-q] then [-q:]
     np.testing.assert_allclose(drift(trace[:, ::2], 10.0), [10.0, 0.0, -10.0, 0.0])  # 4 draws: q = 1
-    assert np.isnan(drift(trace[:, :3], 10.0)).all()  # fewer than 4 draws: no quarter to compare
+    odd = np.array([[9.0, 0.0, 0.0, 1.0, 2.0]])  # 5 draws: q = 1, so the draw before the last against it
+    np.testing.assert_allclose(drift(odd, 10.0), [10.0])  # the first draws never enter (9 would)
+    short = drift(trace[:, :3], 10.0)  # 4 chains, 3 draws: one nan per chain, not per draw
+    assert short.shape == (4,) and np.isnan(short).all()  # fewer than 4 draws: no quarter to compare
 
 
 def test_the_note_counts_checkpoints_whose_chains_had_not_levelled_off():

@@ -110,6 +110,7 @@ def test_program_config_edges_that_pass(over):
     "over, message",
     [
         (dict(n_lines=0, max_hops=0), "n_lines: must be >= 1, got 0"),
+        (dict(n_lines=True, max_hops=0), "n_lines: must be an integer, got True"),  # a bool is no count
         (dict(min_hops=-1), "min_hops: must be >= 0, got -1"),
         (dict(min_hops=3, max_hops=2), "min_hops: 3 > max_hops 2"),
         (dict(n_lines=4, max_hops=4), "max_hops: a chain of 4 hops needs 5 lines but n_lines is 4"),
@@ -173,6 +174,7 @@ SPLIT = "split: three non-negative fractions summing to 1, got"
     "over, message",
     [
         (dict(n_programs=2), "n_programs: need at least 3 programs, got 2"),
+        (dict(n_programs=True), "n_programs: must be an integer, got True"),  # a bool is no count
         (dict(split=[-0.1, 0.6, 0.5]), f"{SPLIT} [-0.1, 0.6, 0.5]"),  # sums to 1, but one is negative
         (dict(split=[0.5, 0.5, 0.5]), f"{SPLIT} [0.5, 0.5, 0.5]"),  # 1.5: off by far more than the tolerance
         (dict(split=[0.8, 0.1, 0.1000001]), f"{SPLIT} [0.8, 0.1, 0.1000001]"),  # off by 1e-7 > 1e-9

@@ -8,8 +8,15 @@ import pytest
 import torch
 from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
+from emergence.core.config import from_dict
+from emergence.core.io import PipelineError
 from emergence.interp.ablation import ablate_heads, mean_head_activations
-from emergence.studies.binding.ablation import ablation_table, heads_by_hop, rank_routing_heads
+from emergence.studies.binding.ablation import (
+    BindingAblationParams,
+    ablation_table,
+    heads_by_hop,
+    rank_routing_heads,
+)
 from emergence.studies.binding.batches import encode_programs
 from emergence.studies.binding.patching import answer_digits
 from emergence.studies.binding.programs import ProgramConfig
@@ -259,3 +266,26 @@ def test_heads_by_hop_breaks_ties_by_layer_then_head():
     ]
     got = heads_by_hop(pd.DataFrame(rows), top=3)
     assert got[["rank", "layer", "head"]].values.tolist() == [[1, 0, 1], [2, 1, 0], [3, 1, 1]]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"n_programs": 1}, {"modes": ["zero"]}, {"modes": ["mean"]}, {"modes": ["mean", "zero"]}],
+)
+def test_ablation_params_edges_that_pass(values):
+    assert from_dict(BindingAblationParams, values, "binding_ablation") == BindingAblationParams(**values)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"n_programs": 0}, "n_programs: must be >= 1, got 0"),
+        ({"n_programs": True}, "n_programs: must be an integer, got True"),  # a bool is no count
+        ({"modes": []}, "modes: a non-empty subset of ['zero', 'mean'], got []"),
+        ({"modes": ["zero", "resample"]}, "modes: a non-empty subset of ['zero', 'mean'], got ['zero', 'resample']"),
+    ],
+)
+def test_ablation_params_errors_name_the_key(values, message):
+    with pytest.raises(PipelineError) as e:
+        from_dict(BindingAblationParams, values, "binding_ablation")
+    assert str(e.value) == f"binding_ablation.{message}"

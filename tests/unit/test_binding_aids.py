@@ -78,16 +78,26 @@ def test_an_unknown_variant_is_one_line_naming_the_known_ones():
 @pytest.mark.parametrize(
     "values, says",
     [
-        ({"aids": ["no_conv", "fast"], "seeds": [1]}, "binding_aids.aids: ['fast'] unknown"),
-        ({"aids": [], "seeds": [1]}, "aids and seeds each need at least one entry"),
-        ({"aids": ["plain"], "seeds": []}, "aids and seeds each need at least one entry"),
-        ({"aids": ["plain", "plain"], "seeds": [1]}, "listed twice"),
-        ({"aids": ["plain"], "seeds": [1, 1]}, "listed twice"),
+        # the known one (no_conv) is not named among the unknown; the variants are AIDS' keys, in order
+        (
+            {"aids": ["no_conv", "fast", "slow"], "seeds": [1]},
+            ".aids: ['fast', 'slow'] unknown; the variants are no_conv, no_line_values, plain, with_aids",
+        ),
+        ({"aids": [], "seeds": [1]}, ": aids and seeds each need at least one entry, got [], [1]"),
+        ({"aids": ["plain"], "seeds": []}, ": aids and seeds each need at least one entry, got ['plain'], []"),
+        ({"aids": ["plain", "plain"], "seeds": [1]}, ": a variant or seed is listed twice (['plain', 'plain'], [1])"),
+        ({"aids": ["plain"], "seeds": [1, 1]}, ": a variant or seed is listed twice (['plain'], [1, 1])"),
     ],
 )
 def test_bad_aid_params_are_refused(values, says):
-    with pytest.raises(PipelineError, match=says.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(PipelineError) as e:
         from_dict(AidParams, values, "binding_aids")
+    assert str(e.value) == f"binding_aids{says}"
+
+
+def test_every_variant_once_with_distinct_seeds_is_accepted():
+    values = {"aids": ["no_conv", "no_line_values", "plain", "with_aids"], "seeds": [0, 1, 2]}
+    assert from_dict(AidParams, values, "binding_aids") == AidParams(**values)
 
 
 def test_llc_runs_must_be_grounding_runs():

@@ -6,9 +6,11 @@ import pytest
 import torch
 from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
+from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
 from emergence.studies.binding.batches import encode_programs, parse_program
 from emergence.studies.binding.patching import (
+    PatchingParams,
     answer_digits,
     chain_depths,
     head_step_table,
@@ -328,3 +330,14 @@ def test_head_steps_match_one_head_patched_by_hand(pairs):
                 assert cell["value"].iloc[0] == pytest.approx(np.mean(expected))
     assert table["value"].max() > 0  # some head's output moves the answer: the test could fail
     assert set(table["chain_depth"]) == set(range(1, int(kept["hops"].max()) + 1))  # no step 0: the constant
+
+
+def test_patching_params_need_one_pair():
+    # one pair is the least a patching run can average over; none is refused with the key named
+    assert from_dict(PatchingParams, {"n_pairs": 1}, "binding_patching") == PatchingParams(n_pairs=1)
+    with pytest.raises(PipelineError) as e:
+        from_dict(PatchingParams, {"n_pairs": 0}, "binding_patching")
+    assert str(e.value) == "binding_patching.n_pairs: must be >= 1, got 0"
+    with pytest.raises(PipelineError) as e:  # a bool is no count
+        from_dict(PatchingParams, {"n_pairs": True}, "binding_patching")
+    assert str(e.value) == "binding_patching.n_pairs: must be an integer, got True"

@@ -60,3 +60,138 @@ def test_errors_name_the_section_and_key(params, message):
     with pytest.raises(PipelineError) as e:
         load_data_params(params)
     assert str(e.value).startswith(message)
+
+
+def programs(**over) -> ProgramConfig:
+    """binding_programs as a stage loads it, with `over` on top of the defaults."""
+    return load_program_config({"binding_programs": over})
+
+
+def program_error(**over) -> str:
+    with pytest.raises(PipelineError) as e:
+        programs(**over)
+    return str(e.value)
+
+
+P_KEYS = ("p_const", "p_fresh", "p_dead", "p_chain_copy", "p_extend")
+# every shortcut the paper generator may reject, in the order the message lists them (heuristics.SHORTCUTS)
+KNOWN = (
+    "one_value, last_constant, first_constant, most_frequent_digit, query_first_assignment,"
+    " most_common_final_value, query_first_value"
+)
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        dict(n_lines=1, max_hops=0),  # the smallest program: one constant line, queried
+        dict(min_hops=0, max_hops=0),  # a chain of no copies
+        dict(min_hops=2, max_hops=2),  # one hop count only
+        dict(n_lines=5, max_hops=4),  # 4 hops need exactly 5 lines
+        dict(n_lines=40, max_hops=25),  # 25 hops need 26 variables: every letter once
+        dict(heuristic_target=0.01),
+        dict(heuristic_target=0.99),
+        *(dict([(key, p)]) for key in P_KEYS for p in (0.0, 1.0)),  # both ends of [0, 1] for each knob
+        dict(hop_weight_power=0.0),  # uniform prior
+        dict(hop_weight_power=20.0),
+        dict(reject=[]),
+        dict(reject=["one_value", "query_first_value"]),
+        dict(distribution="paper", links="mixed"),
+        dict(max_tries=1),
+    ],
+)
+def test_program_config_edges_that_pass(over):
+    # the section loads, and what it loads is the defaults with exactly these keys changed
+    expected = {**over, "reject": tuple(over["reject"])} if "reject" in over else over
+    assert programs(**over) == ProgramConfig(**expected)
+
+
+@pytest.mark.parametrize(
+    "over, message",
+    [
+        (dict(n_lines=0, max_hops=0), "n_lines: must be >= 1, got 0"),
+        (dict(n_lines=True, max_hops=0), "n_lines: must be an integer, got True"),  # a bool is no count
+        (dict(min_hops=-1), "min_hops: must be >= 0, got -1"),
+        (dict(min_hops=3, max_hops=2), "min_hops: 3 > max_hops 2"),
+        (dict(n_lines=4, max_hops=4), "max_hops: a chain of 4 hops needs 5 lines but n_lines is 4"),
+        (dict(n_lines=40, max_hops=26), "max_hops: a chain of 26 hops needs 27 distinct variables, only 26 exist"),
+        (dict(heuristic_target=0.0), "heuristic_target: must be in (0, 1), got 0.0"),
+        (dict(heuristic_target=1.0), "heuristic_target: must be in (0, 1), got 1.0"),
+        (dict(hop_weight_power=-0.5), "hop_weight_power: a number in [0, 20], got -0.5"),
+        (dict(hop_weight_power=20.5), "hop_weight_power: a number in [0, 20], got 20.5"),
+        (dict(hop_weight_power=float("nan")), "hop_weight_power: a number in [0, 20], got nan"),
+        # unknown names come sorted, the known one among them is not named
+        (dict(reject=["zz", "one_value", "aa"]), f"reject: unknown shortcut(s) ['aa', 'zz'] (known: {KNOWN})"),
+        (dict(links="mixed"), "links: 'mixed' needs distribution: paper (the balanced one lays out its own)"),
+        (dict(max_tries=0), "max_tries: must be >= 1, got 0"),
+    ],
+)
+def test_program_config_errors(over, message):
+    assert program_error(**over) == f"binding_programs.{message}"
+
+
+@pytest.mark.parametrize("key", P_KEYS)
+@pytest.mark.parametrize("p", [-0.1, 1.1])
+def test_each_probability_knob_is_checked_under_its_own_name(key, p):
+    assert program_error(**{key: p}) == f"binding_programs.{key}: must be in [0, 1], got {p}"
+
+
+def test_program_config_validate_names_binding_programs_by_default():
+    # validate() called without a section name (as the generators do) still names the section
+    with pytest.raises(PipelineError) as e:
+        ProgramConfig(n_lines=0).validate()
+    assert str(e.value) == "binding_programs.n_lines: must be >= 1, got 0"
+
+
+def data(**over) -> DataParams:
+    """binding_data as a stage loads it: PARAMS' section with `over` on top."""
+    return load_data_params({**PARAMS, "binding_data": {**PARAMS["binding_data"], **over}})[0]
+
+
+@pytest.mark.parametrize(
+    "over, expected",
+    [
+        # 3 programs split 0.4/0.3/0.3: round(1.2) = 1, round(0.9) = 1, and the last gets 3 - 2 = 1
+        (dict(n_programs=3, split=[0.4, 0.3, 0.3]), dict(n_programs=3, split=(0.4, 0.3, 0.3))),
+        # 10 programs 0.8/0.1/0.1: 8, 1, 1
+        (dict(n_programs=10, split=[0.8, 0.1, 0.1]), dict(n_programs=10, split=(0.8, 0.1, 0.1))),
+        # the sum may miss 1 by well under 1e-9
+        (dict(split=[0.8, 0.1, 0.1 + 1e-12]), dict(split=(0.8, 0.1, 0.1 + 1e-12))),
+        (dict(gen_hops=[0, 25]), dict(gen_hops=(0, 25))),  # 0 hops, and 25: one letter per link
+        (dict(gen_lines=[3, 3], gen_hops=[2, 2]), dict(gen_lines=(3, 3), gen_hops=(2, 2))),  # one-cell ranges
+        (dict(stress_per_hop=0, gen_per_cell=0), dict(stress_per_hop=0, gen_per_cell=0)),  # sets left empty
+    ],
+)
+def test_data_params_edges_that_pass(over, expected):
+    base = dict(n_programs=50, split=(0.8, 0.1, 0.1), gen_per_cell=3, gen_lines=(2, 6), gen_hops=(1, 4))
+    assert data(**over) == DataParams(**{**base, "stress_per_hop": 7, "seed": 11, **expected})
+
+
+SPLIT = "split: three non-negative fractions summing to 1, got"
+
+
+@pytest.mark.parametrize(
+    "over, message",
+    [
+        (dict(n_programs=2), "n_programs: need at least 3 programs, got 2"),
+        (dict(n_programs=True), "n_programs: must be an integer, got True"),  # a bool is no count
+        (dict(split=[-0.1, 0.6, 0.5]), f"{SPLIT} [-0.1, 0.6, 0.5]"),  # sums to 1, but one is negative
+        (dict(split=[0.5, 0.5, 0.5]), f"{SPLIT} [0.5, 0.5, 0.5]"),  # 1.5: off by far more than the tolerance
+        (dict(split=[0.8, 0.1, 0.1000001]), f"{SPLIT} [0.8, 0.1, 0.1000001]"),  # off by 1e-7 > 1e-9
+        (dict(split=[0.7, 0.1, 0.1]), f"{SPLIT} [0.7, 0.1, 0.1]"),  # short of 1
+        # a zero fraction is allowed as a fraction, but leaves its split empty
+        (dict(split=[0.5, 0.5, 0.0]), "split: every split needs >= 1 of 50 programs"),
+        # 10 programs 0.9/0.04/0.06: 9, round(0.4) = 0, 1
+        (dict(n_programs=10, split=[0.9, 0.04, 0.06]), "split: every split needs >= 1 of 10 programs"),
+        (dict(gen_hops=[-1, 3]), "gen_hops: hops must lie in [0, 25] (one variable per chain link), got [-1, 3]"),
+        (dict(gen_hops=[1, 26]), "gen_hops: hops must lie in [0, 25] (one variable per chain link), got [1, 26]"),
+        (dict(stress_per_hop=-1), "stress_per_hop: must be >= 0, got -1"),
+        (dict(gen_per_cell=-1), "gen_per_cell: must be >= 0, got -1"),
+        (dict(gen_lines=[5, 4]), "gen_lines: range [5, 4] is empty"),
+        (dict(gen_hops=[5, 4]), "gen_hops: range [5, 4] is empty"),
+    ],
+)
+def test_data_params_errors(over, message):
+    with pytest.raises(PipelineError) as e:
+        data(**over)
+    assert str(e.value) == f"binding_data.{message}"

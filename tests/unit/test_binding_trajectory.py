@@ -108,6 +108,35 @@ def test_training_rows_keep_logged_loss():
     assert ("train_loss", 2) not in rows
 
 
-def test_phase_params_validation_names_key():
-    with pytest.raises(PipelineError, match="binding_trajectory.heuristic_margin"):
-        from_dict(PhaseParams, {"heuristic_margin": 0.95}, "binding_trajectory")
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"n_programs": 1},
+        # chance is 0.1 (ten digits): a margin must leave room above it, (0, 0.9) open
+        {"heuristic_margin": 0.01},
+        {"heuristic_margin": 0.89},
+        # traversal must beat chance, (0.1, 1]: perfect accuracy is a reachable bar
+        {"traversal_accuracy": 0.11},
+        {"traversal_accuracy": 1.0},
+    ],
+)
+def test_phase_params_edges_that_pass(values):
+    assert from_dict(PhaseParams, values, "binding_trajectory") == PhaseParams(**values)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"n_programs": 0}, "n_programs: must be >= 1, got 0"),
+        ({"n_programs": True}, "n_programs: must be an integer, got True"),  # a bool is no count
+        ({"heuristic_margin": 0.0}, "heuristic_margin: must be in (0, 0.9), got 0.0"),
+        ({"heuristic_margin": 0.9}, "heuristic_margin: must be in (0, 0.9), got 0.9"),
+        ({"heuristic_margin": 0.95}, "heuristic_margin: must be in (0, 0.9), got 0.95"),
+        ({"traversal_accuracy": 0.1}, "traversal_accuracy: must be in (0.1, 1], got 0.1"),
+        ({"traversal_accuracy": 1.05}, "traversal_accuracy: must be in (0.1, 1], got 1.05"),
+    ],
+)
+def test_phase_params_errors_name_the_key(values, message):
+    with pytest.raises(PipelineError) as e:
+        from_dict(PhaseParams, values, "binding_trajectory")
+    assert str(e.value) == f"binding_trajectory.{message}"

@@ -32,10 +32,16 @@ def test_round_trip_on_generated_programs():
 
 def test_encode_names_bad_character_and_position():
     tok = CharTokenizer()
-    with pytest.raises(PipelineError, match=r"'B' at position 4"):
-        tok.encode("a=1\nB=a")
-    with pytest.raises(PipelineError, match=r"' ' at position 1"):
+    # the first character outside the vocabulary is named, not a later one ('C') nor a valid one
+    with pytest.raises(PipelineError) as e:
+        tok.encode("a=1\nB=C")
+    assert str(e.value) == "tokenizer: character 'B' at position 4 is not in the vocabulary"
+    with pytest.raises(PipelineError) as e:
         tok.encode("a =1")
+    assert str(e.value) == "tokenizer: character ' ' at position 1 is not in the vocabulary"
+    with pytest.raises(PipelineError) as e:  # the pad token is no character: "<" is not in the vocabulary
+        tok.encode("<pad>")
+    assert str(e.value) == "tokenizer: character '<' at position 0 is not in the vocabulary"
 
 
 def test_encode_batch_right_pads():
@@ -46,10 +52,16 @@ def test_encode_batch_right_pads():
     assert batch[0, :7].tolist() == tok.encode(texts[0])
     assert (batch[0, 7:] == tok.pad_id).all()
     assert tok.decode(batch[0]) == texts[0]
+    # by hand from the vocabulary: a=15, '='=2, '1'=6, newline=1, '#'=3, ':'=4, b=16; pad 0
+    assert batch.tolist() == [[15, 2, 6, 1, 3, 15, 4, 0, 0, 0, 0], [15, 2, 6, 1, 16, 2, 15, 1, 3, 16, 4]]
     wide = tok.encode_batch(texts, pad_to=16)
+    assert wide[:, :11].tolist() == batch.tolist()
     assert wide.shape == (2, 16) and (wide[:, 11:] == tok.pad_id).all()
-    with pytest.raises(PipelineError, match="pad_to=5"):
-        tok.encode_batch(texts, pad_to=5)
+    exact = tok.encode_batch(texts, pad_to=11)  # as wide as the longest text: no padding on it
+    assert exact.tolist() == batch.tolist()
+    with pytest.raises(PipelineError) as e:
+        tok.encode_batch(texts, pad_to=10)
+    assert str(e.value) == "tokenizer: pad_to=10 is shorter than the longest text (11)"
 
 
 def test_encode_batch_of_nothing_and_of_empty_texts_is_zero_wide():

@@ -296,9 +296,13 @@ def test_extract_turns_columns_and_an_empty_transcript(tmp_path):
     assert str(e.value) == f"{empty}: no utterances, nothing to extract"
 
 
-def test_zip_limits_are_checked_as_params():
-    with pytest.raises(PipelineError, match=r"^childes_extract\.max_ratio: must be >= 1, got 0$"):
-        ExtractParams(max_ratio=0).validate()
+@pytest.mark.parametrize("key", ["max_members", "max_member_mb", "max_total_mb", "max_ratio"])
+def test_zip_limits_are_checked_as_params(key):
+    ExtractParams(**{key: 1}).validate()  # a limit of 1 (one member, one MB, ratio 1) still lets something through
+    with pytest.raises(PipelineError, match=rf"^childes_extract\.{key}: must be >= 1, got 0$"):
+        ExtractParams(**{key: 0}).validate()  # the section's own name when the caller names none
+    with pytest.raises(PipelineError, match=rf"^grounding_extract\.{key}: must be >= 1, got -3$"):
+        ExtractParams(**{key: -3}).validate("grounding_extract")
 
 
 def test_transcripts_where_the_child_never_speaks_are_listed(tmp_path):

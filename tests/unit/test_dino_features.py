@@ -264,10 +264,33 @@ def test_bad_images_name_the_file_unless_skipped(tiny_dir, tmp_path):
         encode_images([bad], params(tiny_dir, skip_bad_images=True), enc, tmp_path / "cache")
 
 
-@pytest.mark.parametrize("key,value", [("pool_grid", -1), ("batch_size", 0), ("image_size", 0), ("seed", -1)])
-def test_validate_names_the_key(key, value):
-    with pytest.raises(PipelineError, match=rf"grounding_images.{key}: must be >= "):
-        EncoderParams(**{key: value}).validate("grounding_images")
+# pool_grid 0 keeps every patch and seed 0 is a seed; image_size and batch_size count pixels and images
+@pytest.mark.parametrize("key, low", [("seed", 0), ("image_size", 1), ("pool_grid", 0), ("batch_size", 1)])
+def test_validate_takes_each_lower_bound_and_names_the_key_one_below(key, low):
+    EncoderParams(**{key: low}).validate("grounding_images")  # the bound itself passes
+    with pytest.raises(
+        PipelineError, match=rf"^{re.escape(f'grounding_images.{key}: must be >= {low}, got {low - 1}')}$"
+    ):
+        EncoderParams(**{key: low - 1}).validate("grounding_images")
+
+
+@pytest.mark.parametrize(
+    "name, local_dir, ok",
+    [
+        ("facebook/dinov2-small", "", True),  # the default: a model name alone
+        ("", "data/user/dinov2", True),  # a directory alone
+        ("facebook/dinov2-small", "data/user/dinov2", True),  # both: the directory wins later
+        ("", "", False),  # neither: nothing to load
+    ],
+)
+def test_validate_needs_a_model_name_or_a_local_dir(name, local_dir, ok):
+    p = EncoderParams(name=name, local_dir=local_dir)
+    if ok:
+        p.validate("grounding_images")
+        return
+    message = "grounding_images.name: set a DINOv2 model name or grounding_images.local_dir"
+    with pytest.raises(PipelineError, match=rf"^{re.escape(message)}$"):
+        p.validate("grounding_images")
 
 
 def test_the_paper_profile_needs_pretrained_weights_and_says_where(tmp_path, monkeypatch):

@@ -1,5 +1,7 @@
 """Tuned lens: the logit lens at init, the model's own surprisal on top, padding-proof, a frozen model stays frozen."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -117,11 +119,20 @@ def test_same_seed_same_lens(arch):
     assert not all(torch.equal(v, c.state_dict()[k]) for k, v in a.state_dict().items())
 
 
-@pytest.mark.parametrize("key,value", [("steps", 0), ("batch_size", 0), ("lr", 0.0), ("lr", -1e-3)])
-def test_params_validate_names_the_key(key, value):
-    LensParams().validate("tuned_lens")
-    with pytest.raises(PipelineError, match=rf"tuned_lens\.{key}"):
-        LensParams(**{key: value}).validate("tuned_lens")
+# steps and batch_size count from 1; any positive learning rate, however small, is a learning rate
+@pytest.mark.parametrize(
+    "key, last_valid, value, message",
+    [
+        ("steps", 1, 0, "steps: must be >= 1, got 0"),
+        ("batch_size", 1, 0, "batch_size: must be >= 1, got 0"),
+        ("lr", 1e-9, 0.0, "lr: must be > 0, got 0.0"),
+        ("lr", 0.5, -1e-3, "lr: must be > 0, got -0.001"),  # 0.5: a rate below 1 passes too
+    ],
+)
+def test_params_validate_names_the_key(key, last_valid, value, message):
+    LensParams(**{key: last_valid}).validate("grounding_lens")
+    with pytest.raises(PipelineError, match=rf"^grounding_lens\.{re.escape(message)}$"):
+        LensParams(**{key: value}).validate("grounding_lens")
 
 
 def test_translator_adds_its_affine_map_to_the_identity():

@@ -1,0 +1,85 @@
+"""The small params sections of the grounding and visual studies, read as from params.yaml (from_dict):
+each bound itself passes, one past it is refused with the key, the bound and the value in one line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from emergence.core.config import from_dict
+from emergence.core.io import PipelineError
+from emergence.studies.grounding.ablation import HeadAblationParams
+from emergence.studies.grounding.cooc import CoocParams
+from emergence.studies.grounding.inputs import SaliencyParams
+from emergence.studies.grounding.marking import MarkingParams
+from emergence.studies.grounding.visual_inputs import VisualRuns
+
+
+def refused(cls, values: dict, where: str, message: str) -> None:
+    with pytest.raises(PipelineError, match=rf"^{re.escape(message)}$"):
+        from_dict(cls, values, where)
+
+
+# --- one integer with a lower bound: n_draws >= 1 (a control needs a draw), batch_size >= 1, seed >= 0 ---
+
+
+@pytest.mark.parametrize(
+    "cls, where, base, key, low",
+    [
+        (HeadAblationParams, "grounding_ablation", {}, "n_draws", 1),
+        (SaliencyParams, "grounding_saliency", {"models": ["t4"]}, "batch_size", 1),
+        (MarkingParams, "grounding_marking", {}, "seed", 0),
+    ],
+)
+def test_each_bound_passes_and_one_below_is_refused(cls, where, base, key, low):
+    assert getattr(from_dict(cls, {**base, key: low}, where), key) == low
+    refused(cls, {**base, key: low - 1}, where, f"{where}.{key}: must be >= {low}, got {low - 1}")
+    refused(cls, {**base, key: True}, where, f"{where}.{key}: must be an integer, got True")  # a bool is no count
+
+
+# --- co-occurrence features: a non-empty subset of the known ones ---
+
+
+@pytest.mark.parametrize("features", [["pmi"], ["log_lan", "log_cooc"], ["log_cooc", "pmi", "p_lan_given_env"]])
+def test_cooc_features_may_be_any_non_empty_subset(features):
+    assert from_dict(CoocParams, {"features": features}, "grounding_cooc").features == features
+
+
+@pytest.mark.parametrize("features", [[], ["pmi", "tfidf"], ["PMI"]])
+def test_cooc_features_refuse_none_or_an_unknown_one(features):
+    known = "['log_cooc', 'pmi', 'p_lan_given_env', 'log_env', 'log_lan']"  # cooc.FEATURES, in its order
+    message = f"grounding_cooc.features: a non-empty subset of {known}, got {features}"
+    refused(CoocParams, {"features": features}, "grounding_cooc", message)
+
+
+# --- visual runs: settings from caption / image, models and seeds distinct and non-empty ---
+
+RUNS = {"settings": ["caption", "image"], "models": ["t4", "l4"], "seeds": [0, 1]}
+
+
+@pytest.mark.parametrize("settings", [["caption"], ["image"], ["image", "caption"]])
+def test_visual_runs_take_one_or_both_settings(settings):
+    runs = from_dict(VisualRuns, {**RUNS, "settings": settings}, "visual_runs")
+    assert runs.names(["t4"]) == [f"{s}_t4_seed{k}" for s in settings for k in (0, 1)]
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("settings", []),
+        ("settings", ["caption", "audio"]),  # unknown, though distinct
+        ("settings", ["image", "image"]),  # known, but twice
+        ("models", []),
+        ("models", ["t4", "t4"]),
+        ("seeds", []),
+        ("seeds", [3, 3]),
+    ],
+)
+def test_visual_runs_refuse_empty_unknown_or_repeated_values(key, value):
+    what = {
+        "settings": "distinct values of ['caption', 'image']",
+        "models": "distinct model names, at least one",
+        "seeds": "distinct seeds, at least one",
+    }[key]
+    refused(VisualRuns, {**RUNS, key: value}, "visual_runs", f"visual_runs.{key}: {what}, got {value}")

@@ -18,6 +18,7 @@ from emergence.core.profile import merge_into
 from emergence.core.resources import (
     attn_only_workload,
     declared_values,
+    device_need_mb,
     job_resources,
     mem_mb,
     on_device,
@@ -200,6 +201,15 @@ def test_host_memory_at_a_step_boundary_on_a_gpu_and_on_a_cpu():
     w = SimpleNamespace(state_bytes=128 * 2**20, activation_bytes=64 * 2**20)
     assert mem_mb(w, "cuda") == 1280 and mem_mb(w, "auto") == 1280
     assert mem_mb(w, "cpu") == 1536  # 1024 + 2 (128 + 64) = 1408 -> 1536
+
+
+def test_device_need_is_the_estimate_without_the_safety_factor():
+    """What `python -m emergence check` holds against the device: 128 + 64 MiB on a GPU (its own memory
+    holds state and activations), beside the 1024 MB process on a CPU. A byte over a MiB is one MiB more."""
+    w = SimpleNamespace(state_bytes=128 * 2**20, activation_bytes=64 * 2**20)
+    assert (device_need_mb(w, on_gpu=True), device_need_mb(w, on_gpu=False)) == (192, 1216)
+    w = SimpleNamespace(state_bytes=2**20, activation_bytes=1)
+    assert (device_need_mb(w, on_gpu=True), device_need_mb(w, on_gpu=False)) == (2, 1026)
 
 
 def test_missing_sections_are_named_with_the_job():

@@ -3,6 +3,8 @@ and the smallest fit order_slopes makes (two points)."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -34,8 +36,9 @@ def test_runs_bounds_and_messages():
 
 
 def test_compare_and_causal_bounds_and_messages():
-    CompareParams(window_epochs=1).validate("sec")
+    CompareParams(window_epochs=1, basis_batches=1).validate("sec")
     assert refusal(CompareParams(window_epochs=0)) == "sec.window_epochs: must be >= 1, got 0"
+    assert refusal(CompareParams(basis_batches=0)) == "sec.basis_batches: must be >= 1, got 0"
     CausalParams(n_sequences=0).validate("sec")
     assert refusal(CausalParams(n_sequences=-1)) == "sec.n_sequences: must be >= 0, got -1"
 
@@ -60,6 +63,11 @@ def test_train_params_bounds_and_messages():
     assert refusal(AssocTrainParams(**{**edge, "epochs": 0})) == "sec.epochs: must be >= 1, got 0"
     for key in ("batch_size", "dense_until", "n_log_checkpoints", "checkpoint_every_epochs"):
         assert refusal(AssocTrainParams(**{**edge, key: -1})) == f"sec.{key}: must be >= 0, got -1"
+    # a checkpoint interval must be finite; -inf is caught here too, before the check of >= 0
+    for value, shown in [(math.inf, "inf"), (-math.inf, "-inf"), (math.nan, "nan")]:
+        assert refusal(AssocTrainParams(**{**edge, "checkpoint_every_epochs": value})) == (
+            f"sec.checkpoint_every_epochs: must be a finite number, got {shown}"
+        )
 
 
 def test_two_points_give_their_exact_slope():

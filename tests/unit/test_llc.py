@@ -4,6 +4,9 @@ than at a degenerate one, the same per seed, a diverged chain named, the packed 
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
+import sys
 
 import numpy as np
 import pandas as pd
@@ -130,20 +133,61 @@ def test_every_kth_keeps_the_first_and_the_last():
     assert every_kth(list(range(4)), 1) == [0, 1, 2, 3]
 
 
+INT_KEYS = ("num_chains", "num_draws", "batch_size", "n_sequences", "every")
+
+
+def whole(message: str) -> str:
+    return f"^{re.escape(message)}$"
+
+
 @pytest.mark.parametrize(
-    "values, says",
+    "values, message",
     [
-        ({"num_chains": 1}, "llc.num_chains: at least 2"),
-        ({"num_draws": 0}, "llc.num_draws: an integer >= 1"),
-        ({"lr": 0}, "llc.lr: a number > 0"),
-        ({"n_beta": float("inf")}, "llc.n_beta: a number > 0"),
-        ({"localization": -1}, "llc.localization: a number >= 0"),
-        ({"every": 0}, "llc.every: an integer >= 1"),
+        # each integer key by its own name: 0 is the first value below 1
+        *[({key: 0}, f"llc.{key}: an integer >= 1, got 0") for key in INT_KEYS],
+        # one chain is an integer >= 1 but gives no spread over chains
+        ({"num_chains": 1}, "llc.num_chains: at least 2 (the spread over chains is reported), got 1"),
+        # lr and n_beta are open at 0 and must be finite (from_dict makes the floats)
+        *[({key: 0}, f"llc.{key}: a number > 0, got 0.0") for key in ("lr", "n_beta")],
+        *[({key: -1e-4}, f"llc.{key}: a number > 0, got -0.0001") for key in ("lr", "n_beta")],
+        *[({key: math.inf}, f"llc.{key}: a number > 0, got inf") for key in ("lr", "n_beta")],
+        *[({key: math.nan}, f"llc.{key}: a number > 0, got nan") for key in ("lr", "n_beta")],
+        # no pull at all (0) is allowed, a push away is not
+        ({"localization": -1}, "llc.localization: a number >= 0, got -1.0"),
     ],
 )
-def test_bad_settings_are_one_line(values, says):
-    with pytest.raises(PipelineError, match=says):
+def test_bad_settings_are_one_line(values, message):
+    with pytest.raises(PipelineError, match=whole(message)):
         from_dict(LLCParams, values, "llc")
+
+
+def test_the_last_valid_settings_pass_as_given():
+    # one below each of these fails above: 2 chains, 1 of everything else, the smallest positive float
+    # for lr and n_beta, no localization
+    tiny = math.ulp(0.0)
+    values = dict(num_chains=2, num_draws=1, batch_size=1, n_sequences=1, every=1, lr=tiny, n_beta=tiny, localization=0)
+    assert from_dict(LLCParams, values, "llc") == LLCParams(2, 1, tiny, tiny, 0.0, 1, 1, 1)
+    # the largest finite float is still a step size and a temperature
+    big = sys.float_info.max
+    assert from_dict(LLCParams, {"lr": big, "n_beta": big}, "llc") == LLCParams(lr=big, n_beta=big)
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        # a bool is an int to Python, but True chains is no setting
+        *[(key, True, f"llc.{key}: an integer >= 1, got True") for key in INT_KEYS],
+        *[(key, 2.0, f"llc.{key}: an integer >= 1, got 2.0") for key in INT_KEYS],
+        *[(key, True, f"llc.{key}: a number > 0, got True") for key in ("lr", "n_beta")],
+        *[(key, None, f"llc.{key}: a number > 0, got None") for key in ("lr", "n_beta")],
+        ("localization", True, "llc.localization: a number >= 0, got True"),
+        ("localization", None, "llc.localization: a number >= 0, got None"),
+    ],
+)
+def test_settings_of_the_wrong_type_built_in_code_are_named(key, value, message):
+    # from_dict stops these types before validate; validate still guards an LLCParams built in code
+    with pytest.raises(PipelineError, match=whole(message)):
+        dataclasses.replace(LLCParams(), **{key: value}).validate("llc")
 
 
 def test_drift_is_the_last_quarter_against_the_one_before_in_llc_units():

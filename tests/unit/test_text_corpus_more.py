@@ -89,6 +89,19 @@ def test_load_corpus_accepts_a_single_id_and_the_last_id(tmp_path):
         (CorpusConfig(8, 4, max_sequences=-1), "corpus.max_sequences: must be >= 0, got -1"),
         (CorpusConfig(8, 4, min_count=0), "corpus.min_count: must be >= 1, got 0"),
         (CorpusConfig(8, 4, sequences="chunks"), "corpus.sequences: must be stories or windows, got 'chunks'"),
+        (CorpusConfig(8, 4, story_filter="all"), "corpus.story_filter: must be prefix or whole, got 'all'"),
+        (CorpusConfig(8, 4, bpe_specials=True), "corpus.bpe_specials: only with tokenizer: bpe, got tokenizer 'word'"),
+        # bpe_specials keeps every type: min_count 2 would leave some out
+        (
+            CorpusConfig(8, 4, tokenizer="bpe", bpe_specials=True, min_count=2),
+            "corpus.min_count: bpe_specials keeps the tokenizer's whole vocabulary (the authors'), "
+            "so no type is left out; set min_count: 1, got 2",
+        ),
+        # the 4 specials (<unk> <pad> <s> </s>) and 2 types at least: 5 is one short
+        (
+            CorpusConfig(5, 4, tokenizer="bpe", bpe_specials=True),
+            "corpus.vocab_size: bpe_specials needs >= 6, got 5",
+        ),
     ],
 )
 def test_build_corpus_reports_a_bad_config_under_corpus(cfg, message):
@@ -102,6 +115,21 @@ def test_boundary_configs_are_accepted():
     assert c.sequences.tolist() == [[0, 1], [0, 1]]
     stories = build_corpus(["a b a", "b a b b"], CorpusConfig(2, 2, sequences="stories"), "src.txt")
     assert stories.sequences.tolist() == [[1, 0, 1], [0, 1, 0]]  # b 4, a 3: b is id 0
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        # min_count above 1 is fine without bpe_specials
+        CorpusConfig(2, 1, min_count=2),
+        # the other value of each choice: stories, and the whole document's tokens in the vocabulary
+        CorpusConfig(2, 1, sequences="stories", story_filter="whole"),
+        # bpe_specials at its smallest vocabulary, 4 specials + 2 types, with min_count 1
+        CorpusConfig(6, 1, tokenizer="bpe", bpe_specials=True),
+    ],
+)
+def test_edge_configs_validate(cfg):
+    assert cfg.validate() is None  # no error
 
 
 def test_a_single_surviving_sequence_is_a_corpus():
@@ -183,11 +211,20 @@ def test_lexicon_reaches_the_paper_vocabulary_with_201_token_stories():
 @pytest.mark.parametrize(
     ("cfg", "message"),
     [
+        (StoryConfig(n_stories=0), "stories.n_stories: must be >= 1, got 0"),
         (StoryConfig(frames=0), "stories.frames: must be >= 1, got 0"),
         (StoryConfig(lexicon=-1), "stories.lexicon: must be >= 0, got -1"),
         (StoryConfig(lexicon=70**3 + 1), "stories.lexicon: at most 343000 invented names, got 343001"),
     ],
 )
 def test_story_widening_knobs_are_validated(cfg, message):
-    with pytest.raises(PipelineError, match=re.escape(message)):
+    # no argument: generate_stories calls it so, and its errors read "stories."
+    with pytest.raises(PipelineError, match=f"^{re.escape(message)}$"):
         cfg.validate()
+
+
+def test_the_last_valid_story_settings_pass():
+    # one story of one frame with natural names only; and every three-syllable name's count of invented
+    # names (70 syllables: 70**3), one below the first refused above
+    assert StoryConfig(n_stories=1, frames=1, lexicon=0).validate() is None
+    assert StoryConfig(lexicon=70**3).validate() is None

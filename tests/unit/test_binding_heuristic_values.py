@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from emergence.studies.binding.heuristics import CONTROLLED, HEURISTICS, match_pattern, one_value
+from emergence.core.io import PipelineError
+from emergence.studies.binding.heuristics import CONTROLLED, HEURISTICS, evaluate, match_pattern, one_value
 from emergence.studies.binding.programs import Program
 from emergence.studies.binding.sets import heuristic_table
 from emergence.studies.binding.trajectory import PhaseParams, checkpoint_rows, detect_phases
@@ -80,10 +81,21 @@ def test_heuristics_match_a_second_implementation_on_random_programs():
         ("a=5\nb=a\na=2\nb=3\n#b:", "query_first_value", 5),  # b's first write copies a=5
         ("a=5\nb=a\na=2\nb=3\n#b:", "query_first_assignment", -1),  # ... which is no constant
         ("b=0\nb=4\n#b:", "query_first_assignment", 0),
+        # no guess at all is -1, never a digit: a program text with no constant, a query never assigned
+        ("a=b\nc=a\n#c:", "last_constant", -1),
+        ("a=b\nc=a\n#c:", "first_constant", -1),
+        ("a=b\nc=a\n#c:", "most_frequent_digit", -1),
+        ("a=4\n#c:", "query_first_assignment", -1),
     ],
 )
 def test_heuristic_boundaries_by_hand(text, name, want):
     assert HEURISTICS[name](program(text)) == want
+
+
+def test_a_copy_of_an_unassigned_variable_is_named_with_its_line():
+    with pytest.raises(PipelineError) as e:
+        evaluate([("a", "1"), ("b", "c")])
+    assert str(e.value) == "line 1 'b=c': copies undefined variable 'c'"
 
 
 def test_one_value_and_match_pattern_by_hand():

@@ -4,22 +4,12 @@ and checked against the independent readers (programs.trace, interpreter.run_pro
 import random
 
 import pytest
+from scripted import Scripted
 
 from emergence.studies.binding import balanced as b
 from emergence.studies.binding.heuristics import match_pattern
 from emergence.studies.binding.interpreter import run_program
 from emergence.studies.binding.programs import ProgramConfig, trace
-
-
-class Scripted(random.Random):
-    """random() returns the given numbers in order; running out (an extra draw) raises IndexError."""
-
-    def __init__(self, draws, tail=None):
-        super().__init__(0)
-        self.draws, self.tail = list(draws), tail
-
-    def random(self):
-        return self.draws.pop(0) if self.draws or self.tail is None else self.tail.random()
 
 
 class Zero(random.Random):

@@ -1,15 +1,20 @@
 """What interp/llc.estimate hands devinterp's sampler: the settings under their own names, the rows as
 the dataset, the initial-loss batch count, the device the model is on, a private output folder, and a
-loss read in eval mode. The sampler is replaced by a spy that stops the call, so no chain runs."""
+loss read in eval mode. The sampler is replaced by a spy that stops the call, so no chain runs; then
+what estimate makes of a given devinterp result: the table, and the line naming a chain that diverged."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import devinterp.slt.llc
 import devinterp.slt.sampling
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+from emergence.core.io import PipelineError
 from emergence.interp.llc import LLCParams, estimate
 
 
@@ -77,3 +82,43 @@ def test_the_sampler_reads_the_loss_in_eval_mode(seen):
     got = seen["loss_fn"](model, rows)
     assert not model.training
     torch.testing.assert_close(got, loss(model, rows))  # in eval mode the dropout is off: the same twice
+
+
+class Result:
+    """What devinterp's compute_llc returns, as far as estimate reads it: xarray-like fields with .values."""
+
+    def __init__(self, trace, per_chain, init):
+        self.loss_trace = type("V", (), {"values": np.asarray(trace, dtype=float)})()
+        self.llc_per_chain = type("V", (), {"values": np.asarray(per_chain)})()
+        self.init_loss = init
+
+
+@pytest.fixture
+def result(monkeypatch) -> dict:
+    """The sampler returns at once; compute_llc returns whatever the test puts in box["result"]."""
+    box: dict = {}
+    monkeypatch.setattr(devinterp.slt.sampling, "sample", lambda **kwargs: "samples")
+    monkeypatch.setattr(devinterp.slt.llc, "compute_llc", lambda samples: box["result"])
+    return box
+
+
+def test_the_table_is_one_row_per_chain_with_its_drift_and_the_initial_loss(result):
+    # 3 chains of 8 draws: drift = n_beta * (mean of the last 2 - mean of the 2 before)
+    trace = np.array([[5.0] * 8, [1, 1, 1, 1, 2, 2, 4, 4], [9, 9, 9, 9, 3, 3, 1, 1]])
+    result["result"] = Result(trace, np.array([7, 8, 9]), 0.25)  # ints: the table holds floats
+    table = estimate(torch.nn.Linear(4, 2), torch.zeros(20, 4, dtype=torch.long), loss, P, seed=0)
+    want = pd.DataFrame(
+        {"chain": [0, 1, 2], "llc": [7.0, 8.0, 9.0], "drift": [0.0, 30.0 * 2, 30.0 * -2], "init_loss": 0.25}
+    )
+    pd.testing.assert_frame_equal(table, want, check_index_type=False, check_column_type=False)
+
+
+def test_a_chain_whose_llc_is_not_finite_with_a_finite_loss_is_named_at_its_draws(result):
+    """A loss that turned nan names its SGLD step (test_llc.py runs one); an inf LLC from finite losses
+    has no step to name."""
+    result["result"] = Result(np.ones((2, 4)), np.array([1.0, np.inf]), 1.0)
+    with pytest.raises(PipelineError) as e:
+        estimate(torch.nn.Linear(4, 2), torch.zeros(20, 4, dtype=torch.long), loss, P, seed=0)
+    assert str(e.value) == (
+        "llc: chain 1 diverged at its draws (loss not finite); lower llc.lr or raise llc.localization"
+    )

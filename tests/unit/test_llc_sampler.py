@@ -6,6 +6,7 @@ what estimate makes of a given devinterp result: the table, and the line naming 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import devinterp.slt.llc
 import devinterp.slt.sampling
@@ -88,8 +89,8 @@ class Result:
     """What devinterp's compute_llc returns, as far as estimate reads it: xarray-like fields with .values."""
 
     def __init__(self, trace, per_chain, init):
-        self.loss_trace = type("V", (), {"values": np.asarray(trace, dtype=float)})()
-        self.llc_per_chain = type("V", (), {"values": np.asarray(per_chain)})()
+        self.loss_trace = SimpleNamespace(values=np.asarray(trace, dtype=float))
+        self.llc_per_chain = SimpleNamespace(values=np.asarray(per_chain))
         self.init_loss = init
 
 

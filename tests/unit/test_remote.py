@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,25 @@ def test_default_sibling_store_takes_a_push_but_cannot_serve_a_pull_until_it_exi
     assert code == 0 and f"shared ({store})" in out
     store.mkdir()
     assert check(repo, "pull")[0] == 0
+
+
+def test_warnings_from_asyncssh_modules_stay_off_the_one_line_and_no_others(monkeypatch, capsys):
+    """cryptography 51 made asyncssh's import warn (DSA deprecated): ten lines above the check's one."""
+    origins = ["asyncssh", "asyncssh.crypto.misc", "asyncssh_extra", "dvc_ssh", "emergence.core.remote"]
+
+    def check_remote(root, action):
+        for module in origins:
+            warnings.warn_explicit(f"from {module}", UserWarning, f"{module}.py", 1, module=module)
+        return "shared (/store)"
+
+    monkeypatch.setattr(remote, "check_remote", check_remote)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert remote.main(["--for", "pull"]) == 0
+        warnings.warn_explicit("after", UserWarning, "a.py", 1, module="asyncssh.crypto.misc")
+    shown = ["from asyncssh_extra", "from dvc_ssh", "from emergence.core.remote", "after"]
+    assert [str(w.message) for w in seen] == shown
+    assert capsys.readouterr().out == "DVC remote shared (/store): ready to pull\n"
 
 
 def test_a_push_into_a_folder_whose_parent_is_missing_is_refused(repo, tmp_path):

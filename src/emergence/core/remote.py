@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 from emergence.core.io import PipelineError
@@ -112,13 +113,22 @@ def ssh_answers(address: tuple[str, int] | None, where: str, name: str, timeout:
         raise PipelineError(f"{where}: {host}:{port} closed the connection without an SSH greeting; {how_to_set(name)}")
 
 
+def quiet_transport_imports() -> None:
+    """Ignore warnings raised inside asyncssh's modules (dvc-ssh imports it). Since cryptography 51 its
+    import warns that DSA is deprecated, ten lines of source quotes on stderr above this check's one
+    line; they concern asyncssh's authors, not a user setting a remote. Call inside catch_warnings."""
+    warnings.filterwarnings("ignore", module=r"asyncssh(\.|$)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emergence remote", description=__doc__.splitlines()[0])
     parser.add_argument("--for", dest="action", choices=("push", "pull"), required=True)
     parser.add_argument("--root", type=Path, default=Path("."))
     args = parser.parse_args(argv)
     try:
-        described = check_remote(args.root, args.action)
+        with warnings.catch_warnings():
+            quiet_transport_imports()
+            described = check_remote(args.root, args.action)
     except PipelineError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -11,25 +11,37 @@ folder appears, the export is loaded back with `from_pretrained` and its logits 
 random sequences (max difference <= 1e-5); nothing is written when that, or anything before, fails.
 `--to transformer-lens` also loads the export into TransformerLens 4's TransformerBridge (the optional
 extra `.[interp]`) and compares its logits alike.
+
+OUT gets a marker, `.emergence-export.json` (the source, the target, the files written). An existing OUT
+is replaced only when it is empty or (--force) holds a previous export and nothing else, and never when
+it is the current folder or a parent of it, a checkout, data/, reports/, .git, .dvc, or a folder that
+params.yaml's paths name or hold.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers.utils import logging as hf_logging
 
+from emergence.core.config import PARAMS_FILE, read_params, section
 from emergence.core.io import PipelineError, remove_tree
 from emergence.core.models.hf import to_hf
 from emergence.core.train import list_checkpoints, load_checkpoint
+from emergence.core.train.checkpoint import write_failed
 
 TOLERANCE = 1e-5  # max |logit difference| between our model and the loaded export
 TARGETS = ("hf", "transformer-lens")
+MARKER = ".emergence-export.json"  # what the export wrote: the only folder content --force may replace
+KEPT = ("data", "reports")  # a checkout's artifacts (DVC cache and scratch included) and committed reports
 
 
 def step_dir_of(path: Path) -> Path:
@@ -108,8 +120,7 @@ def export(checkpoint: Path, out: Path, to: str = "hf", tokenizer: str | None = 
     """Write the export of `checkpoint` into `out` (see the module doc); returns the checked logit difference."""
     if to not in TARGETS:
         raise PipelineError(f"--to {to}: one of {', '.join(TARGETS)}")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise PipelineError(f"{out}: exists and is not empty (--force replaces it)")
+    _may_write(out, force)
     step_dir = step_dir_of(checkpoint)
     model, info = load_checkpoint(step_dir)
     hf = to_hf(model)
@@ -120,14 +131,110 @@ def export(checkpoint: Path, out: Path, to: str = "hf", tokenizer: str | None = 
     part = out.with_name(f".{out.name}.partial-{os.getpid()}")
     remove_tree(part, ignore_errors=True)  # our own leftover of a killed run with this pid only
     try:
-        hf.save_pretrained(part, safe_serialization=True)
-        hf_tokenizer(tokens, kind).save_pretrained(part)
-        (part / "emergence.json").write_text(json.dumps({"source": str(step_dir), **info}, indent=2))
+        with _write_errors(out, model):
+            part.mkdir(parents=True)  # ours alone: a folder already there (someone else's) stops it
+            hf.save_pretrained(part, safe_serialization=True)
+            hf_tokenizer(tokens, kind).save_pretrained(part)
+            (part / "emergence.json").write_text(json.dumps({"source": str(step_dir), **info}, indent=2))
+            _mark(part, step_dir, to)
         diff = _check(model, part, to, cfg)
-        _replace(part, out)
+        with _write_errors(out, model):
+            _replace(part, out, force)
     finally:
         remove_tree(part, ignore_errors=True)
     return diff
+
+
+@contextlib.contextmanager
+def _write_errors(out: Path, model: torch.nn.Module) -> Iterator[None]:
+    """A read-only, full or forbidden target as one line naming `out`, not a traceback; the caller removes
+    the partial folder and `_replace` puts an earlier export back, so nothing is changed."""
+    try:
+        yield
+    except (OSError, SafetensorError) as e:
+        needed = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+        raise write_failed(out, "export", needed, e, "nothing was changed") from e
+
+
+def _mark(folder: Path, step_dir: Path, to: str) -> None:
+    """Written last: it lists every file of the export, so a folder with more in it is no export."""
+    files = sorted(p.name for p in folder.iterdir())
+    (folder / MARKER).write_text(json.dumps({"source": str(step_dir), "to": to, "files": files}, indent=2))
+
+
+def _may_write(out: Path, force: bool) -> None:
+    """Refuse, in one line and before anything is written, an `out` whose replacing could lose anything
+    but an empty folder or a previous export."""
+    if not (out.exists() or out.is_symlink()):
+        return
+    if why := _protected(out):
+        raise PipelineError(f"{out}: {why}; export never replaces it, nothing was changed")
+    if not any(out.iterdir()):
+        return  # an empty folder is no one's work
+    others = _not_exported(out)
+    if not force:
+        held = f"it holds {_some(others)}, which no export wrote" if others else "it holds a previous export"
+        raise PipelineError(
+            f"{out}: exists and is not empty (--force replaces it only if it holds a previous export "
+            f"and nothing else; {held})"
+        )
+    if others:
+        raise PipelineError(
+            f"{out}: holds {_some(others)}, which no export wrote (not listed in its {MARKER}); "
+            "--force replaces only a previous export, nothing was changed"
+        )
+
+
+def _some(names: list[str]) -> str:
+    return names[0] + (f" and {len(names) - 1} more" if len(names) > 1 else "")
+
+
+def _not_exported(folder: Path) -> list[str]:
+    """The entries of `folder` that its marker does not list: all of them when there is no marker of ours."""
+    try:
+        listed = {*json.loads((folder / MARKER).read_text())["files"], MARKER}
+    except (OSError, ValueError, KeyError, TypeError):  # none, unreadable, or not the JSON export writes
+        listed = set()
+    return sorted(p.name for p in folder.iterdir() if p.name not in listed)
+
+
+def _protected(out: Path) -> str | None:
+    """Why the existing `out` is never replaced, whatever it holds; None when it may be."""
+    if out.is_symlink():
+        return "a symbolic link (name the folder it leads to)"
+    if not out.is_dir():
+        return "exists and is not a folder"
+    where = out.resolve()
+    if Path.cwd().resolve().is_relative_to(where):
+        return "the current folder or one of its parents"
+    if {".git", ".dvc"} & set(where.parts):
+        return "git's or DVC's own folder"
+    if any((where / name).exists() for name in (".git", ".dvc", PARAMS_FILE)):
+        return "a checkout (it holds .git, .dvc or params.yaml)"
+    return _kept_folders().get(where)
+
+
+def _kept_folders() -> dict[Path, str]:
+    """data/, reports/ and every folder params.yaml's paths name or hold, resolved, each with why: of the
+    current folder and of the checkout holding it (the nearest with .git), where the pipeline runs."""
+    here = Path.cwd().resolve()
+    root = next((p for p in (here, *here.parents) if (p / ".git").exists()), here)
+    kept = {}
+    for base in dict.fromkeys((here, root)):
+        kept |= {base / name: f"the checkout's {name}/ folder" for name in KEPT}
+        for key, value in _paths(base / PARAMS_FILE).items():
+            named = (base / value).resolve()
+            where = f"{os.path.relpath(base / PARAMS_FILE)}'s paths.{key}"
+            kept.setdefault(named, f"named by {where}")
+            kept.update({parent: f"holds {value}, named by {where}" for parent in named.parents if parent not in kept})
+    return kept
+
+
+def _paths(params: Path) -> dict[str, str]:
+    """The `paths:` section of a params file, its path values only; {} without the file or the section."""
+    values = read_params(params) if params.is_file() else {}
+    paths = section(values, "paths") if "paths" in values else {}
+    return {key: value for key, value in paths.items() if isinstance(value, str) and value}
 
 
 def _check(model: torch.nn.Module, folder: Path, to: str, cfg: dict) -> float:
@@ -145,16 +252,21 @@ def _check(model: torch.nn.Module, folder: Path, to: str, cfg: dict) -> float:
     return diff
 
 
-def _replace(part: Path, out: Path) -> None:
-    """`part` becomes `out`; an `out` that was there (--force) is removed only once `part` is in place."""
+def _replace(part: Path, out: Path, force: bool) -> None:
+    """`part` becomes `out`; an `out` that was there is moved aside, and removed only once `part` is in
+    place, or put back when `part` cannot take its place."""
+    _may_write(out, force)  # again: in the time the check took, something may have been written there
     old = out.with_name(f".{out.name}.old-{os.getpid()}")
     if out.exists():
         out.rename(old)
-    part.rename(out)
-    if old.is_dir():
-        remove_tree(old)
-    elif old.exists():
-        old.unlink()
+    try:
+        part.rename(out)
+    except OSError:
+        if old.exists():
+            old.rename(out)
+        raise
+    # the export is in place: an earlier one that cannot be removed stays beside it, hidden, not in the way
+    remove_tree(old, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tokenizer", help="binding, or a vocabulary JSON (default: from the checkpoint's place in params.yaml)"
     )
-    parser.add_argument("--force", action="store_true", help="replace OUT if it exists and is not empty")
+    parser.add_argument(
+        "--force", action="store_true", help="replace OUT if it holds a previous export (and nothing else)"
+    )
     args = parser.parse_args(argv)
     hf_logging.disable_progress_bar()  # a small folder: no bars for writing and loading it back
     try:

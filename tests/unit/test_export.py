@@ -4,7 +4,9 @@ beside ours, and every refusal one line with nothing written."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -169,17 +171,146 @@ def test_a_checkpoint_outside_the_runs_needs_its_tokenizer_named(tmp_path, capsy
     assert (tmp_path / "out/tokenizer.json").is_file()
 
 
-def test_an_existing_folder_is_replaced_only_with_force(tmp_path, capsys):
+def files(root: Path) -> dict[str, bytes | None]:
+    """Every file's bytes and every folder (None) under `root`: equal before and after means nothing changed."""
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else None for p in root.rglob("*")}
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_an_existing_folder_is_replaced_only_when_it_holds_a_previous_export(tmp_path, capsys):
     step = checkpoint(tmp_path, *ARCHS["gpt2_rope"])
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "mine.txt").write_text("keep")
     args = [str(step), "--to", "hf", str(out), "--tokenizer", str(vocab_json(tmp_path))]
-    assert main(args) == 1
-    assert "exists and is not empty (--force replaces it)" in capsys.readouterr().err
-    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+    assert main(args) == 0
+    marker = json.loads((out / ".emergence-export.json").read_text())
+    assert marker["source"] == str(step) and marker["to"] == "hf"
+    assert sorted(marker["files"]) == sorted(p.name for p in out.iterdir() if p.name != ".emergence-export.json")
+    assert main(args) == 1  # without --force even an export stays, and the user learns what --force would do
+    assert "only if it holds a previous export" in one_error_line(capsys)
+    (out / "model.safetensors").write_bytes(b"the earlier export")
     assert main([*args, "--force"]) == 0
-    assert not (out / "mine.txt").exists() and (out / "model.safetensors").is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "run", "vocab.json"]
-    (tmp_path / "empty").mkdir()  # an empty folder is no one's work: written into without --force
-    assert main([str(step), "--to", "hf", str(tmp_path / "empty"), "--tokenizer", str(vocab_json(tmp_path))]) == 0
+    assert (out / "model.safetensors").read_bytes() != b"the earlier export"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "run", "vocab.json"]  # nothing kept aside
+    (out / "notes.txt").write_text("mine")  # an export the user has added to is no longer only an export
+    before = files(tmp_path)
+    assert main([*args, "--force"]) == 1
+    assert f"{out}: holds notes.txt" in one_error_line(capsys)
+    assert files(tmp_path) == before
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_a_folder_holding_other_files_is_never_replaced(force, tmp_path, capsys):
+    step = checkpoint(tmp_path, *ARCHS["gpt2_rope"])
+    vocab = vocab_json(tmp_path)
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    (out / "mine.txt").write_text("keep")
+    (out / "sub/results.parquet").write_bytes(b"\x00\x01")
+    before = files(tmp_path)
+    assert main([str(step), "--to", "hf", str(out), "--tokenizer", str(vocab), *force]) == 1
+    err = one_error_line(capsys)
+    assert f"{out}: " in err and "mine.txt" in err
+    assert "--force replaces" in err and "previous export" in err  # the refusal says what --force may replace
+    assert files(tmp_path) == before
+
+
+CHECKOUT_FILES = [".git/HEAD", ".dvc/cache/ab/cdef", "data/binding/runs/seed0/step7/config.json",
+                  "data/scratch/binding/resume.json", "reports/binding.html", "reports/bench.json",
+                  "src/a.py"]  # fmt: skip
+PARAMS_PATHS = {"binding_runs": "data/binding/runs", "binding_aids": "data/binding/aids",
+                "binding_scratch": "data/scratch/binding", "binding_report": "reports/binding.html"}  # fmt: skip
+
+
+def checkout_like(co: Path) -> None:
+    """A checkout in miniature: git's and DVC's folders, params.yaml's paths, artifacts, reports, code."""
+    for name in CHECKOUT_FILES:
+        (co / name).parent.mkdir(parents=True, exist_ok=True)
+        (co / name).write_text(name)
+    (co / "data/binding/aids").mkdir()  # empty: only params.yaml says whose it is
+    (co / "params.yaml").write_text("paths:\n" + "".join(f"  {k}: {v}\n" for k, v in PARAMS_PATHS.items()))
+
+
+@pytest.mark.parametrize(
+    "cwd, target",
+    [
+        ("co", "data"),  # the DVC-tracked artifacts and the scratch
+        ("co", "reports"),  # committed reports
+        ("co", "data/binding/aids"),  # empty, but params.yaml's paths name it
+        ("co", "data/scratch"),  # holds params.yaml's paths.binding_scratch
+        ("co", ".git"),
+        ("co", ".dvc"),
+        ("co", "."),
+        ("co", ".."),
+        ("co/src", ".."),  # the checkout root, from inside it
+        ("co/src", "../data"),  # the checkout's data/, from inside it
+        (".", "co"),  # a checkout, from outside it
+    ],
+)
+def test_force_never_replaces_the_checkout_its_folders_or_the_current_folder(
+    cwd, target, tmp_path, capsys, monkeypatch
+):
+    step = checkpoint(tmp_path, *ARCHS["gpt2_rope"])
+    vocab = vocab_json(tmp_path)
+    checkout_like(tmp_path / "co")
+    before = files(tmp_path)
+    monkeypatch.chdir(tmp_path / cwd)
+    assert main([str(step), "--to", "hf", target, "--tokenizer", str(vocab), "--force"]) == 1
+    assert one_error_line(capsys).startswith(f"error: {target}: ")
+    assert files(tmp_path) == before
+
+
+def test_force_onto_an_empty_folder_writes_the_export(tmp_path):
+    args = [str(checkpoint(tmp_path, *ARCHS["gpt2_rope"])), "--to", "hf", "--tokenizer", str(vocab_json(tmp_path))]
+    for name, force in (("empty", ["--force"]), ("empty2", [])):  # no one's work: --force or not
+        (tmp_path / name).mkdir()
+        assert main([*args, str(tmp_path / name), *force]) == 0
+        assert (tmp_path / name / "model.safetensors").is_file()
+        assert (tmp_path / name / ".emergence-export.json").is_file()
+
+
+def test_a_read_only_target_is_one_line_naming_it_and_nothing_is_left(tmp_path, capsys, monkeypatch):
+    step = checkpoint(tmp_path, *ARCHS["gpt2_rope"])
+    vocab = vocab_json(tmp_path)
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    parent.chmod(0o500)
+    if os.access(parent, os.W_OK):  # root: the mode binds no one, so the file system refuses instead
+        mkdir = Path.mkdir
+
+        def read_only(self, *args, **kwargs):
+            if self.parent == parent:
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+            return mkdir(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "mkdir", read_only)
+    before = files(tmp_path)
+    try:
+        assert main([str(step), "--to", "hf", str(parent / "out"), "--tokenizer", str(vocab)]) == 1
+        assert files(tmp_path) == before
+    finally:
+        parent.chmod(0o700)
+    assert one_error_line(capsys).startswith(f"error: {parent / 'out'}: cannot write the export")
+
+
+def test_a_failed_swap_puts_the_previous_export_back(tmp_path, capsys, monkeypatch):
+    step = checkpoint(tmp_path, *ARCHS["gpt2_rope"])
+    out = tmp_path / "out"
+    args = [str(step), "--to", "hf", str(out), "--tokenizer", str(vocab_json(tmp_path))]
+    assert main(args) == 0
+    before = files(tmp_path)
+    rename = Path.rename
+
+    def full(self, target):  # the earlier export moves aside, then the new one cannot take its place
+        if ".partial-" in self.name:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", full)
+    assert main([*args, "--force"]) == 1
+    assert "no space left on device" in one_error_line(capsys)
+    assert files(tmp_path) == before  # the earlier export whole, nothing partial or aside left

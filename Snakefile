@@ -1,24 +1,24 @@
-# Every rule comes from dvc.yaml (generated from pipeline.yaml): one rule per DVC stage, its matrix
-# axes as wildcards (binding_train@0 is the job of rule binding_train with seed=0); same commands,
-# deps, outs and params as DVC. Cluster settings live in profiles/; what a job asks a cluster for
-# (memory, time, a GPU) comes from params.yaml (core/resources.py), and a stage that does not compute
-# on the device runs here, as a local rule.
+# Every rule comes from dvc.yaml (generated from pipeline.yaml): one rule per DVC stage, its matrix axes
+# as wildcards (binding_train@0 is the job of rule binding_train with seed=0); same commands, deps, outs
+# and params as DVC. Cluster settings: profiles/; a job's memory, time and GPU: core/resources.py; a
+# stage that does not compute on the device runs here, as a local rule.
 import sys
 
 from emergence.check import main as check_params
 from emergence.core.checkout import hold_checkout
+from emergence.core.declared import GUARD
 from emergence.core.io import PipelineError
 from emergence.core.pipeline import is_directory, snakemake_rules
 from emergence.core.resources import on_device, rule_resources
 
-# params.yaml checked as `make check` does, before Snakemake's own loader reads it (that loader keeps
-# the later of two duplicate keys and ignores unknown sections): one line per problem, nothing runs
+# params.yaml checked as `make check` does, before Snakemake's loader (keeps the later duplicate key)
 if check_params(["params.yaml"]) != 0:
     sys.exit(1)
 
 configfile: "params.yaml"
 
 RULES = snakemake_rules(config)
+GUARDED = {out for r in RULES if r.name == GUARD for out in r.outs}  # by bytes, not time: a pass reruns nothing
 
 
 # One engine per checkout: the top-level run (not a dry run, not a job's own invocation: those have no
@@ -42,7 +42,7 @@ for r in RULES:
         name:
             r.name
         input:
-            r.inputs,
+            [ancient(i) if i in GUARDED else i for i in r.inputs],
         output:
             [directory(out) if is_directory(out) else out for out in r.outs],
         params:

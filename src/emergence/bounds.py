@@ -18,7 +18,7 @@ from typing import Any
 
 from PIL import Image
 
-from emergence.core.config import from_dict, path_of, section
+from emergence.core.config import from_dict, path_of, section, spans
 from emergence.core.io import PipelineError
 from emergence.studies.assoc.compare import CausalParams, OrderParams
 from emergence.studies.assoc.corpus import CorpusParams, WordsParams, build_corpus, missing_probes
@@ -55,6 +55,7 @@ EVAL_SETS = (  # (section, key, schema or None for binding_train, split it takes
 )
 
 
+@spans("binding_data", "binding_train", "binding_trajectory", "binding_ablation", "binding_patching")
 def eval_sets_fit_their_splits(params: dict) -> list[str]:
     data = _typed(DataParams, params, "binding_data")
     if data is None:
@@ -79,6 +80,7 @@ def eval_sets_fit_their_splits(params: dict) -> list[str]:
 # ---- the association study: what it ranks and slices ------------------------------------------------
 
 
+@spans("assoc_corpus", "assoc_words", "assoc_order", "assoc_causal")
 def assoc_sizes_fit_the_corpus(params: dict) -> list[str]:
     """top_k ranks the vocabulary (at most assoc_corpus.vocab_size types); assoc_order and assoc_causal
     take the corpus's first n_sequences (at most max_sequences, when that is set)."""
@@ -104,6 +106,7 @@ def assoc_sizes_fit_the_corpus(params: dict) -> list[str]:
 CHEAP_STORIES = 20_000  # the embedded corpus is generated and tokenised here up to this size (~2 s)
 
 
+@spans("assoc_corpus", "assoc_words", "assoc_stories")
 def probes_in_embedded_corpus(params: dict) -> list[str]:
     """Where assoc_corpus reads the embedded stories, build their vocabulary here (as the stage will)
     and name the probe words it lacks; a user corpus is first read by the assoc_corpus stage."""
@@ -168,6 +171,7 @@ def largest_image(batch_size: int, shape: dict, have: int) -> int:
     return lo * patch
 
 
+@spans("dino_features")
 def dino_fits_memory(params: dict) -> list[str]:
     p = _typed(EncoderParams, params, "dino_features")
     shape = None if p is None else encoder_shape(p)
@@ -185,6 +189,7 @@ def dino_fits_memory(params: dict) -> list[str]:
     ]
 
 
+@spans("visual_scenes")
 def scenes_are_readable(params: dict) -> list[str]:
     """The embedded scenes are read back through PIL, which refuses (or warns about) an image of more
     than Image.MAX_IMAGE_PIXELS pixels as a decompression bomb."""

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,11 @@ import torch
 import yaml
 
 from emergence.bounds import CHECKS as SIZE_CHECKS
-from emergence.core.config import PARAMS_FILE, read_params
-from emergence.core.declared import instances, interpolate, unknown_section
+from emergence.core.config import PARAMS_FILE, read_params, spans, usable_cpus
+from emergence.core.declared import DECLARATION, PATH_KEY, instances, interpolate, unknown_section
 from emergence.core.io import PipelineError
-from emergence.core.resources import device_need_mb, job_workload, on_device
+from emergence.core.pipeline import read_declaration
+from emergence.core.resources import RATE, device_need_mb, job_workload, on_device, step_seconds
 from emergence.core.train.loop import SEED_MAX
 from emergence.core.train.schedule import CheckpointPlan
 from emergence.params import Checker, load_schemas
@@ -36,6 +38,7 @@ def _models(params: dict, where: str) -> list[str]:
     return value if isinstance(value, list) else []
 
 
+@spans("grounding_models", "grounding_runs", "visual_runs")
 def runs_use_defined_models(params: dict) -> list[str]:
     defined = params.get("grounding_models", {})
     return [
@@ -46,6 +49,7 @@ def runs_use_defined_models(params: dict) -> list[str]:
     ]
 
 
+@spans("grounding_saliency", "visual_saliency", "grounding_runs", "visual_runs", "grounding_models")
 def attention_analyses_have_heads(params: dict) -> list[str]:
     """Saliency, heads and ablation read attention patterns: Transformer runs of their study only."""
     problems = []
@@ -66,6 +70,7 @@ def attention_analyses_have_heads(params: dict) -> list[str]:
     return problems
 
 
+@spans("assoc_words", "assoc_runs")
 def word_run_is_trained(params: dict) -> list[str]:
     words, runs = params.get("assoc_words", {}), params.get("assoc_runs", {})
     n_layers, seed = words.get("n_layers", 3), words.get("seed", 0)
@@ -77,6 +82,7 @@ def word_run_is_trained(params: dict) -> list[str]:
     ]
 
 
+@spans("binding_train", "binding_programs")
 def stream_overrides_apply(params: dict) -> list[str]:
     """binding_train's stream_* keys change the stream only: refused when there is none, and a planted
     distractor or a chain layout needs the paper generator."""
@@ -96,6 +102,7 @@ def stream_overrides_apply(params: dict) -> list[str]:
     return problems
 
 
+@spans("grounding_marking", "grounding_runs")
 def marking_run_is_a_default_run(params: dict) -> list[str]:
     """The word-rule ablation is read beside the default run of its model and seed: that run must exist."""
     marking = params.get("grounding_marking", {})
@@ -109,6 +116,7 @@ def marking_run_is_a_default_run(params: dict) -> list[str]:
     ]
 
 
+@spans("binding_aids", "base")
 def aid_seeds_are_default_seeds(params: dict) -> list[str]:
     """An aid variant is read beside the default run of its seed: that run must exist."""
     seeds = params.get("base", {}).get("seeds", [])
@@ -116,6 +124,7 @@ def aid_seeds_are_default_seeds(params: dict) -> list[str]:
     return [f"binding_aids.seeds: {extra} not in base.seeds {seeds} (no default run to compare with)"] if extra else []
 
 
+@spans("grounding_llc", "grounding_runs")
 def llc_runs_are_grounding_runs(params: dict) -> list[str]:
     """grounding_llc estimates the LLC of runs grounding_runs trains."""
     runs, llc = params.get("grounding_runs", {}), params.get("grounding_llc", {})
@@ -126,6 +135,7 @@ def llc_runs_are_grounding_runs(params: dict) -> list[str]:
     ]
 
 
+@spans()
 def seeds_are_non_negative(params: dict) -> list[str]:
     """Every `seed` and every item of `seeds`, in any section: an integer in numpy's seed range
     [0, 2**32 - 1] (random generators refuse others, deep inside a stage; torch takes up to 2**64 - 1)."""
@@ -148,6 +158,7 @@ def seeds_are_non_negative(params: dict) -> list[str]:
 MAX_STEPS, MAX_CHECKPOINTS = 1_000_000, 10_000
 
 
+@spans("binding_train", "grounding_train", "visual_train", "assoc_train", "assoc_corpus")
 def training_is_bounded(params: dict) -> list[str]:
     """Each training section's steps and the checkpoints its plan would save, counted before anything
     trains: `steps: 1000000000000` would otherwise train for ever and fill the disk with checkpoints."""
@@ -200,6 +211,7 @@ def _strings(value: Any, where: str) -> list[tuple[str, str]]:
     return [(where, value)] if isinstance(value, str) else []
 
 
+@spans()
 def no_home_shorthand(params: dict) -> list[str]:
     """A path written `~/...`: DVC reads a dependency `~/corpora` as the folder `~` in the checkout, and
     no stage expands it either; one line with the full path to write instead. Refused here, before
@@ -243,6 +255,37 @@ def device_memory(device: str) -> tuple[int, str, bool] | None:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20, "this machine's memory", False
 
 
+def training_hours(params: dict, root: Path, device: str) -> float:
+    """resources.py's estimate of every device job's training steps on `device`, in hours (no safety
+    factor, startup excluded; jobs whose params give no model size count nothing)."""
+    seconds = 0.0
+    for name, stage in yaml.safe_load((root / "dvc.yaml").read_text())["stages"].items():
+        for instance, item in instances(name, stage, params):
+            keys = interpolate(stage.get("params", []), {**params, "item": item}, instance)
+            if on_device(keys) and (w := job_workload(params, keys, instance, item)) is not None:
+                seconds += step_seconds(w, device)
+    return seconds / 3600
+
+
+def where_it_runs(params: dict, root: Path) -> list[str]:
+    """Where the device jobs will run here and resources.py's estimate of their training hours there,
+    said before anything runs; a `warning:` line when base.device asks for a GPU this machine lacks."""
+    if not (root / "dvc.yaml").is_file():
+        return []
+    device = params["base"]["device"]
+    target = "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
+    here = f"the {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no GPU"
+    hours = {d: training_hours(params, root, d) for d in ("cuda", "cpu")}
+    line = (
+        f"base.device {device}: {target} ({here}, {usable_cpus()} CPU(s) here); resources.py estimates "
+        f"{hours[target]:,.1f} h of training at the {RATE[target] / 1e9:,.0f} GFLOP/s it assumes for a {target}"
+    )
+    if target == "cuda":
+        line += f" ({hours['cpu']:,.0f} h on a CPU)"
+    missing = missing_device(params)
+    return [line] + ([f"warning: {missing} (a GPU node of a cluster has one: run the stages there)"] if missing else [])
+
+
 def device_job_estimates(params: dict, root: Path = Path("."), on_gpu: bool = True) -> dict[str, int | None]:
     """Each device job's memory estimate in MiB (resources.device_need_mb: without its safety factor),
     by DVC stage instance ("binding_train@0"); None for a job whose declared params give no model size."""
@@ -273,12 +316,44 @@ def jobs_fit_the_device(params: dict, root: Path = Path("."), capacity: Capacity
     ]
 
 
-def problems_of(params: dict[str, Any], schemas: dict[str, Checker] | None = None, root: Path = Path(".")) -> list[str]:
+def outputs_inside_the_checkout(params: dict, root: Path) -> list[str]:
+    """A `paths:` key some stage writes (an out, a metric, its scratch) must resolve inside the checkout:
+    outside it DVC cannot track the output (`dvc status` then fails with "unexpected error") and a
+    stage would write where nothing records it. Inputs may lie anywhere."""
+    paths, checkout = params.get("paths"), root.resolve()
+    if not isinstance(paths, dict) or not (root / DECLARATION).is_file():
+        return []
+    written = set()
+    for stage in read_declaration(root)["stages"].values():
+        files = [*stage.get("outs", []), *stage.get("metrics", [])]
+        written |= {k for f in files for k in PATH_KEY.findall(str(f))}
+        written |= set((stage.get("meta") or {}).get("untracked", []))
+    return [
+        f"paths.{key}: {value!r} resolves to {where}, outside the checkout {checkout}; a stage writes it, and "
+        "DVC tracks only outputs inside the checkout"
+        for key in sorted(written)
+        if isinstance(value := paths.get(key), str)
+        and value
+        and not (where := (root / os.path.expanduser(value)).resolve()).is_relative_to(checkout)
+    ]
+
+
+def problems_of(
+    params: dict[str, Any],
+    schemas: dict[str, Checker] | None = None,
+    root: Path = Path("."),
+    sections: Collection[str] | None = None,
+) -> list[str]:
     """Every problem of a parsed params file, one line each; [] when it is valid. `schemas`: each
-    section's checker (default: pipeline.yaml's `schemas:` of the checkout `root`)."""
+    section's checker (default: pipeline.yaml's `schemas:` of the checkout `root`). `sections`: only
+    the problems of these sections (a stage's declared ones), from their schemas and the checks that
+    span them; None: the whole file, and every device job's memory against the device."""
     schemas = load_schemas(root) if schemas is None else schemas
-    problems = [unknown_section(name, list(schemas)) for name in params if name not in schemas]
+    wanted = set(schemas) | set(params) if sections is None else set(sections)
+    problems = [unknown_section(name, list(schemas)) for name in params if name not in schemas and name in wanted]
     for name, check in schemas.items():
+        if name not in wanted:
+            continue
         if name not in params:
             problems.append(f"{name}: section missing")
             continue
@@ -286,14 +361,44 @@ def problems_of(params: dict[str, Any], schemas: dict[str, Checker] | None = Non
             check(params)
         except PipelineError as e:
             problems.extend(str(e).splitlines())
+    own = {name: value for name, value in params.items() if name in wanted}
     for cross in CROSS_CHECKS:
+        if cross.sections and not cross.sections & wanted:
+            continue
         try:
-            problems.extend(cross(params))
+            problems.extend(cross(params if cross.sections else own))
         except (AttributeError, TypeError):  # a malformed section, already reported above
             pass
+    if "paths" in wanted:
+        problems.extend(outputs_inside_the_checkout(params, root))
+    if sections is not None:  # a line is a stage's problem when its key lies in a section the stage reads
+        return [line for line in dict.fromkeys(problems) if re.split(r"[.:@ \[]", line, maxsplit=1)[0] in wanted]
     if not problems:  # jobs are sized only from params that passed every other check
         problems.extend(jobs_fit_the_device(params, root))
     return problems
+
+
+def missing_device(params: dict) -> str | None:
+    """One line when base.device asks for a GPU this machine does not have (torch would fail deep inside
+    a stage with "Torch not compiled with CUDA enabled"), else None."""
+    base = params.get("base")
+    device = base.get("device") if isinstance(base, dict) else None
+    if device != "cuda" or torch.cuda.is_available():
+        return None
+    return f"base.device: cuda, but torch {torch.__version__} sees no GPU on this machine; set it to auto or cpu"
+
+
+def stage_problems(params: dict[str, Any], root: Path, sections: Collection[str], paths: Collection[str]) -> list[str]:
+    """What a stage refuses before it touches any output, whoever started it (DVC, Snakemake, by hand):
+    the problems of the sections it declares and of the `paths:` keys it uses, and a GPU it asks for
+    but this machine lacks. The same rules as `python -m emergence check`, one line each."""
+    problems = [
+        line
+        for line in problems_of(params, root=root, sections={*sections, "paths"})
+        if not line.startswith("paths") or re.split(r"[.:]", line)[1] in paths
+    ]
+    device = missing_device(params) if "base" in sections else None
+    return problems + [device] if device else problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         schemas = load_schemas(args.root)
         n_sections = len(schemas)
-        problems = problems_of(read_params(args.params), schemas, args.root)
+        params = read_params(args.params)
+        problems = problems_of(params, schemas, args.root)
     except PipelineError as e:
         problems = [str(e)]
     for line in problems:
@@ -315,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.params}: {len(problems)} problem(s); nothing was run", file=sys.stderr)
         return 1
     print(f"{args.params}: ok ({n_sections} sections)")
+    for line in where_it_runs(params, args.root):
+        print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
     return 0
 
 

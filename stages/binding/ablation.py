@@ -19,7 +19,9 @@ def main(argv: list[str] | None = None) -> None:
     run_dir = path_of(params, "binding_runs") / f"seed{args.seed}"
     step, model = load_named_checkpoint(run_dir, p.checkpoint, "binding_ablation.checkpoint")
     tok = CharTokenizer()
-    test = subset(load_programs(path_of(params, "binding_programs")), "test", n=p.n_programs)
+    test = subset(
+        load_programs(path_of(params, "binding_programs")), "test", n=p.n_programs, key="binding_ablation.n_programs"
+    )
     data = encode_programs(test["program"], test["answer"], tok)
     table = ablation_table(model, data, test["hops"].to_numpy(), tok, seed=args.seed, step=step, modes=p.modes)
     write_parquet(table, path_of(params, "binding_ablation") / f"seed{args.seed}.parquet")

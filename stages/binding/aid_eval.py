@@ -24,7 +24,9 @@ def main(argv: list[str] | None = None) -> None:
     tok = CharTokenizer()
     programs = load_programs(path_of(params, "binding_programs"))
     run_dir = path_of(params, "binding_aid_runs") / args.aid / f"seed{args.seed}"
-    traj = run_trajectory(run_dir, subset(programs, "test", n=phase_p.n_programs), tok, args.seed)
+    traj = run_trajectory(
+        run_dir, subset(programs, "test", n=phase_p.n_programs, key="binding_trajectory.n_programs"), tok, args.seed
+    )
     step, model = load_named_checkpoint(run_dir, patch_p.checkpoint, "binding_patching.checkpoint")
     pairs = make_counterfactual_pairs(subset(programs, "test"), np.random.default_rng(args.seed), patch_p.n_pairs)
     patching = patching_table(model, pairs, tok, seed=args.seed, step=step)

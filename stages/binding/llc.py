@@ -3,13 +3,11 @@ sampler's loss is the run's own objective (binding_train.format) on training-spl
 
 from __future__ import annotations
 
-from tqdm import tqdm
-
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_parquet
-from emergence.core.train import list_checkpoints, load_checkpoint
-from emergence.interp.llc import LLCParams, every_kth, llc_table, packed
+from emergence.core.train import list_checkpoints
+from emergence.interp.llc import LLCParams, every_kth, finite_checkpoints, llc_table, packed
 from emergence.studies.binding.batches import IGNORE, encode_programs
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.tokenizer import CharTokenizer
@@ -25,8 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     data = encode_programs(train_rows["program"], train_rows["answer"], CharTokenizer(), fmt)
     rows, loss_fn = packed(data.idx, data.targets, IGNORE)
     ckpts = every_kth(list_checkpoints(path_of(params, "binding_runs") / f"seed{args.seed}"), p.every)
-    models = ((step, load_checkpoint(path)[0]) for step, path in tqdm(ckpts, desc="llc checkpoints"))
-    table = llc_table(models, rows, loss_fn, p, args.seed).assign(seed=args.seed)
+    table = llc_table(finite_checkpoints(ckpts), rows, loss_fn, p, args.seed).assign(seed=args.seed)
     write_parquet(table, path_of(params, "binding_llc") / f"seed{args.seed}.parquet")
 
 

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     tok = CharTokenizer()
     programs = load_programs(path_of(params, "binding_programs"))
     run_dir = path_of(params, "binding_runs") / f"seed{args.seed}"
-    test = subset(programs, "test", n=p.n_programs)
+    test = subset(programs, "test", n=p.n_programs, key="binding_trajectory.n_programs")
     traj = run_trajectory(run_dir, test, tok, args.seed)
     phases = detect_phases(traj, p)
 

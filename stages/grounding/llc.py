@@ -4,13 +4,12 @@ the sampler's loss is the run's next-token loss on its training windows."""
 from __future__ import annotations
 
 import torch
-from tqdm import tqdm
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_parquet
-from emergence.core.train import list_checkpoints, load_checkpoint
-from emergence.interp.llc import LLCParams, every_kth, llc_table, next_token
+from emergence.core.train import list_checkpoints
+from emergence.interp.llc import LLCParams, every_kth, finite_checkpoints, llc_table, next_token
 from emergence.studies.grounding.settings import Setting
 from emergence.studies.grounding.tokens import run_name, training_windows
 
@@ -26,8 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     rows, loss_fn = next_token(torch.as_tensor(windows, dtype=torch.long))
     run = run_name(args.model, args.seed)
     ckpts = every_kth(list_checkpoints(path_of(params, "grounding_runs") / run), p.every)
-    models = ((step, load_checkpoint(path)[0]) for step, path in tqdm(ckpts, desc="llc checkpoints"))
-    table = llc_table(models, rows, loss_fn, p, args.seed).assign(model=args.model, seed=args.seed)
+    table = llc_table(finite_checkpoints(ckpts), rows, loss_fn, p, args.seed).assign(model=args.model, seed=args.seed)
     write_parquet(table, path_of(params, "grounding_llc") / f"{run}.parquet")
 
 

@@ -17,7 +17,8 @@ import yaml
 from artifacts import ARTIFACTS, digest, hash_table, ran_stages, set_param
 from conftest import copy_run, project_copy, run
 
-from emergence.core.pipeline import import_closure, resolve_jobs, stage_module
+from emergence.core.declared import GUARD
+from emergence.core.pipeline import code_deps, read_declaration, resolve_jobs
 from emergence.studies.binding.stress import REFERENCE, STRESS
 
 
@@ -92,13 +93,13 @@ def test_second_repro_runs_nothing_and_metrics_show(dvc_run):
 def test_analysis_param_reruns_only_that_analysis(dvc_run):
     set_param(dvc_run, "binding_ablation", "n_programs", 12)
     ran = ran_stages(run(["dvc", "repro"], dvc_run).stdout)
-    assert sorted(ran) == ["binding_ablation@0", "binding_ablation@1", "binding_report", "index_report"]
+    assert sorted(ran) == ["binding_ablation@0", "binding_ablation@1", "binding_report", "index_report", GUARD]
 
 
 def test_assoc_param_reruns_only_its_analysis(dvc_run):
     set_param(dvc_run, "assoc_compare", "window_epochs", 3)  # drops checkpoints 4 and 5 from the window
     ran = ran_stages(run(["dvc", "repro"], dvc_run).stdout)
-    assert sorted(ran) == ["assoc_compare@1-0", "assoc_compare@2-0", "assoc_report", "index_report"]
+    assert sorted(ran) == ["assoc_compare@1-0", "assoc_compare@2-0", "assoc_report", "index_report", GUARD]
 
 
 def test_snakemake_after_dvc_leaves_dvc_clean(dvc_run):
@@ -126,15 +127,19 @@ def jobs_of(root: Path) -> list:
 
 
 def importers(root: Path, rel: str) -> set[str]:
-    """DVC stage instances whose stage module's static import closure holds file `rel`."""
-    return {job.name for job in jobs_of(root) if Path(rel) in import_closure(stage_module(job.cmd, job.name), root)}
+    """DVC stage instances whose code deps (the static import closure of the stage module; the params
+    check's also every schema module) hold file `rel`."""
+    decl = read_declaration(root)
+    stage = {job.name: job.name.split("@")[0] for job in jobs_of(root)}
+    return {job for job, name in stage.items() if Path(rel) in code_deps(name, decl["stages"][name], decl, root)}
 
 
 def downstream(root: Path, names: set[str]) -> set[str]:
-    """`names` and every job that reads, directly or not, what one of them writes."""
+    """`names` and every job that reads, directly or not, what one of them writes; the params check's
+    stamp excepted (its bytes never change: every job reads it, none reruns for it)."""
     jobs, found = jobs_of(root), set(names)
     while True:
-        outs = {out for job in jobs if job.name in found for out in job.outs}
+        outs = {out for job in jobs if job.name in found - {GUARD} for out in job.outs}
         more = {job.name for job in jobs if set(job.inputs) & outs} - found
         if not more:
             return found
@@ -224,4 +229,5 @@ def test_adding_a_seed_trains_only_that_seed(dvc_run):
         "binding_train@2",
         "binding_trajectory@2",
         "index_report",
+        GUARD,  # it reads every section; its stamp's bytes do not change
     ]

@@ -84,7 +84,8 @@ def test_the_stream_run_is_handed_what_the_params_say(tmp_path, programs_dir, mo
     # the stream: binding_programs with the default's overrides, never an evaluation program
     cfg = dataclasses.replace(load_program_config(params), hop_weight_power=0.0, distractor="planted", links="mixed")
     held_out = frozenset(programs.loc[programs["split"] != "train", "program"])
-    assert handed["data_fingerprint"] == f"line_values:stream:{cfg}:{file_sha256(programs_dir / 'programs.parquet')}"
+    digest = file_sha256(programs_dir / "programs.parquet")
+    assert handed["data_fingerprint"] == f"line_values:stream:{cfg}:{digest}:eval7"  # how many are scored too
     fmt, tok, batch, seed, held = handed["stream_args"][1:]
     assert (fmt, tok.vocab, batch, seed, held) == ("line_values", TOK.vocab, 16, 3, held_out)  # seldom hit by a draw
     assert len(held_out) == 20 + 60 + 12 + 132  # val, test, the generalisation grid, the stress suite
@@ -111,11 +112,20 @@ def test_the_stream_run_is_handed_what_the_params_say(tmp_path, programs_dir, mo
         assert acc == pytest.approx(want) and round(acc * 7, 9).is_integer()
 
 
+def test_more_validation_programs_than_the_val_split_holds_are_refused(tmp_path, programs_dir, monkeypatch):
+    """Scored on the 20 that exist while the params say 21, the accuracy would mislead."""
+    with pytest.raises(PipelineError) as refused:
+        run(tmp_path, programs_dir, monkeypatch, seed=0, eval_programs=21)
+    assert str(refused.value).startswith("binding_train.eval_programs: 21 ") and "20" in str(refused.value)
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_fixed_set_run_samples_the_train_split(tmp_path, programs_dir, monkeypatch):
     # line_values, not encode_programs' default, so the format must be passed on to be seen
     params, handed, out = run(tmp_path, programs_dir, monkeypatch, seed=2, stream=False, format="line_values")
     programs = pd.read_parquet(programs_dir / "programs.parquet")
-    assert handed["data_fingerprint"] == f"line_values:{file_sha256(programs_dir / 'programs.parquet')}"
+    tiny = yaml.safe_load((ROOT / "profiles" / "tiny.yaml").read_text())["binding_train"]["eval_programs"]
+    assert handed["data_fingerprint"] == f"line_values:{file_sha256(programs_dir / 'programs.parquet')}:eval{tiny}"
     train = programs[(programs["split"] == "train") & (programs["set"] == "main")]
     expected = sampler(encode_programs(train["program"], train["answer"], TOK, "line_values"), 16, 2)
     for step in (0, 4):

@@ -122,9 +122,24 @@ def test_profile_grounding_models_are_valid_configs(tmp_path, profile):
     assert set(merged["grounding_saliency"]["models"]) <= set(merged["grounding_runs"]["models"])
 
 
-def test_profile_with_unknown_key_is_refused():
-    with pytest.raises(PipelineError, match="binding_model.n_layerz: unknown key"):
-        merge_into({"binding_model": {"n_layers": 1}}, {"binding_model": {"n_layerz": 2}})
+def test_a_profile_key_params_lacks_is_named_and_the_known_keys_still_merge():
+    base = {"binding_model": {"n_layers": 1, "d_model": 8}}
+    unknown = merge_into(base, {"binding_model": {"n_layerz": 2, "d_model": 16}, "bindng_data": {}})
+    assert [line.split(":")[0] for line in unknown] == ["binding_model.n_layerz", "bindng_data"]
+    assert base == {"binding_model": {"n_layers": 1, "d_model": 16}}
+
+
+def test_a_misspelt_profile_key_does_not_hide_the_profiles_other_problems(tmp_path):
+    """Every problem in one pass: the misspelt key (with the profile's path) and the merged result's own."""
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    profile = tmp_path / "mine.yaml"
+    profile.write_text("binding_model:\n  n_layerz: 2\nbinding_train:\n  lr: -1.0\n")
+    before = params.read_bytes()
+    problems = apply_profile(str(profile), params)
+    assert any(line.startswith(f"{profile}: binding_model.n_layerz") for line in problems), problems
+    assert any(line.startswith("binding_train.lr") for line in problems), problems
+    assert params.read_bytes() == before
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ import argparse
 import copy
 import fcntl
 import functools
+import importlib
 import os
 import re
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from emergence.core import reads
 from emergence.core.config import PARAMS_FILE, load_base, read_params
 from emergence.core.declared import (
     DeclaredParams,
@@ -77,10 +79,27 @@ def start_stage(
     instance = instance_of_module(module, project_root(), given, params, args.params)
     if instance is not None:  # a stage of this checkout: hold it to its pipeline.yaml entry, one run at a time
         hold_stage_lock(Path.cwd(), module, given)  # where its artifacts are written
+        refuse_bad_params(params, instance)
         hold_writes(instance, params, args.params)
         params = DeclaredParams(params, instance.reads)
     set_threads(load_base(params).threads)
     return args, params
+
+
+GUARD = "emergence.check"  # the params rules of every entry point (check, profile, the Snakefile, stages)
+
+
+def refuse_bad_params(params: dict, instance: Instance) -> None:
+    """Every problem of the params sections and paths the stage reads, before it touches any output,
+    however it was started. The rules are loaded by name: they can refuse a run but never change an
+    artifact's bytes, so they are no stage's code dep (editing one must not rerun training), and they
+    import every study's schemas, which core may not import."""
+    with reads.unrecorded():
+        problems = importlib.import_module(GUARD).stage_problems(
+            params, project_root(), instance.reads.sections, instance.reads.paths
+        )
+    if problems:
+        raise PipelineError("\nerror: ".join(problems))
 
 
 def hold_writes(instance: Instance, params: dict, params_file: str) -> None:

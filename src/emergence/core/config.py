@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,7 +27,18 @@ PARAMS_FILE = "params.yaml"
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key written twice in one mapping (PyYAML keeps the last silently)."""
+    """SafeLoader that refuses a key written twice in one mapping (PyYAML keeps the last silently), and
+    anchors and aliases: params need neither, and a few nested aliases (a "billion laughs") make DVC's
+    own parser of params.yaml hang, so they are refused wherever params are read."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            kind = "alias *" if isinstance(event, yaml.AliasEvent) else "anchor &"
+            raise yaml.composer.ComposerError(
+                None, None, f"{kind}{event.anchor} (anchors and aliases are not allowed in params)", event.start_mark
+            )
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
@@ -99,6 +112,17 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
     return obj
 
 
+def spans(*sections: str) -> Callable[[T], T]:
+    """Mark a check that spans sections with the ones it reads: a stage runs the checks touching a section
+    it declares. No sections: the check reads each section alone, and runs on the stage's own."""
+
+    def mark(check: T) -> T:
+        check.sections = frozenset(sections)  # type: ignore[attr-defined]
+        return check
+
+    return mark
+
+
 def did_you_mean(name: Any, known: Any) -> str:
     """'did you mean <closest>? ' when a known name is close to the misspelt `name`, else ''."""
     close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
@@ -163,6 +187,14 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
     raise TypeError(f"{key}: unsupported type annotation {hint!r}")
 
 
+OVERSUBSCRIBE = 4  # base.threads may ask for up to this many threads per usable CPU (a login node may be smaller)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: what Slurm or taskset grants), not the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 @dataclasses.dataclass
 class BaseParams:
     """The `base:` section shared by every study."""
@@ -187,6 +219,12 @@ class BaseParams:
             raise PipelineError(f"{where}.seeds: duplicate seed in {self.seeds}")
         if self.threads < 1:
             raise PipelineError(f"{where}.threads: must be >= 1, got {self.threads}")
+        if self.threads > (most := OVERSUBSCRIBE * usable_cpus()):
+            # thousands of threads on a few cores do not fail, they crawl: a 30-step run did not end in 300 s
+            raise PipelineError(
+                f"{where}.threads: must be <= {most} ({OVERSUBSCRIBE} x the {usable_cpus()} CPUs this process "
+                f"may use), got {self.threads}"
+            )
 
 
 def load_base(params: dict[str, Any]) -> BaseParams:

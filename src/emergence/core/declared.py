@@ -124,9 +124,29 @@ def producer_of(path: str | Path, root: Path, params: dict[str, Any]) -> str | N
 
 
 def read_stages(root: Path) -> dict[str, dict[str, Any]]:
-    """pipeline.yaml's stages ({} where there is no declaration)."""
+    """pipeline.yaml's stages, completed ({} where there is no declaration)."""
     path = root / DECLARATION
-    return (yaml.safe_load(path.read_text()) or {}).get("stages") or {} if path.is_file() else {}
+    return completed(yaml.safe_load(path.read_text()) or {}).get("stages") or {} if path.is_file() else {}
+
+
+GUARD = "params_check"  # the stage that checks the whole params file: every other stage depends on its output
+
+
+def completed(decl: dict[str, Any]) -> dict[str, Any]:
+    """pipeline.yaml as the engines run it: its `params_check` stage reads every section that has a
+    schema, and every other stage depends on that stage's output. `dvc repro` and `dvc exp run -S`
+    thus refuse bad params in that stage, before DVC removes any other stage's outputs. Its output's
+    bytes never change, so a params edit that passes reruns only what reads the edited keys."""
+    stages = decl.get("stages")
+    if not isinstance(stages, dict) or GUARD not in stages:
+        return decl
+    guard = {**stages[GUARD], "params": list(decl.get("schemas") or {})}
+    outs = [out for out in outputs_of(guard) if out not in guard.get("deps", [])]
+    stages = {
+        name: guard if name == GUARD else {**stage, "deps": [*outs, *stage.get("deps", [])]}
+        for name, stage in stages.items()
+    }
+    return {**decl, "stages": stages}
 
 
 def outputs_of(stage: dict[str, Any]) -> list[str]:

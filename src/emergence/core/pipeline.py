@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from emergence.core.declared import DECLARATION, IMPLICIT, instances, interpolate, lookup
+from emergence.core.declared import DECLARATION, GUARD, IMPLICIT, completed, instances, interpolate, lookup
 from emergence.core.io import PipelineError, write_text
 
 GENERATED = "dvc.yaml"
@@ -123,7 +123,7 @@ def read_declaration(root: Path) -> dict[str, Any]:
                     f"{path}: stages.{name}.deps: {dep} is code; code deps are derived, declare only data deps"
                 )
     user_paths(decl, path)
-    return decl
+    return completed(decl)
 
 
 def user_paths(decl: dict[str, Any], where: Path | str = DECLARATION) -> list[str]:
@@ -144,13 +144,22 @@ def user_deps(stage: dict[str, Any], keys: list[str]) -> list[str]:
     return [f"${{{key}}}" for key in keys if declared & set(with_parents(key))]
 
 
+def code_deps(name: str, stage: dict[str, Any], decl: dict[str, Any], root: Path) -> list[Path]:
+    """The files of a stage's code: the import closure of its module; the params_check stage also runs
+    every schema, which it loads by name from `schemas:`."""
+    modules = {stage_module(stage["cmd"], f"stages.{name}")}
+    if name == GUARD:
+        modules |= {str(ref).partition(":")[0] for ref in (decl.get("schemas") or {}).values()}
+    return sorted({p for module in modules for p in import_closure(module, root)})
+
+
 def render(root: Path) -> str:
     """dvc.yaml's text: the declaration with each stage's code deps put first in its deps."""
     decl = read_declaration(root)
     keys = user_paths(decl)
     stages = {}
     for name, stage in decl["stages"].items():
-        code = [str(p) for p in import_closure(stage_module(stage["cmd"], f"stages.{name}"), root)]
+        code = [str(p) for p in code_deps(name, stage, decl, root)]
         entry = {key: stage[key] for key in ("matrix", "foreach", "cmd") if key in stage}
         data = list(stage.get("deps", []))
         entry["deps"] = code + data + [dep for dep in user_deps(stage, keys) if dep not in data]

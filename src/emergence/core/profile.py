@@ -7,9 +7,10 @@ params file. `git checkout params.yaml` returns to the embedded default.
 
 The merged result is checked as `python -m emergence check` checks params.yaml
 (schemas and cross-section checks: it runs that command on it), and written only
-when it passes; otherwise every problem is printed and params.yaml is left as it
-was. The check runs in its own process because it loads every study's schemas,
-which core may not import.
+when it passes; otherwise every problem is printed (each key the profile names
+that params.yaml lacks, with the profile's path, and each problem of the merged
+result) and params.yaml is left as it was. The check runs in its own process
+because it loads every study's schemas, which core may not import.
 """
 
 from __future__ import annotations
@@ -42,16 +43,19 @@ def profile_path(name: str) -> Path:
     return path
 
 
-def merge_into(base: dict, overlay: dict, where: str = "") -> None:
-    """Deep-merge `overlay` into `base`; every overlay key must already exist in base."""
+def merge_into(base: dict, overlay: dict, where: str = "") -> list[str]:
+    """Deep-merge `overlay` into `base`; every overlay key must already exist in base. Returns one line
+    per key that does not (the others are merged, so the result's own problems can be listed too)."""
+    unknown = []
     for key, value in overlay.items():
         name = f"{where}.{key}" if where else str(key)
         if key not in base:
-            raise PipelineError(f"{name}: unknown key ({did_you_mean(key, base)}not in {PARAMS_FILE})")
-        if isinstance(value, dict) and isinstance(base[key], dict):
-            merge_into(base[key], value, name)
+            unknown.append(f"{name}: unknown key ({did_you_mean(key, base)}not in {PARAMS_FILE})")
+        elif isinstance(value, dict) and isinstance(base[key], dict):
+            unknown += merge_into(base[key], value, name)
         else:
             base[key] = value
+    return unknown
 
 
 def check_problems(text: str) -> list[str]:
@@ -83,11 +87,11 @@ def apply_profile(name: str, params_file: str | Path = PARAMS_FILE) -> list[str]
     yaml.width = 120
     read_params(params_file)  # a duplicate key, bad YAML or bytes: one line, before the round-trip loader
     params: Any = yaml.load(Path(params_file).read_text())
-    overlay = read_params(profile_path(name))
-    merge_into(params, overlay)
+    path = profile_path(name)
+    unknown = [f"{path}: {line}" for line in merge_into(params, read_params(path))]
     out = io.StringIO()
     yaml.dump(params, out)
-    if problems := check_problems(out.getvalue()):
+    if problems := unknown + check_problems(out.getvalue()):
         return problems
     write_text(out.getvalue(), params_file)
     return []

@@ -14,11 +14,13 @@ opened by native code other than those readers.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +77,30 @@ class Reads:
             self.paths.add(rel)
 
 
+_recording: list[Reads] = []  # this process's recorder, once started
+
+
 def start(root: Path | str = ".") -> Reads:
     """Begin recording this process's reads (an audit hook cannot be removed: call once per process)."""
     reads = Reads(root)
     sys.addaudithook(reads.hook)
     watch_native_readers()
+    _recording.append(reads)
     return reads
+
+
+@contextlib.contextmanager
+def unrecorded() -> Iterator[None]:
+    """Reads made for the stage machinery, not the stage: the params rules every stage runs at start
+    (core/cli.py) load every study's schema modules, which are no stage's deps by design."""
+    was = [r.active for r in _recording]
+    for r in _recording:
+        r.active = False
+    try:
+        yield
+    finally:
+        for r, active in zip(_recording, was):
+            r.active = active
 
 
 def watch_native_readers() -> None:

@@ -187,12 +187,15 @@ def device_need_mb(w: Sized, on_gpu: bool) -> int:
     return math.ceil(need if on_gpu else BASE_MB + need)
 
 
+def step_seconds(w: Sized, device: str) -> float:
+    """The estimate of the job's training steps alone, in seconds, without the safety factor."""
+    return w.steps * (STEP_S + w.flops_per_step / RATE["cpu" if device == "cpu" else "cuda"])
+
+
 def runtime_min(w: Sized | None, device: str) -> int:
     if w is None:
         return STARTUP_MIN * 12  # an hour
-    rate = RATE["cpu" if device == "cpu" else "cuda"]
-    seconds = SAFETY * w.steps * (STEP_S + w.flops_per_step / rate)
-    return STARTUP_MIN + math.ceil(seconds / 60)
+    return STARTUP_MIN + math.ceil(SAFETY * step_seconds(w, device) / 60)
 
 
 def declared_values(params: dict, keys: list[str], where: str) -> dict[str, Any]:

@@ -18,15 +18,18 @@ import dataclasses
 import math
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from emergence.core.io import PipelineError
+from emergence.core.train import load_checkpoint
+from emergence.core.train.checkpoint import diverged_at
 
 LossFn = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]  # (model, (B, L) rows) -> (B, L - 1)
 
@@ -155,11 +158,24 @@ def drift(trace: np.ndarray, n_beta: float) -> np.ndarray:
     return n_beta * (trace[:, -q:].mean(1) - trace[:, -2 * q : -q].mean(1))
 
 
+def finite_checkpoints(checkpoints: list[tuple[int, Path]]) -> Iterator[tuple[int, torch.nn.Module]]:
+    """(step, model) of each checkpoint saved before its run diverged, with a progress bar. A run trained
+    on past a nan loss (on_nonfinite: continue) records the step in every later checkpoint's meta; an
+    LLC of its weights from then on means nothing (SGLD diverges at once), and the report says where
+    the run diverged instead."""
+    for step, path in tqdm(checkpoints, desc="llc checkpoints"):
+        model, info = load_checkpoint(path)
+        if diverged_at(info) is not None:
+            return
+        yield step, model
+
+
 def llc_table(
     checkpoints: Iterable[tuple[int, torch.nn.Module]], rows: torch.Tensor, loss_fn: LossFn, p: LLCParams, seed: int
 ) -> pd.DataFrame:
-    """Every checkpoint's per-chain LLC: columns step, chain, llc, drift, init_loss. A diverged chain stops it
-    with one line naming the checkpoint step too (no table is returned: nothing is written)."""
+    """Every checkpoint's per-chain LLC: columns step, chain, llc, drift, init_loss (no rows without a
+    checkpoint). A diverged chain stops it with one line naming the checkpoint step too (no table is
+    returned: nothing is written)."""
     g = torch.Generator().manual_seed(seed)
     rows = rows[torch.randperm(len(rows), generator=g)[: p.n_sequences]]
     tables = []
@@ -168,6 +184,10 @@ def llc_table(
             tables.append(estimate(model, rows, loss_fn, p, seed).assign(step=step))
         except PipelineError as e:
             raise PipelineError(f"{e} at checkpoint step {step}") from None
+    if not tables:  # a run that diverged before its first checkpoint
+        return pd.DataFrame({"step": [], "chain": [], "llc": [], "drift": [], "init_loss": []}).astype(
+            {"step": int, "chain": int}
+        )
     return pd.concat(tables, ignore_index=True)[["step", "chain", "llc", "drift", "init_loss"]]
 
 

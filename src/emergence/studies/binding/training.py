@@ -40,7 +40,8 @@ def train_binding(params: dict, seed: int, out_dir: Path, scratch_dir: Path, whe
         train_rows = subset(programs, "train")
         batch_fn = sampler(encode_programs(train_rows["program"], train_rows["answer"], tok, fmt), cfg.batch_size, seed)
         fingerprint = f"{fmt}:{file_sha256(programs_path)}"
-    val_rows = subset(programs, "val", n=n_eval)
+    fingerprint += f":eval{n_eval}"  # the validation programs scored: recorded in every checkpoint's meta
+    val_rows = subset(programs, "val", n=n_eval, key="binding_train.eval_programs")
     val = encode_programs(val_rows["program"], val_rows["answer"], tok)
 
     def eval_fn(model: torch.nn.Module, step: int) -> dict[str, float]:

@@ -1,0 +1,176 @@
+"""The params rules at every door: what a stage refuses at start (the sections and paths it reads),
+the params_check stage every other stage depends on, and the rules added for them (threads against the
+CPUs, a GPU that is not there, outputs outside the checkout, YAML anchors and aliases)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import ROOT
+from refusals import assert_not_refused, assert_refused
+
+from emergence import check
+from emergence.check import missing_device, outputs_inside_the_checkout, problems_of, stage_problems, where_it_runs
+from emergence.core import config
+from emergence.core.config import read_params
+from emergence.core.declared import GUARD, completed, read_stages
+from emergence.core.io import PipelineError
+from emergence.core.pipeline import read_declaration
+
+SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
+TRAIN_SECTIONS = {"base", "binding_programs", "binding_model", "binding_train"}  # binding_train@0's reads
+
+
+def edited(**changes) -> dict:
+    params = copy.deepcopy(SHIPPED)
+    for dotted, value in changes.items():
+        name, key = dotted.split("__")
+        params[name][key] = value
+    return params
+
+
+def train_stage(params: dict) -> list[str]:
+    return stage_problems(params, ROOT, TRAIN_SECTIONS, {"binding_programs", "binding_runs", "binding_scratch"})
+
+
+# ---- what a stage refuses at its start ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "changes, key, value",
+    [
+        (dict(binding_train__eval_programs=5000), "binding_train.eval_programs", 5000),  # spans binding_data's split
+        (dict(binding_train__steps=10**12), "binding_train.steps", 10**12),
+        (dict(binding_train__lr=-1.0), "binding_train.lr", -1.0),
+        (dict(base__seeds=[0, 2**32]), "base.seeds", 2**32),
+    ],
+    ids=["eval beyond val split", "steps 10^12", "negative lr", "seed beyond numpy"],
+)
+def test_a_stage_refuses_what_check_refuses_in_the_sections_it_reads(changes, key, value):
+    params = edited(**changes)
+    assert_refused(problems_of(params, root=ROOT), key, value)
+    assert_refused(train_stage(params), key, value)
+
+
+def test_a_stage_is_not_refused_for_a_section_it_does_not_read():
+    params = edited(grounding_train__lr=-1.0, dino_features__image_size=50_000)
+    lines = train_stage(params)
+    assert lines == []
+    assert_refused(problems_of(params, root=ROOT), "grounding_train.lr", -1.0)  # check still lists it
+
+
+def test_a_stage_checks_only_the_paths_it_uses(tmp_path):
+    outside = str(tmp_path / "elsewhere.json")
+    params = copy.deepcopy(SHIPPED)
+    params["paths"]["assoc_report"] = outside  # not among binding_train's paths
+    assert train_stage(params) == []
+    params["paths"]["binding_runs"] = str(tmp_path / "runs")
+    assert_refused(train_stage(params), "paths.binding_runs", tmp_path / "runs")
+
+
+def test_the_cross_section_checks_name_the_sections_they_read():
+    for cross in check.CROSS_CHECKS:
+        assert isinstance(cross.sections, frozenset), cross.__name__
+        assert cross.sections <= set(SHIPPED), (cross.__name__, cross.sections - set(SHIPPED))
+
+
+# ---- rules the stages needed ------------------------------------------------------------------------
+
+
+def test_threads_are_bounded_by_the_cpus_this_process_may_use(monkeypatch):
+    monkeypatch.setattr(config, "usable_cpus", lambda: 3)
+    most = config.OVERSUBSCRIBE * 3
+    assert_not_refused(problems_of(edited(base__threads=most), root=ROOT), "base.threads")
+    assert_refused(problems_of(edited(base__threads=most + 1), root=ROOT), "base.threads", most + 1)
+    assert_refused(problems_of(edited(base__threads=10_000), root=ROOT), "base.threads", 10_000)
+
+
+@pytest.mark.parametrize(
+    "text, mark",
+    [
+        ("base: &b\n  seeds: [0]\nother: *b\n", "&b"),
+        ("base:\n  seeds: &s [0]\nbinding_data:\n  seeds: *s\n", "&s"),
+        ("a: [1]\nb: *x\n", "*x"),  # an alias without its anchor is refused as one too
+    ],
+)
+def test_anchors_and_aliases_are_refused_where_params_are_read(tmp_path, text, mark):
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    with pytest.raises(PipelineError) as refused:
+        read_params(path)
+    assert str(refused.value).startswith(str(path)) and mark in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_billion_laughs_is_refused_at_its_first_anchor(tmp_path):
+    lines = ["a0: &a0 [x, x]"] + [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]" for i in range(1, 30)]
+    path = tmp_path / "params.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(PipelineError, match="line 1"):
+        read_params(path)
+
+
+def test_outputs_must_resolve_inside_the_checkout_and_inputs_may_lie_anywhere(tmp_path):
+    params = copy.deepcopy(SHIPPED)
+    assert outputs_inside_the_checkout(params, ROOT) == []
+    params["paths"]["binding_heuristics"] = str(tmp_path / "heuristics.json")  # an output (a metric)
+    params["paths"]["binding_scratch"] = "../scratch"  # a stage's untracked state: written too
+    params["paths"]["binding_report"] = "data/../reports/binding.html"  # inside, however it is written
+    lines = outputs_inside_the_checkout(params, ROOT)
+    assert sorted(map(lambda line: line.split(":")[0], lines)) == ["paths.binding_heuristics", "paths.binding_scratch"]
+    params = copy.deepcopy(SHIPPED)
+    params["dino_features"]["local_dir"] = str(tmp_path)  # an input: anywhere
+    assert outputs_inside_the_checkout(params, ROOT) == []
+
+
+def test_a_gpu_that_is_not_there_is_named(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert missing_device(edited(base__device="cuda")).startswith("base.device: cuda")
+    assert missing_device(edited(base__device="auto")) is None
+    assert_refused(train_stage(edited(base__device="cuda")), "base.device", "cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert missing_device(edited(base__device="cuda")) is None
+
+
+def test_check_says_where_the_jobs_run_and_the_hours_before_anything_runs(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    paper = copy.deepcopy(SHIPPED)
+    from emergence.core.profile import merge_into, profile_path
+
+    assert merge_into(paper, read_params(profile_path("paper"))) == []
+    line, warning = where_it_runs(paper, ROOT)
+    assert line.startswith("base.device cuda: cuda (no GPU")
+    hours = float(line.split("estimates ")[1].split(" h")[0].replace(",", ""))
+    default = float(where_it_runs(SHIPPED, ROOT)[0].split("estimates ")[1].split(" h")[0].replace(",", ""))
+    assert hours > 10 * default > 0  # the paper's steps and widths, not the default's
+    assert warning.startswith("warning: base.device: cuda")
+
+
+# ---- the params_check stage: first in every DVC run ------------------------------------------------------
+
+
+def test_the_guard_stage_reads_every_section_and_every_stage_depends_on_it():
+    stages = read_stages(ROOT)
+    guard = stages[GUARD]
+    assert guard["params"] == list(read_declaration(ROOT)["schemas"])
+    out = guard["outs"]
+    assert out == ["${paths.params_checked}"]
+    for name, stage in stages.items():
+        if name != GUARD:
+            assert stage["deps"][0] == out[0], name
+
+
+def test_a_declaration_without_the_guard_stage_is_left_as_written():
+    decl = {"stages": {"a": {"cmd": "python -m stages.a", "deps": ["x"]}}, "schemas": {"s": "m:S"}}
+    assert completed(decl) == decl
+
+
+def test_every_module_a_schema_names_is_a_code_dep_of_the_guard_stage():
+    deps = set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][GUARD]["deps"])
+    for ref in read_declaration(ROOT)["schemas"].values():
+        module = ref.partition(":")[0]
+        assert str(Path(*module.split(".")).with_suffix(".py")) in {d.removeprefix("src/") for d in deps}, module

@@ -223,6 +223,6 @@ def test_another_write_failure_is_one_line_naming_it(tmp_path, monkeypatch):
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(safetensors.torch, "save_file", broken)
-    with pytest.raises(PipelineError, match=r"step3: cannot write the checkpoint: \[Errno 5\] Input/output error \("):
+    with pytest.raises(PipelineError, match=r"step3: cannot write the checkpoint: Input/output error \("):
         save_checkpoint(tiny(), tmp_path, 3, {})
     assert list(tmp_path.iterdir()) == []

@@ -255,7 +255,8 @@ def save_resume_state(path: Path, **state) -> None:
 
 def write_failed(path: Path, what: str, needed: int, error: Exception, then: str) -> PipelineError:
     """One line for a failed write (a full disk, most often): the path, the bytes it needed, the bytes free."""
-    text = " ".join(str(error).split())
+    # An OSError by its reason alone: io.atomic_path's WriteFailed already names the path in its text.
+    text = error.strerror if isinstance(error, OSError) and error.strerror else " ".join(str(error).split())
     full = (isinstance(error, OSError) and error.errno == errno.ENOSPC) or "StorageFull" in text
     cause = "no space left on device" if full or "No space left" in text else text
     where = next((p for p in Path(path).absolute().parents if p.exists()), Path("/"))

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -363,6 +365,18 @@ def read_parquet(path: str | os.PathLike, required: dict[str, str] | None = None
         if kinds != "any" and kind not in kinds and not (kind in "OUT" and set(kinds) & set("OUT")):
             raise PipelineError(f"{path}: wrong schema, column '{col}' has dtype {df[col].dtype}")
     return df
+
+
+def finite(values, path: str | os.PathLike, what: str):
+    """`values` (a torch tensor or a numpy array) as given, refused when one of them is nan or inf.
+
+    For the float artifacts where neither is ever legitimate (features, weights, a closed-form basis): read
+    on, one would turn every later number nan, or stop a training run with advice far from the cause
+    (`lower visual_train.lr`). Not for tables, whose nan says "not measured" or records a diverged run."""
+    ok = values.isfinite() if hasattr(values, "isfinite") else np.isfinite(values)  # torch's own: bf16 too
+    if bad := int((~ok).sum()):
+        raise PipelineError(f"{path}: {what}: {bad:,} of {math.prod(ok.shape):,} values are non-finite (nan or inf)")
+    return values
 
 
 def write_json(obj, path: str | os.PathLike) -> None:

@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 from safetensors import SafetensorError
 
-from emergence.core.io import PipelineError, atomic_path, remove_tree, write_json
+from emergence.core.io import PipelineError, atomic_path, finite, remove_tree, write_json
 from emergence.core.models.registry import build_model, model_spec
 
 FORMAT = "emergence-checkpoint-v1"
@@ -76,6 +76,9 @@ def load_checkpoint(step_dir: str | os.PathLike, device: str = "cpu") -> tuple[n
     except RuntimeError as e:  # missing/unexpected keys or shape mismatch
         detail = " ".join(str(e).split())
         raise PipelineError(f"{weights}: weights do not match architecture '{info['arch']}': {detail}") from e
+    if diverged_at(info) is None:  # else the run trained on past a nan loss on purpose (on_nonfinite: continue)
+        for name, tensor in model.state_dict().items():
+            finite(tensor, weights, f"tensor '{name}'")
     return model.to(device).eval(), info
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from emergence.core.io import PipelineError
 from emergence.core.models import build_model
 from emergence.studies.assoc.compare import AssocRuns, departures, learned_matrices, theory_matrices
 from emergence.studies.assoc.theory import BASIS_NAMES, Basis, basis_summary, load_basis, save_basis
@@ -126,3 +127,14 @@ def test_save_basis_round_trips_and_replaces_the_file(tmp_path):
     for name in BASIS_NAMES:
         assert torch.equal(getattr(loaded, name), getattr(basis, name)), name
     assert [p.name for p in tmp_path.iterdir()] == ["basis.safetensors"]  # no temporary left behind
+
+
+def test_a_basis_holding_a_nan_is_refused_naming_the_file_and_the_tensor(tmp_path):
+    path = tmp_path / "basis.safetensors"
+    phi = BASIS.Phi.clone()
+    phi[0, 1] = float("nan")
+    save_basis(Basis(**{**BASIS.tensors(), "Phi": phi}), path)
+    with pytest.raises(PipelineError) as e:
+        load_basis(path)
+    message = str(e.value)
+    assert message.startswith(f"{path}: ") and "Phi" in message and "non-finite" in message, message

@@ -111,6 +111,22 @@ def test_features_of_the_wrong_shape_or_rows_are_one_line(tmp_path, feats, rows,
     assert str(e.value).endswith(message) and str(e.value).startswith(str(root))
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_features_holding_a_nan_or_inf_are_refused_naming_the_file(tmp_path, value):
+    # such features made visual_train stop with "loss is nan ... lower visual_train.lr", far from the cause
+    root = tmp_path / "features"
+    root.mkdir()
+    feats = torch.zeros(2, 3, 4)
+    feats[1, 2, 3] = value
+    save_file({"features": feats}, str(root / "features.safetensors"))
+    (root / "encoder.json").write_text("{}")
+    write_parquet(pd.DataFrame({"row": [0, 1], "image_id": [7, 9]}), root / "images.parquet")
+    with pytest.raises(PipelineError) as e:
+        features(_features_params(root))
+    message = str(e.value)
+    assert message.startswith(f"{root / 'features.safetensors'}: ") and "non-finite" in message, message
+
+
 def test_features_of_one_image_and_of_the_last_row_are_read(tmp_path):
     root = tmp_path / "features"
     root.mkdir()

@@ -51,6 +51,28 @@ def test_config_json_is_ours(tmp_path):
     }
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("-inf")])
+def test_weights_holding_a_nan_or_inf_are_refused_naming_the_file(tmp_path, value):
+    model = tiny()
+    with torch.no_grad():
+        model.emb.weight[3, 1] = value
+    step_dir = save_checkpoint(model, tmp_path, 5, {})
+    with pytest.raises(PipelineError) as e:
+        load_checkpoint(step_dir)
+    message = str(e.value)
+    assert message.startswith(f"{step_dir / 'model.safetensors'}: ") and "non-finite" in message, message
+    assert "emb.weight" in message  # the tensor too
+
+
+def test_a_run_that_recorded_its_divergence_loads_its_nan_weights(tmp_path):
+    # on_nonfinite: continue trains on past a nan loss and says so in every later checkpoint
+    model = tiny()
+    with torch.no_grad():
+        model.emb.weight.fill_(float("nan"))
+    loaded, info = load_checkpoint(save_checkpoint(model, tmp_path, 5, {"diverged_at": 3}))
+    assert info["meta"]["diverged_at"] == 3 and torch.isnan(loaded.emb.weight).all()
+
+
 def test_save_replaces_existing_step(tmp_path):
     save_checkpoint(tiny(seed=1), tmp_path, 3, {})
     newer = tiny(seed=2).eval()
@@ -223,6 +245,6 @@ def test_another_write_failure_is_one_line_naming_it(tmp_path, monkeypatch):
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(safetensors.torch, "save_file", broken)
-    with pytest.raises(PipelineError, match=r"step3: cannot write the checkpoint: \[Errno 5\] Input/output error \("):
+    with pytest.raises(PipelineError, match=r"step3: cannot write the checkpoint: Input/output error \("):
         save_checkpoint(tiny(), tmp_path, 3, {})
     assert list(tmp_path.iterdir()) == []

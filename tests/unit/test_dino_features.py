@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from safetensors.torch import save_file
 
 from emergence.core.io import PipelineError
 from emergence.studies.grounding import dino_features as dino
@@ -563,6 +564,24 @@ def test_an_unreadable_cache_entry_is_encoded_again_with_a_warning(tiny_dir, tmp
     assert str(w.message) == f"{entry}: unreadable cache entry (SafetensorError), encoding the image again"
     assert (info["n_encoded"], info["n_cached"]) == (1, 1) and torch.equal(again, first)
     assert entry.read_bytes() == good_bytes  # overwritten with the same entry
+
+
+def test_a_cache_entry_holding_a_nan_is_encoded_again_with_a_warning(tiny_dir, tmp_path):
+    enc, p = load_encoder(params(tiny_dir), "cpu"), params(tiny_dir)
+    a, b = images(tmp_path / "imgs", 2)
+    first, _ = encode_images([a, b], p, enc, tmp_path / "cache")
+    entry = tmp_path / "cache" / dino.cache_key(enc.encoder_id, p) / f"{image_key(a)}.safetensors"
+    good_bytes = entry.read_bytes()
+    poisoned = first[0].clone()
+    poisoned[0, 0] = float("nan")
+    save_file({"features": poisoned}, str(entry))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again, info = encode_images([a, b], p, enc, tmp_path / "cache")
+    (w,) = caught
+    assert str(w.message).startswith(f"{entry}: ") and "non-finite" in str(w.message)
+    assert (info["n_encoded"], info["n_cached"]) == (1, 1) and torch.equal(again, first)
+    assert entry.read_bytes() == good_bytes
 
 
 def test_the_progress_bar_counts_new_images_and_stays_silent_on_a_full_cache(tiny_dir, tmp_path, capsys):

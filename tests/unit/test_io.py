@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import tempfile
@@ -117,6 +118,70 @@ def test_read_parquet_names_file_and_column(tmp_path):
     (tmp_path / "x.parquet").write_text("not parquet")
     with pytest.raises(PipelineError, match="x.parquet: not a readable Parquet file"):
         read_parquet(tmp_path / "x.parquet")
+
+
+# ---- an output that cannot be written: one line naming it, nothing half-written ---------------------
+
+
+def fail_as_read_only(monkeypatch, name: str, when) -> None:
+    """os.<name> raising EROFS, as on a read-only mount, for the calls `when(*args)` picks (the tests run as
+    root, whom chmod 0o500 does not stop)."""
+    real = getattr(os, name)
+
+    def call(*args, **kwargs):
+        if when(*args):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(args[0]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(os, name, call)
+
+
+def one_line_naming(error: pytest.ExceptionInfo, path: Path, cause: str) -> None:
+    message = str(error.value)
+    assert message.startswith(f"{path}: ") and cause in message and "\n" not in message, message
+
+
+def test_a_read_only_folder_is_one_line_naming_the_output_and_nothing_changes(tmp_path, monkeypatch):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "index.html").write_text("old")
+    fail_as_read_only(monkeypatch, "mkdir", lambda path, *rest: str(path).startswith(str(reports)))
+    for path in (reports / "index.html", reports / "plots" / "binding.csv"):  # a temporary, a folder to make
+        with pytest.raises(PipelineError) as error:
+            write_text("new", path)
+        one_line_naming(error, path, "Read-only file system")
+    assert tree(tmp_path) == {"reports/index.html": "old"} and list(reports.iterdir()) == [reports / "index.html"]
+
+
+def write_version(path: Path, kind: str, text: str) -> None:
+    if kind == "folder":
+        path.mkdir()
+        (path / "a").write_text(text)
+    else:
+        path.write_text(text)
+
+
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_an_output_that_cannot_be_published_keeps_the_old_one(tmp_path, monkeypatch, kind):
+    out = tmp_path / "out"
+    write_version(out, kind, "old")
+    before = tree(tmp_path)
+    # the new version refused at its rename onto `out` (a folder's old version was moved aside just before)
+    fail_as_read_only(monkeypatch, "replace", lambda src, dst, *rest: Path(src).name == "out" and Path(dst) == out)
+    with pytest.raises(PipelineError) as error:
+        with atomic_path(out) as tmp:
+            write_version(tmp, kind, "new")
+    one_line_naming(error, out, "Read-only file system")
+    assert tree(tmp_path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_full_disk_mid_write_names_the_output_and_leaves_no_folder_it_made(tmp_path):
+    path = tmp_path / "new" / "deep" / "x.parquet"
+    with pytest.raises(PipelineError) as error:
+        with atomic_path(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    one_line_naming(error, path, "No space left on device")
+    assert list(tmp_path.iterdir()) == []
 
 
 # ---- writers inside a stage run: only declared outputs, published only if the run succeeds ----------

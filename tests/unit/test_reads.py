@@ -120,6 +120,16 @@ def test_the_declaration_of_the_instance_running_a_command(tmp_path):
     assert declared_paths("python -m stages.report", tmp_path) is None
 
 
+def test_a_declaration_that_is_not_utf8_holds_nothing_against_the_reads(tmp_path):
+    """The stage has said what is wrong with the file in its one error line; the exit hook adds nothing."""
+    for bad in ("params.yaml", "dvc.yaml"):
+        (tmp_path / "dvc.yaml").write_text(yaml.safe_dump(DVC))
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(PARAMS))
+        with open(tmp_path / bad, "ab") as f:
+            f.write(b"# caf\xe9\n")  # Latin-1
+        assert declared_paths("python -m stages.report", tmp_path) is None
+
+
 STAGE = '''\
 """Reads its input, and maybe one more file."""
 

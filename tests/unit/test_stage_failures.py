@@ -3,6 +3,7 @@ named in the error, SIGTERM unwinding like Ctrl-C (no temporary left behind)."""
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import signal
@@ -14,7 +15,7 @@ import yaml
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import read_params
 from emergence.core.declared import instance_of_module, producer_of
-from emergence.core.io import PipelineError, atomic_path
+from emergence.core.io import PipelineError, atomic_path, write_text
 from emergence.core.profile import merge_into
 
 ROOT = Path(__file__).parents[2]
@@ -79,6 +80,26 @@ def test_sigterm_unwinds_like_ctrl_c_and_leaves_no_temporary(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "error: interrupted; no partial artifact was written"
     assert list(tmp_path.iterdir()) == []  # neither the artifact nor its temporary sibling
     assert signal.getsignal(signal.SIGTERM) == before  # the handler is the stage's only
+
+
+def test_an_output_on_a_read_only_mount_is_one_error_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    Path("params.yaml").write_text((ROOT / "params.yaml").read_text())  # where the stage that writes it is found
+    Path("reports").mkdir()
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(args[0]))
+
+    @stage_main
+    def main(argv=None):
+        monkeypatch.setattr(os, "mkdir", read_only)  # after the stage's start: its lock folder is elsewhere
+        write_text("<html>", "reports/index.html")
+
+    assert main([]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: reports/index.html: "), lines
+    assert "Read-only file system" in lines[0] and "re-run it" not in lines[0]  # no stage to re-run for this
+    assert sorted(tmp_path.rglob("*")) == [tmp_path / "params.yaml", tmp_path / "reports"]
 
 
 def test_a_stage_instance_runs_once_per_checkout_and_kill_9_frees_it(tmp_path):

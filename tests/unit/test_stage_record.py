@@ -83,6 +83,17 @@ def test_unwritable_log_folder_warns_and_keeps_the_exit_code(tmp_path):
     assert "warning: stage record not written (logs/stages/python_-m_stages.binding.train_--help.json" in proc.stderr
 
 
+def test_params_not_utf8_is_one_error_line_with_no_traceback_from_the_exit_hook(tmp_path):
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")  # a declaration for the exit hook to read params against
+    (tmp_path / "params.yaml").write_bytes(b"base:\n  seeds: [0]  # caf\xe9\n")  # Latin-1
+    proc, _ = stage_as_program(tmp_path, "--seed", "0")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: params.yaml: not UTF-8"), proc.stderr
+    saved = json.loads((tmp_path / "logs/stages/python_-m_stages.binding.train_--seed_0.json").read_text())
+    assert saved["exit"] == 1 and saved["undeclared_reads"] is None  # nothing to hold the reads against
+
+
 def test_in_process_main_writes_no_record(tmp_path, monkeypatch):
     from stages.binding.train import main
 

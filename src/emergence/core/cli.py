@@ -28,7 +28,7 @@ from emergence.core.declared import (
     producer_of,
     unknown_section,
 )
-from emergence.core.io import PipelineError, Refused, current_run, stage_writes
+from emergence.core.io import PipelineError, Refused, WriteFailed, current_run, stage_writes
 from emergence.core.stage_record import recorded
 
 
@@ -205,7 +205,9 @@ def stage_main(fn: Callable[[list[str] | None], None]) -> Callable[[list[str] | 
         try:
             with stage_writes():  # its outputs are published when fn and the end-of-run checks succeed
                 fn(argv)
-        except Refused as e:  # a write this stage may not make: naming a stage to re-run would mislead
+        # A write this stage may not make, or one the system refused (a read-only mount): the path is an
+        # output, not a damaged input, so naming the stage that writes it to re-run would mislead.
+        except (Refused, WriteFailed) as e:
             _fail(f"error: {e}")
             return 1
         except PipelineError as e:

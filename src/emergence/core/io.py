@@ -13,6 +13,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,6 +38,25 @@ class PipelineError(Exception):
 
 class Refused(PipelineError):
     """A write the stage may not make (not its output, or a folder it did not create): nothing was changed."""
+
+
+class WriteFailed(PipelineError, OSError):
+    """An output the system would not let us write or publish (a read-only mount, no permission, a full
+    disk): nothing was changed. An OSError too, with the cause's errno and strerror, so a caller that says
+    more (the bytes a checkpoint needs) still catches it."""
+
+    def __str__(self) -> str:
+        return self.args[0]  # the line, not OSError's "[Errno N] ..." built from the cause's fields
+
+
+def cannot_write(path: Path, error: OSError) -> WriteFailed:
+    """One line naming the output and the system's reason, and the file it names when not our temporary."""
+    named = os.fsdecode(error.filename) if error.filename is not None else None
+    ours = named is None or Path(named) == path or f"/.{path.name}." in f"/{named}"
+    where = "" if ours else f" ({named})"
+    failed = WriteFailed(f"{path}: cannot write it: {error.strerror or error}{where}; nothing was changed")
+    failed.errno, failed.strerror, failed.filename = error.errno, error.strerror, error.filename
+    return failed
 
 
 _live: set[Path] = set()  # this process's temporaries in use (writes under way, versions kept aside): never stale
@@ -110,7 +131,11 @@ class StageRun:
         elif path.exists() or path.is_symlink():
             aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=key.parent))
             _live.add(aside)
-            os.replace(path, aside / path.name)
+            try:
+                os.replace(path, aside / path.name)
+            except OSError:
+                _discard(aside)
+                raise
             self.kept[key] = aside / path.name
         else:
             self.kept[key] = None
@@ -130,9 +155,7 @@ class StageRun:
             if old is not None:
                 os.replace(old, path)
                 _discard(old.parent)
-        for folder in sorted(self.made, key=lambda p: len(p.parts), reverse=True):
-            with contextlib.suppress(OSError):  # not empty: something else lives there now
-                folder.rmdir()
+        _remove_folders(self.made)
         self.kept.clear()
         self.made.clear()
 
@@ -194,21 +217,22 @@ _HELD = (signal.SIGINT, signal.SIGTERM)
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` on success.
 
-    Works for files and directories. On any exception the temporary is removed
-    and whatever was at `path` before is left untouched. A folder is never
-    replaced by a file; inside a stage run see `StageRun`.
+    Works for files and directories. On any exception the temporary (and any
+    folder made for it) is removed and whatever was at `path` before is left
+    untouched; an OSError on the way (a read-only mount, no permission, a full
+    disk), in the caller's writes too, becomes one `WriteFailed` line naming
+    `path`. A folder is never replaced by a file; inside a stage run see `StageRun`.
     """
     path = Path(path)
     nested = any(t in _absolute(path).parents for t in _live)  # inside another write's temporary: part of it
     run = _run if _run is not None and not nested else None
     held = run is not None and run.held(path)
     made = [p for p in path.parents if not p.exists()]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a process killed mid-write
-        if _absolute(stale) not in _live:
-            remove_tree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    _live.add(_absolute(tmp))
+    try:
+        tmp = _temporary_beside(path)
+    except OSError as e:
+        _remove_folders(made)
+        raise cannot_write(path, e) from e
     target = tmp / path.name  # caller writes here (file or directory)
     try:
         yield target
@@ -219,12 +243,41 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         if held:
             run.replace(target, path, made)
         else:
-            with _signals_held():  # out and in with no interrupt between: the old version or the new, never none
-                if path.is_dir() and not path.is_symlink():
-                    os.replace(path, tmp / f"{path.name}.old")  # beside `target`; goes with `tmp`
-                os.replace(target, path)  # a file replaces a file atomically
-    finally:
+            _swap_in(target, path, tmp)
+    except BaseException as e:
         _discard(tmp)
+        _remove_folders(made)  # what this write made for itself goes with it (a stage run's undo does the same)
+        if isinstance(e, OSError) and not isinstance(e, PipelineError):  # the caller's write into `target` too
+            raise cannot_write(path, e) from e
+        raise
+    _discard(tmp)
+
+
+def _temporary_beside(path: Path) -> Path:
+    """A new, live temporary folder beside `path` (its folder made if need be), stale ones cleared."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a process killed mid-write
+        if _absolute(stale) not in _live:
+            remove_tree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    _live.add(_absolute(tmp))
+    return tmp
+
+
+def _swap_in(target: Path, path: Path, tmp: Path) -> None:
+    """Rename `target` onto `path`, out and in with no interrupt between: the old version or the new, never
+    none. A file replaces a file atomically; a folder is first moved aside into `tmp`, and back when the
+    new one cannot go in (a read-only mount)."""
+    with _signals_held():
+        old = tmp / f"{path.name}.old" if path.is_dir() and not path.is_symlink() else None
+        if old is not None:
+            os.replace(path, old)
+        try:
+            os.replace(target, path)
+        except OSError:
+            if old is not None:
+                os.replace(old, path)
+            raise
 
 
 def _absolute(path: str | os.PathLike) -> Path:
@@ -253,6 +306,13 @@ def _remove(path: Path) -> None:
         remove_tree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
+
+
+def _remove_folders(folders: list[Path]) -> None:
+    """Remove the folders a write made, deepest first, where still empty (else something else lives there)."""
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _discard(tmp: Path) -> None:
@@ -305,6 +365,18 @@ def read_parquet(path: str | os.PathLike, required: dict[str, str] | None = None
         if kinds != "any" and kind not in kinds and not (kind in "OUT" and set(kinds) & set("OUT")):
             raise PipelineError(f"{path}: wrong schema, column '{col}' has dtype {df[col].dtype}")
     return df
+
+
+def finite(values, path: str | os.PathLike, what: str):
+    """`values` (a torch tensor or a numpy array) as given, refused when one of them is nan or inf.
+
+    For the float artifacts where neither is ever legitimate (features, weights, a closed-form basis): read
+    on, one would turn every later number nan, or stop a training run with advice far from the cause
+    (`lower visual_train.lr`). Not for tables, whose nan says "not measured" or records a diverged run."""
+    ok = values.isfinite() if hasattr(values, "isfinite") else np.isfinite(values)  # torch's own: bf16 too
+    if bad := int((~ok).sum()):
+        raise PipelineError(f"{path}: {what}: {bad:,} of {math.prod(ok.shape):,} values are non-finite (nan or inf)")
+    return values
 
 
 def write_json(obj, path: str | os.PathLike) -> None:

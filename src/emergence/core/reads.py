@@ -137,8 +137,8 @@ def declared_paths(command: str, root: Path | str = ".") -> list[str] | None:
     its deps, outs, metrics and meta.untracked paths. None: no instance of dvc.yaml runs `command`."""
     root = Path(root)
     try:
-        stages = yaml.load((root / GENERATED).read_text(), LOADER)["stages"]
-        params = yaml.safe_load((root / PARAMS).read_text())
+        stages = yaml.load((root / GENERATED).read_text(encoding="utf-8"), LOADER)["stages"]
+        params = yaml.safe_load((root / PARAMS).read_text(encoding="utf-8"))
         argv = shlex.split(command)
         for name, stage in stages.items():
             for instance, item in instances(name, stage, params):
@@ -148,7 +148,9 @@ def declared_paths(command: str, root: Path | str = ".") -> list[str] | None:
                 scratch = [f"${{paths.{key}}}" for key in (stage.get("meta") or {}).get("untracked", [])]
                 files = [*stage.get("deps", []), *stage.get("outs", []), *stage.get("metrics", []), *scratch]
                 return [str(p) for p in interpolate(files, context, instance)]
-    except (OSError, yaml.YAMLError, PipelineError, KeyError, TypeError, AttributeError):
+    # ValueError: a file that is not UTF-8. This runs at every stage's exit, after the stage has said what is
+    # wrong with its params in its one error line: a traceback here would bury that line.
+    except (OSError, ValueError, yaml.YAMLError, PipelineError, KeyError, TypeError, AttributeError):
         return None  # no pipeline here, or one that does not resolve: nothing to hold the reads against
     return None
 
@@ -166,7 +168,8 @@ def _within(path: str, folder: str) -> bool:
 
 def summary(reads: Reads, command: str) -> dict[str, Any]:
     """The record's fields: how many files the stage read under the working directory, and which of
-    them its declaration does not cover (None: no dvc.yaml instance runs this command)."""
+    them its declaration does not cover (None: no dvc.yaml instance runs this command, or dvc.yaml or
+    params.yaml cannot be read)."""
     reads.active = False  # what follows reads dvc.yaml and params.yaml for us, not for the stage
     allowed = declared_paths(command, reads.root)
     return {

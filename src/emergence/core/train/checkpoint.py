@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 from safetensors import SafetensorError
 
-from emergence.core.io import PipelineError, atomic_path, remove_tree, write_json
+from emergence.core.io import PipelineError, atomic_path, finite, remove_tree, write_json
 from emergence.core.models.registry import build_model, model_spec
 
 FORMAT = "emergence-checkpoint-v1"
@@ -76,6 +76,9 @@ def load_checkpoint(step_dir: str | os.PathLike, device: str = "cpu") -> tuple[n
     except RuntimeError as e:  # missing/unexpected keys or shape mismatch
         detail = " ".join(str(e).split())
         raise PipelineError(f"{weights}: weights do not match architecture '{info['arch']}': {detail}") from e
+    if diverged_at(info) is None:  # else the run trained on past a nan loss on purpose (on_nonfinite: continue)
+        for name, tensor in model.state_dict().items():
+            finite(tensor, weights, f"tensor '{name}'")
     return model.to(device).eval(), info
 
 
@@ -255,7 +258,8 @@ def save_resume_state(path: Path, **state) -> None:
 
 def write_failed(path: Path, what: str, needed: int, error: Exception, then: str) -> PipelineError:
     """One line for a failed write (a full disk, most often): the path, the bytes it needed, the bytes free."""
-    text = " ".join(str(error).split())
+    # An OSError by its reason alone: io.atomic_path's WriteFailed already names the path in its text.
+    text = error.strerror if isinstance(error, OSError) and error.strerror else " ".join(str(error).split())
     full = (isinstance(error, OSError) and error.errno == errno.ENOSPC) or "StorageFull" in text
     cause = "no space left on device" if full or "No space left" in text else text
     where = next((p for p in Path(path).absolute().parents if p.exists()), Path("/"))

@@ -39,7 +39,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from emergence.core.io import PipelineError, atomic_path
+from emergence.core.io import PipelineError, atomic_path, finite
 
 WEIGHTS = ("W", "V", "W_O", "P")  # the learned matrices the theory predicts
 BASIS_NAMES = ("B", "Phi", "Sigma_B", "G", "Q", "Delta")
@@ -204,7 +204,7 @@ def load_basis(path: str | Path) -> Basis:
         raise PipelineError(f"{path}: not a readable safetensors file ({e})") from e
     if missing := [name for name in BASIS_NAMES if name not in tensors]:
         raise PipelineError(f"{path}: basis tensor '{missing[0]}' missing")
-    return Basis(**{name: tensors[name] for name in BASIS_NAMES})
+    return Basis(**{name: finite(tensors[name], path, f"basis tensor '{name}'") for name in BASIS_NAMES})
 
 
 def basis_summary(basis: Basis) -> pd.DataFrame:

@@ -25,7 +25,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from emergence.core.io import PipelineError, atomic_path, file_sha256
+from emergence.core.io import PipelineError, atomic_path, file_sha256, finite
 
 IMAGENET_MEAN = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
 IMAGENET_STD = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
@@ -223,18 +223,19 @@ def encode_padded(encoder: Encoder, images: list[torch.Tensor], params: EncoderP
 
 
 def cached_features(path: Path) -> torch.Tensor | None:
-    """One image's cached features, or None when absent or unreadable (truncated, foreign): the cache is
-    no artifact, so a bad entry is encoded again and overwritten, with a warning."""
+    """One image's cached features, or None when absent, unreadable (truncated, foreign) or holding a nan or
+    inf: the cache is no artifact, so a bad entry is encoded again and overwritten, with a warning."""
     if not path.is_file():
         return None
     try:
-        feats = load_file(path)["features"]
+        return finite(load_file(path)["features"], path, "cached features")
+    except PipelineError as e:  # nan or inf
+        warnings.warn(f"{e}; encoding the image again", stacklevel=2)
     except (SafetensorError, OSError, KeyError) as e:
         warnings.warn(
             f"{path}: unreadable cache entry ({e.__class__.__name__}), encoding the image again", stacklevel=2
         )
-        return None
-    return feats
+    return None
 
 
 def skip_hint(where: str) -> str:

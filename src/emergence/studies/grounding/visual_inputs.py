@@ -12,7 +12,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from emergence.core.config import from_dict, path_of, section
-from emergence.core.io import PipelineError, read_parquet
+from emergence.core.io import PipelineError, finite, read_parquet
 from emergence.studies.grounding.inputs import SaliencyParams, checked_attention_models
 from emergence.studies.grounding.tokens import marked_table, read_vocab
 from emergence.studies.grounding.visual_data import SETTINGS
@@ -102,6 +102,7 @@ def features(params: dict) -> tuple[torch.Tensor, dict[int, int], dict]:
     images = read_parquet(root / "images.parquet", {"row": "i", "image_id": "i"})
     if feats.ndim != 3 or not feats.is_floating_point():
         raise PipelineError(f"{root}: features must be (images, positions, dim) floats, got {tuple(feats.shape)}")
+    finite(feats, root / "features.safetensors", "features")
     if len(images) and not 0 <= images["row"].min() <= images["row"].max() < len(feats):
         raise PipelineError(f"{root}: images.parquet names rows outside the {len(feats)} feature rows")
     return feats, dict(zip(images["image_id"].tolist(), images["row"].tolist())), record

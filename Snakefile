@@ -18,7 +18,7 @@ if check_params(["params.yaml"]) != 0:
 configfile: "params.yaml"
 
 RULES = snakemake_rules(config)
-GUARDED = {out for r in RULES if r.name == GUARD for out in r.outs}  # by bytes, not time: a pass reruns nothing
+GUARDED = {out for r in RULES if r.name == GUARD for out in r.outs}  # the check above guards the rules here
 
 
 # One engine per checkout: the top-level run (not a dry run, not a job's own invocation: those have no
@@ -42,7 +42,7 @@ for r in RULES:
         name:
             r.name
         input:
-            [ancient(i) if i in GUARDED else i for i in r.inputs],
+            [i for i in r.inputs if i not in GUARDED],
         output:
             [directory(out) if is_directory(out) else out for out in r.outs],
         params:

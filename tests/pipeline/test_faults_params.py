@@ -1,0 +1,110 @@
+"""A bad params value at every door: `emergence check`, the stage run by hand, `dvc repro`, `dvc exp run
+-S` and Snakemake each refuse it in one line naming the key, with nothing under data/ or reports/ (nor
+dvc.lock) changed, on a copy of the tiny run (binding val split: 20 programs)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from faults import assert_only_changed, assert_outcome, fault_copy, run_command, snapshot
+from refusals import assert_refused
+
+from emergence.core.declared import instances, interpolate
+
+pytestmark = pytest.mark.pipeline
+
+OUTSIDE = "/tmp/emergence-outside-the-checkout/heuristics.json"
+# (key, a value just outside its rule, the stage reading it); every entry point below for each
+BOUNDS = [
+    ("binding_train.steps", 10**12, "binding_train"),  # would train for ever, filling the disk with checkpoints
+    ("binding_train.eval_programs", 5000, "binding_train"),  # more than the 20 validation programs
+    ("binding_train.lr", -1.0, "binding_train"),
+    ("base.threads", 10_000, "binding_data"),  # every stage reads it
+    ("dino_features.image_size", 5000, "dino_features"),  # one batch beyond this machine's memory
+    ("paths.binding_heuristics", OUTSIDE, "binding_data"),  # an output DVC could not track
+    ("binding_model.n_layers", 0, "binding_train"),
+]
+STAMP = "data/params_checked.txt"  # the params_check stage's output: the one DVC runs (and removes) first
+ENGINES = ("binding_train.lr", "base.threads", "paths.binding_heuristics")  # also through DVC and Snakemake
+
+
+def set_value(root: Path, key: str, value) -> None:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    section, name = key.split(".")
+    params[section][name] = value
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def first_instance(root: Path, stage: str) -> tuple[str, list[str], str]:
+    """(DVC instance name, its command, its first output) of the first instance of `stage`."""
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    entry = yaml.safe_load((root / "dvc.yaml").read_text())["stages"][stage]
+    name, item = instances(stage, entry, params)[0]
+    context = {**params, "item": item}
+    outs = interpolate([*entry.get("outs", []), *entry.get("metrics", [])], context, name)
+    return name, interpolate(entry["cmd"], context, name).split(), outs[0]
+
+
+def refused(proc: subprocess.CompletedProcess, key: str) -> None:
+    assert_outcome(proc, "error")
+    assert_refused([line for line in proc.stderr.splitlines() if line.startswith("error:")], key)
+
+
+@pytest.fixture
+def root(tiny_run, tmp_path) -> Path:
+    root = fault_copy(tiny_run, tmp_path / "run")
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "code"], cwd=root, check=True)
+    return root
+
+
+@pytest.mark.parametrize(("key", "value", "stage"), BOUNDS, ids=[k for k, _, _ in BOUNDS])
+def test_a_bad_value_is_refused_at_every_door_and_nothing_changes(root, key, value, stage):
+    instance, cmd, output = first_instance(root, stage)
+    before = snapshot(root)
+    if key in ENGINES:  # set by DVC itself: refused before DVC removes the stage's last good outputs
+        proc = run_command(root, "dvc", "exp", "run", "-S", f"{key}={value}", instance, timeout=300)
+        refused(proc, key)
+        assert f"the experiment left {key} as set with -S" in proc.stderr  # and how to put it back
+        assert_only_changed(root, before, ("params.yaml", STAMP))  # DVC removes a stage's outputs before it runs
+        subprocess.run(["git", "checkout", "-q", "params.yaml"], cwd=root, check=True)
+    set_value(root, key, value)
+    before = snapshot(root)
+    doors = [("python", "-m", "emergence", "check"), tuple(cmd)]
+    if key in ENGINES:
+        doors += [("dvc", "repro", instance), ("snakemake", "--cores", "1", output)]
+    for door in doors:
+        refused(run_command(root, *door, timeout=300), key)
+    assert_only_changed(root, before, (STAMP,))
+    assert not Path(OUTSIDE).exists()
+
+
+def test_a_gpu_that_is_not_there_is_a_warning_in_check_and_an_error_in_the_stage(root):
+    set_value(root, "base.device", "cuda")
+    before = snapshot(root)
+    proc = run_command(root, "python", "-m", "emergence", "check", timeout=120)
+    assert_outcome(proc, "warning", "base.device: cuda, but torch")
+    assert "h of training" in proc.stdout  # where the jobs run and the hours, before anything runs
+    refused(run_command(root, "python", "-m", "stages.binding.train", "--seed", "0", timeout=300), "base.device")
+    assert_only_changed(root, before)
+
+
+def test_yaml_aliases_are_refused_by_check_and_the_stages(root):
+    text = (root / "params.yaml").read_text().replace("binding_train:\n", "binding_train: &train\n", 1)
+    (root / "params.yaml").write_text(text + "other: *train\n")
+    before = snapshot(root)
+    for door in (("python", "-m", "emergence", "check"), ("python", "-m", "stages.binding.data")):
+        proc = run_command(root, *door, timeout=120)
+        assert_outcome(proc, "error", "anchor &train")
+    assert_only_changed(root, before)
+
+
+def test_a_misspelt_profile_key_is_listed_with_the_profiles_other_problems(root):
+    (root / "profiles" / "mine.yaml").write_text("binding_model:\n  n_layerz: 2\nbinding_train:\n  lr: -1.0\n")
+    before = snapshot(root)
+    proc = run_command(root, "python", "-m", "emergence", "profile", "mine", timeout=120)
+    assert_outcome(proc, "error", "profiles/mine.yaml: binding_model.n_layerz: unknown key")
+    assert_refused([line for line in proc.stderr.splitlines() if line.startswith("error:")], "binding_train.lr")
+    assert_only_changed(root, before)

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from faults import assert_only_changed, assert_outcome, fault_copy, run_command, set_params, snapshot
 
-RUN0, SCRATCH0 = "data/binding/runs/seed0", "data/scratch/binding/seed0"
+RUN0, SCRATCH0, LLC0 = "data/binding/runs/seed0", "data/scratch/binding/seed0", "data/binding/llc/seed0.parquet"
 DISK_FULL = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
 
 
@@ -53,8 +53,16 @@ def test_continue_records_the_diverged_step_in_the_run_and_the_binding_report(ro
     assert f"loss is nan at step {step};" in proc.stderr
     final = json.loads((root / RUN0 / "step30" / "config.json").read_text())
     assert final["meta"]["diverged_at"] == step
-    for cmd in (("stages.binding.trajectory", "--seed", "0"), ("stages.binding.report",)):
+    for cmd in (
+        ("stages.binding.trajectory", "--seed", "0"),
+        ("stages.binding.llc", "--seed", "0"),
+        ("stages.binding.report",),
+    ):
         assert_outcome(run_command(root, "python", "-m", *cmd, timeout=300), "ok")
+    # the LLC of the checkpoints saved before the divergence only (SGLD on nan weights diverges at once)
+    llc_steps = set(pd.read_parquet(root / LLC0)["step"])
+    saved = {int(p.name.removeprefix("step")) for p in (root / RUN0).glob("step*")}
+    assert llc_steps and llc_steps <= {s for s in saved if s < step}
     assert json.loads((root / "reports/metrics/binding.json").read_text())["diverged_at"] == {"0": step}
     assert (
         f"Seed 0: training diverged at step {step} (the loss was nan or inf"
@@ -64,7 +72,8 @@ def test_continue_records_the_diverged_step_in_the_run_and_the_binding_report(ro
     assert_only_changed(
         root,
         before,
-        (RUN0, SCRATCH0, "reports/binding.html", "reports/metrics/binding.json", "reports/plots/binding_trajectory.csv")
+        (RUN0, SCRATCH0, LLC0, "reports/binding.html", "reports/metrics/binding.json")
+        + ("reports/plots/binding_trajectory.csv",)
         + tuple(f"data/binding/{name}/seed0.parquet" for name in outputs),
     )
 

@@ -36,6 +36,17 @@ from emergence.studies.grounding.tokens import model_entry
 Checker = Callable[[dict[str, Any]], Any]  # params -> anything; raises PipelineError, one line per problem
 
 
+def loads(*schemas: type) -> Callable:
+    """Name the dataclasses a function schema loads its section with (`.loads`): the tests try a value
+    just outside each of their declared bounds (core/rules.py) at every entry point."""
+
+    def mark(check: Callable) -> Callable:
+        check.loads = schemas
+        return check
+
+    return mark
+
+
 # ---- the sections that are more than one dataclass ----------------------------------------------
 
 
@@ -57,10 +68,12 @@ def check_binding_model(params: dict, name: str) -> None:
         raise PipelineError(f"{name}: {e}") from e
 
 
+@loads(TrainConfig)
 def check_binding_train(params: dict, name: str) -> None:
     train_params(params, seed=0, device="cpu")
 
 
+@loads(CorpusParams)
 def check_assoc_corpus(params: dict, name: str) -> None:
     from_dict(CorpusParams, section(params, name), name)
 
@@ -84,6 +97,7 @@ def _schema_plus_ints(params: dict, name: str, schema: type, ints: dict[str, int
         raise PipelineError("\n".join(problems))
 
 
+@loads(TrainConfig)
 def check_train_section(params: dict, name: str) -> None:
     """A grounding setting's training section: TrainConfig (seed and device come from base) plus seq_len."""
     _schema_plus_ints(params, name, TrainConfig, {"seq_len": 2}, seed=("base.seeds", 0), device=("base.device", "cpu"))
@@ -106,6 +120,7 @@ def check_grounding_models(params: dict, name: str) -> None:
         raise PipelineError("\n".join(problems))
 
 
+@loads(LensParams)
 def check_grounding_lens(params: dict, name: str) -> None:
     _schema_plus_ints(params, name, LensParams, {"n_checkpoints": 1, "kl_windows": 1})
 

@@ -5,6 +5,9 @@ CPUs, a GPU that is not there, outputs outside the checkout, YAML anchors and al
 from __future__ import annotations
 
 import copy
+import dataclasses
+import importlib
+import typing
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ from emergence.core.config import read_params
 from emergence.core.declared import GUARD, completed, read_stages
 from emergence.core.io import PipelineError
 from emergence.core.pipeline import read_declaration
+from emergence.core.rules import bounds_of, just_outside
 
 SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
 TRAIN_SECTIONS = {"base", "binding_programs", "binding_model", "binding_train"}  # binding_train@0's reads
@@ -174,3 +178,45 @@ def test_every_module_a_schema_names_is_a_code_dep_of_the_guard_stage():
     for ref in read_declaration(ROOT)["schemas"].values():
         module = ref.partition(":")[0]
         assert str(Path(*module.split(".")).with_suffix(".py")) in {d.removeprefix("src/") for d in deps}, module
+
+
+# ---- every declared bound, just outside, at check and at the start of the stage reading it ----------------
+
+
+def declared_bounds() -> list[tuple[str, str, object]]:
+    """(section, field, a value just outside its bound) for every bound declared on a field of a section's
+    schema (core/rules.py): a new bound is tried here by construction."""
+    found = []
+    for section, ref in read_declaration(ROOT)["schemas"].items():
+        module, _, name = ref.partition(":")
+        target = getattr(importlib.import_module(module), name)
+        for cls in getattr(target, "loads", (target,) if dataclasses.is_dataclass(target) else ()):
+            hints = typing.get_type_hints(cls, include_extras=True)
+            for f in dataclasses.fields(cls):
+                base, bounds = bounds_of(hints[f.name])
+                found += [(section, f.name, just_outside(base, bound)) for bound in bounds]
+    return found
+
+
+BOUNDED = declared_bounds()
+
+
+def reader_of(section: str) -> set[str]:
+    """The sections the first stage declaring `section` reads."""
+    stage = next(
+        s for s in read_stages(ROOT).values() if section in {str(p).split(".")[0] for p in s.get("params", [])}
+    )
+    return {str(p).split(".")[0] for p in ["base.threads", *stage.get("params", [])]}
+
+
+def test_the_table_holds_the_bounds_of_base_and_every_training_section():
+    keys = {f"{s}.{k}" for s, k, _ in BOUNDED}
+    assert {"base.threads", "binding_train.lr", "grounding_train.steps", "visual_train.batch_size"} <= keys
+
+
+@pytest.mark.parametrize(("section", "key", "value"), BOUNDED, ids=[f"{s}.{k}={v}" for s, k, v in BOUNDED])
+def test_a_value_just_outside_a_declared_bound_is_refused_by_check_and_the_stage(section, key, value):
+    params = copy.deepcopy(SHIPPED)
+    params[section][key] = value
+    assert_refused(problems_of(params, root=ROOT), f"{section}.{key}")
+    assert_refused(stage_problems(params, ROOT, reader_of(section), set()), f"{section}.{key}")

@@ -16,11 +16,13 @@ import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import yaml
+from annotated_types import Ge
 
 from emergence.core.io import PipelineError
+from emergence.core.rules import field_problems
 
 T = TypeVar("T")
 PARAMS_FILE = "params.yaml"
@@ -92,7 +94,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
         f"{where}.{name}: unknown key ({did_you_mean(name, fields)}known: {', '.join(fields)})"
         for name in sorted(set(data) - set(fields), key=str)
     ]
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     kwargs = {}
     for name, f in fields.items():
         key = f"{where}.{name}"
@@ -107,6 +109,8 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
     if problems:
         raise PipelineError("\n".join(problems))
     obj = cls(**kwargs)
+    if problems := field_problems(obj, where):  # the bounds declared on its fields (core/rules.py)
+        raise PipelineError("\n".join(problems))
     if hasattr(obj, "validate"):
         obj.validate(where)
     return obj
@@ -134,6 +138,8 @@ def to_dict(obj: Any) -> dict[str, Any]:
 
 
 def _coerce(value: Any, hint: Any, key: str) -> Any:
+    if typing.get_origin(hint) is typing.Annotated:  # bounds are checked on the built object
+        return _coerce(value, typing.get_args(hint)[0], key)
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
@@ -201,7 +207,7 @@ class BaseParams:
 
     seeds: list[int]
     device: typing.Literal["auto", "cpu", "cuda"] = "auto"
-    threads: int = 2
+    threads: Annotated[int, Ge(1)] = 2
     precision: typing.Literal["fp32", "bf16"] = "fp32"  # bf16: autocast in training (TrainConfig.precision)
     compile: bool = False  # torch.compile the training forward
     # torch.compile's mode; reduce-overhead replays the compiled step as CUDA graphs
@@ -217,8 +223,6 @@ class BaseParams:
             raise PipelineError(f"{where}.seeds: at least one seed is needed")
         if len(set(self.seeds)) != len(self.seeds):
             raise PipelineError(f"{where}.seeds: duplicate seed in {self.seeds}")
-        if self.threads < 1:
-            raise PipelineError(f"{where}.threads: must be >= 1, got {self.threads}")
         if self.threads > (most := OVERSUBSCRIBE * usable_cpus()):
             # thousands of threads on a few cores do not fail, they crawl: a 30-step run did not end in 300 s
             raise PipelineError(

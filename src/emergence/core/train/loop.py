@@ -21,16 +21,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
+from annotated_types import Ge, Gt, Le, Lt
 from tqdm import tqdm
 
 from emergence.core import stage_record
 from emergence.core.io import PipelineError, write_parquet
+from emergence.core.rules import field_problems
 from emergence.core.train.checkpoint import (
     capture_resume_state,
     clear_run_files,
@@ -53,23 +55,23 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
 
 @dataclass
 class TrainConfig:
-    steps: int
-    batch_size: int
-    lr: float
+    steps: Annotated[int, Ge(1)]
+    batch_size: Annotated[int, Ge(1)]
+    lr: Annotated[float, Gt(0)]
     optimizer: str = "adamw"  # adamw | sgd
-    weight_decay: float = 0.0
+    weight_decay: Annotated[float, Ge(0)] = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
-    momentum: float = 0.0  # sgd
+    momentum: Annotated[float, Ge(0), Lt(1)] = 0.0  # sgd
     schedule: str = "constant"  # constant | linear | cosine
-    warmup_steps: int = 0
-    min_lr_ratio: float = 0.0
-    grad_clip: float | None = 1.0
-    seed: int = 0
-    dense_until: int = 0  # checkpoint every step up to here
-    n_log_checkpoints: int = 20
-    checkpoint_every: int = 0  # regular checkpoints (0 = none besides log-spaced and final)
-    resume_every: int = 200  # steps between resume-state saves
-    eval_every: int = 0  # call eval_fn every N steps (and at every checkpoint)
+    warmup_steps: Annotated[int, Ge(0)] = 0
+    min_lr_ratio: Annotated[float, Ge(0), Le(1)] = 0.0
+    grad_clip: Annotated[float, Gt(0)] | None = 1.0
+    seed: Annotated[int, Ge(0), Le(SEED_MAX)] = 0  # numpy's seed range (from the run's seeds)
+    dense_until: Annotated[int, Ge(0)] = 0  # checkpoint every step up to here
+    n_log_checkpoints: Annotated[int, Ge(0)] = 20
+    checkpoint_every: Annotated[int, Ge(0)] = 0  # regular checkpoints (0 = none besides log-spaced and final)
+    resume_every: Annotated[int, Ge(1)] = 200  # steps between resume-state saves
+    eval_every: Annotated[int, Ge(0)] = 0  # call eval_fn every N steps (and at every checkpoint)
     device: str = "auto"  # auto -> cuda if available else cpu
     on_nonfinite: str = "stop"  # a nan/inf loss: stop (keeping the last good resume state) | continue (recorded)
     precision: str = "fp32"  # fp32 | bf16: autocast (bf16 matmuls; fp32 weights, optimizer, softmax and loss)
@@ -77,28 +79,20 @@ class TrainConfig:
     compile_mode: str = "default"  # torch.compile's mode (COMPILE_MODES), when compile is on
 
     def validate(self, where: str = "train") -> None:
+        """The bounds declared above (a config built in code is checked here, one from params also when
+        it is loaded), then the rules a bound cannot say."""
+        if problems := field_problems(self, where):
+            raise PipelineError("\n".join(problems))
+
         def check(key: str, ok: bool, rule: str) -> None:
             if not ok:
                 raise PipelineError(f"{where}.{key}: {rule}, got {getattr(self, key)!r}")
 
-        def is_int(v: Any) -> bool:
-            return isinstance(v, int) and not isinstance(v, bool)
-
         def is_num(v: Any) -> bool:
             return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
-        for key in ("steps", "batch_size", "resume_every"):
-            check(key, is_int(getattr(self, key)) and getattr(self, key) >= 1, "must be a positive integer")
-        for key in ("seed", "warmup_steps", "dense_until", "n_log_checkpoints", "checkpoint_every", "eval_every"):
-            check(key, is_int(getattr(self, key)) and getattr(self, key) >= 0, "must be a non-negative integer")
-        check("lr", is_num(self.lr) and self.lr > 0, "must be a positive number")
-        check("weight_decay", is_num(self.weight_decay) and self.weight_decay >= 0, "must be a number >= 0")
-        check("momentum", is_num(self.momentum) and 0 <= self.momentum < 1, "must be a number in [0, 1)")
-        check("min_lr_ratio", is_num(self.min_lr_ratio) and 0 <= self.min_lr_ratio <= 1, "must be a number in [0, 1]")
         betas_ok = isinstance(self.betas, tuple) and len(self.betas) == 2
         check("betas", betas_ok and all(is_num(b) and 0 <= b < 1 for b in self.betas), "must be two numbers in [0, 1)")
-        clip_ok = self.grad_clip is None or (is_num(self.grad_clip) and self.grad_clip > 0)
-        check("grad_clip", clip_ok, "must be null or > 0")
         check("optimizer", self.optimizer in ("adamw", "sgd"), "must be adamw or sgd")
         check("schedule", self.schedule in SCHEDULES, f"must be one of {', '.join(SCHEDULES)}")
         check("warmup_steps", self.warmup_steps <= self.steps, "must be <= steps")
@@ -108,7 +102,6 @@ class TrainConfig:
         check("precision", self.precision in PRECISIONS, f"must be one of {', '.join(PRECISIONS)}")
         check("compile", isinstance(self.compile, bool), "must be true or false")
         check("compile_mode", self.compile_mode in COMPILE_MODES, f"must be one of {', '.join(COMPILE_MODES)}")
-        check("seed", self.seed <= SEED_MAX, f"must be <= {SEED_MAX} (2**32 - 1, numpy's range; from the run's seeds)")
 
 
 def train(

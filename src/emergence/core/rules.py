@@ -1,0 +1,80 @@
+"""Bounds declared on a params field: `steps: Annotated[int, Ge(1)]`.
+
+The bound is written once, beside the field, in annotated-types' vocabulary (Ge, Gt, Le, Lt: the one
+pydantic reads too). `from_dict` checks it wherever a section is loaded (every stage, `emergence
+check`, the params_check stage), a dataclass built in code checks it in its `validate`, the message is
+generated from it (`binding_train.lr: must be a number > 0, got -1.0`), and the tests enumerate every
+declared bound to try a value just outside it at each entry point. Cross-field rules stay in
+`validate`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from typing import Any
+
+from annotated_types import Ge, Gt, Le, Lt
+
+BOUNDS = (Ge, Gt, Le, Lt)
+Bound = Ge | Gt | Le | Lt
+
+
+def bounds_of(hint: Any) -> tuple[Any, list[Bound]]:
+    """(the base type, its declared bounds) of a field's type hint; a bound inside `X | None` counts."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        inner = [bounds_of(arg) for arg in typing.get_args(hint) if arg is not type(None)]
+        return next(((base, found) for base, found in inner if found), (hint, []))
+    if typing.get_origin(hint) is typing.Annotated:
+        base, *meta = typing.get_args(hint)
+        return base, [m for m in meta if isinstance(m, BOUNDS)]
+    return hint, []
+
+
+def limit(bound: Bound) -> float:
+    return next(getattr(bound, name) for name in ("ge", "gt", "le", "lt") if hasattr(bound, name))
+
+
+def rule(base: Any, bounds: list[Bound]) -> str:
+    """`an integer >= 1`, `a number > 0`, `a number in [0, 1)`: what the bounds allow, in words."""
+    word = "an integer" if base is int else "a number"
+    lower = next((b for b in bounds if isinstance(b, (Ge, Gt))), None)
+    upper = next((b for b in bounds if isinstance(b, (Le, Lt))), None)
+    if lower is not None and upper is not None:
+        left, right = "[" if isinstance(lower, Ge) else "(", "]" if isinstance(upper, Le) else ")"
+        return f"{word} in {left}{shown(limit(lower))}, {shown(limit(upper))}{right}"
+    bound = lower or upper
+    sign = {Ge: ">=", Gt: ">", Le: "<=", Lt: "<"}[type(bound)]
+    return f"{word} {sign} {shown(limit(bound))}"
+
+
+def shown(x: float) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
+
+
+def holds(value: Any, bounds: list[Bound]) -> bool:
+    """Whether `value` is a number within every bound (nan and inf never are: no bound admits them)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    checks = {Ge: lambda b: value >= b.ge, Gt: lambda b: value > b.gt, Le: lambda b: value <= b.le}
+    return all(checks.get(type(b), lambda b: value < b.lt)(b) for b in bounds)
+
+
+def field_problems(obj: Any, where: str) -> list[str]:
+    """One line per field of dataclass `obj` whose value lies outside its declared bounds."""
+    hints = typing.get_type_hints(type(obj), include_extras=True)
+    problems = []
+    for f in dataclasses.fields(obj):
+        base, bounds = bounds_of(hints[f.name])
+        value = getattr(obj, f.name)
+        if bounds and value is not None and not holds(value, bounds):
+            problems.append(f"{where}.{f.name}: must be {rule(base, bounds)}, got {value!r}")
+    return problems
+
+
+def just_outside(base: Any, bound: Bound) -> float:
+    """A value the bound refuses, as near it as the type allows (the tests' table of every bound)."""
+    step = 1 if base is int else 1e-6 * max(1.0, abs(limit(bound)))
+    return {Ge: limit(bound) - step, Gt: limit(bound), Le: limit(bound) + step, Lt: limit(bound)}[type(bound)]

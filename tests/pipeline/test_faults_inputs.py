@@ -9,6 +9,8 @@ import shutil
 import time
 
 import pandas as pd
+import pytest
+from conftest import ROOT
 from faults import assert_only_changed, assert_outcome, fault_copy, run_command, set_params, snapshot
 from tcp_server import tcp_server
 
@@ -125,3 +127,22 @@ def test_a_home_shorthand_path_stops_make_repro_before_dvc_deletes_anything(tiny
     assert_outcome(proc, "error", "paths.childes_source: '~/corpora/childes' starts with ~")
     assert f"write the full path, '{tmp_path}/home/corpora/childes'" in proc.stderr
     assert_only_changed(root, before)
+
+
+@pytest.mark.parametrize("target", ["reports", "data", "."])
+def test_export_force_never_replaces_the_checkouts_own_folders(tiny_run, tmp_path, target):
+    root = fault_copy(tiny_run, tmp_path / "run")
+    before = snapshot(root)
+    cmd = ("python", "-m", "emergence", "export", "data/binding/runs/seed0", "--to", "hf", target, "--force")
+    assert_outcome(run_command(root, *cmd, timeout=300), "error", target)
+    assert_only_changed(root, before)
+
+
+def test_the_unit_tests_collect_without_the_shared_data_and_say_what_is_missing(tmp_path):
+    env = {"EMERGENCE_SHARED": str(tmp_path / "no-shared")}
+    collect = run_command(ROOT, "python", "-m", "pytest", "-q", "--co", "-m", "not pipeline", "tests/unit", env=env)
+    assert collect.returncode == 0 and "Traceback" not in collect.stdout, collect.stdout[-2000:]
+    proc = run_command(
+        ROOT, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit/test_childes.py", env=env
+    )
+    assert proc.returncode != 0 and f"{tmp_path / 'no-shared' / 'data'} is missing" in proc.stdout, proc.stdout[-2000:]

@@ -108,3 +108,10 @@ def test_a_misspelt_profile_key_is_listed_with_the_profiles_other_problems(root)
     assert_outcome(proc, "error", "profiles/mine.yaml: binding_model.n_layerz: unknown key")
     assert_refused([line for line in proc.stderr.splitlines() if line.startswith("error:")], "binding_train.lr")
     assert_only_changed(root, before)
+
+
+def test_a_non_utf8_byte_in_params_is_one_line_from_a_stage_run_by_hand(root):
+    (root / "params.yaml").write_bytes((root / "params.yaml").read_bytes() + b"# caf\xe9\n")
+    before = snapshot(root)
+    assert_outcome(run_command(root, "python", "-m", "stages.binding.data", timeout=120), "error", "not UTF-8")
+    assert_only_changed(root, before)

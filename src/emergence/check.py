@@ -13,22 +13,20 @@ import argparse
 import math
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-import torch
-import yaml
-
 from emergence.bounds import CHECKS as SIZE_CHECKS
-from emergence.core.config import PARAMS_FILE, read_params, spans, usable_cpus
-from emergence.core.declared import DECLARATION, PATH_KEY, instances, interpolate, unknown_section
+from emergence.core.config import PARAMS_FILE, read_params, spans
+from emergence.core.declared import DECLARATION, PATH_KEY, unknown_section
 from emergence.core.io import PipelineError
 from emergence.core.pipeline import read_declaration
-from emergence.core.resources import RATE, device_need_mb, job_workload, on_device, step_seconds
 from emergence.core.train.loop import SEED_MAX
 from emergence.core.train.schedule import CheckpointPlan
+from emergence.machine import jobs_fit_the_device, missing_device, where_it_runs
 from emergence.params import Checker, load_schemas
 from emergence.studies.grounding.tokens import model_entry
 
@@ -241,101 +239,51 @@ CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
 CROSS_CHECKS += SIZE_CHECKS  # eval sets, top_k, probe words and image sizes against what they draw on
 
 
-Capacity = Callable[[str], tuple[int, str, bool] | None]  # device -> (MiB, what holds it, is a GPU)
+def written_paths(root: Path) -> set[str]:
+    """The `paths:` keys some stage writes: an out, a metric, its scratch."""
+    written = set()
+    for stage in read_declaration(root)["stages"].values():
+        written |= {k for f in [*stage.get("outs", []), *stage.get("metrics", [])] for k in PATH_KEY.findall(str(f))}
+        written |= set((stage.get("meta") or {}).get("untracked", []))
+    return written
 
 
-def device_memory(device: str) -> tuple[int, str, bool] | None:
-    """What the jobs' device holds: the first visible GPU's memory for cuda (None when none is visible:
-    a login node cannot tell), else this machine's memory."""
-    if device in ("cuda", "auto") and torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        return props.total_memory // 2**20, f"the {props.name}", True
-    if device == "cuda":
-        return None
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20, "this machine's memory", False
+def tracked_files(root: Path) -> set[str]:
+    """The files git tracks in the checkout (none outside a git checkout), but the .gitignore files DVC
+    writes into its outputs' folders."""
+    try:
+        proc = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, text=True)
+    except OSError:  # no git on PATH: nothing known to be tracked
+        return set()
+    files = proc.stdout.split("\0") if proc.returncode == 0 else []
+    return {f for f in files if f and not f.endswith(".gitignore")}
 
 
-def training_hours(params: dict, root: Path, device: str) -> float:
-    """resources.py's estimate of every device job's training steps on `device`, in hours (no safety
-    factor, startup excluded; jobs whose params give no model size count nothing)."""
-    seconds = 0.0
-    for name, stage in yaml.safe_load((root / "dvc.yaml").read_text())["stages"].items():
-        for instance, item in instances(name, stage, params):
-            keys = interpolate(stage.get("params", []), {**params, "item": item}, instance)
-            if on_device(keys) and (w := job_workload(params, keys, instance, item)) is not None:
-                seconds += step_seconds(w, device)
-    return seconds / 3600
-
-
-def where_it_runs(params: dict, root: Path) -> list[str]:
-    """Where the device jobs will run here and resources.py's estimate of their training hours there,
-    said before anything runs; a `warning:` line when base.device asks for a GPU this machine lacks."""
-    if not (root / "dvc.yaml").is_file():
-        return []
-    device = params["base"]["device"]
-    target = "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
-    here = f"the {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no GPU"
-    hours = {d: training_hours(params, root, d) for d in ("cuda", "cpu")}
-    line = (
-        f"base.device {device}: {target} ({here}, {usable_cpus()} CPU(s) here); resources.py estimates "
-        f"{hours[target]:,.1f} h of training at the {RATE[target] / 1e9:,.0f} GFLOP/s it assumes for a {target}"
-    )
-    if target == "cuda":
-        line += f" ({hours['cpu']:,.0f} h on a CPU)"
-    missing = missing_device(params)
-    return [line] + ([f"warning: {missing} (a GPU node of a cluster has one: run the stages there)"] if missing else [])
-
-
-def device_job_estimates(params: dict, root: Path = Path("."), on_gpu: bool = True) -> dict[str, int | None]:
-    """Each device job's memory estimate in MiB (resources.device_need_mb: without its safety factor),
-    by DVC stage instance ("binding_train@0"); None for a job whose declared params give no model size."""
-    estimates = {}
-    for name, stage in yaml.safe_load((root / "dvc.yaml").read_text())["stages"].items():
-        for instance, item in instances(name, stage, params):
-            keys = interpolate(stage.get("params", []), {**params, "item": item}, instance)
-            if on_device(keys):
-                w = job_workload(params, keys, instance, item)
-                estimates[instance] = None if w is None else device_need_mb(w, on_gpu)
-    return estimates
-
-
-def jobs_fit_the_device(params: dict, root: Path = Path("."), capacity: Capacity = device_memory) -> list[str]:
-    """Each device job's memory estimate against the device, refused before anything runs: a
-    paper-profile job that cannot fit would otherwise fail at its first step, possibly hours into the
-    pipeline. tests/pipeline/test_paper_smoke.py holds the estimates against measured peak memory."""
-    base = params.get("base")
-    held = capacity(base.get("device", "auto")) if isinstance(base, dict) else None
-    if held is None or not (root / "dvc.yaml").is_file():
-        return []
-    limit, what, on_gpu = held
-    return [
-        f"{instance}: resources.py estimates {need:,} MiB (weights, gradients, optimizer moments and "
-        f"activations), more than the {limit:,} MiB of {what}; lower its batch_size or context"
-        for instance, need in device_job_estimates(params, root, on_gpu).items()
-        if need is not None and need > limit
-    ]
-
-
-def outputs_inside_the_checkout(params: dict, root: Path) -> list[str]:
-    """A `paths:` key some stage writes (an out, a metric, its scratch) must resolve inside the checkout:
-    outside it DVC cannot track the output (`dvc status` then fails with "unexpected error") and a
-    stage would write where nothing records it. Inputs may lie anywhere."""
+def outputs_stay_in_the_checkout(params: dict, root: Path) -> list[str]:
+    """A `paths:` key some stage writes must resolve inside the checkout (outside it DVC cannot track
+    the output: `dvc status` then fails with "unexpected error"), outside .git and .dvc, and must not
+    name a file git tracks or a folder holding one (params.yaml, README.md, the code): a stage replaces
+    its outputs, and those are not its to replace. Inputs may lie anywhere."""
     paths, checkout = params.get("paths"), root.resolve()
     if not isinstance(paths, dict) or not (root / DECLARATION).is_file():
         return []
-    written = set()
-    for stage in read_declaration(root)["stages"].values():
-        files = [*stage.get("outs", []), *stage.get("metrics", [])]
-        written |= {k for f in files for k in PATH_KEY.findall(str(f))}
-        written |= set((stage.get("meta") or {}).get("untracked", []))
-    return [
-        f"paths.{key}: {value!r} resolves to {where}, outside the checkout {checkout}; a stage writes it, and "
-        "DVC tracks only outputs inside the checkout"
-        for key in sorted(written)
-        if isinstance(value := paths.get(key), str)
-        and value
-        and not (where := (root / os.path.expanduser(value)).resolve()).is_relative_to(checkout)
-    ]
+    tracked, problems = tracked_files(root), []
+    for key in sorted(written_paths(root)):
+        value = paths.get(key)
+        if not isinstance(value, str) or not value:
+            continue  # check_paths names it
+        where = (root / os.path.expanduser(value)).resolve()
+        rel = where.relative_to(checkout).as_posix() if where.is_relative_to(checkout) else None
+        if rel is None or rel == ".":
+            why = f"outside the checkout {checkout}; DVC tracks only outputs inside it"
+        elif rel.split("/")[0] in (".git", ".dvc"):
+            why = f"inside {rel.split('/')[0]}/, which git or DVC keeps"
+        elif rel in tracked or any(t.startswith(rel + "/") for t in tracked):
+            why = "a file git tracks (or a folder holding them), which a stage writing it would replace"
+        else:
+            continue
+        problems.append(f"paths.{key}: {value!r} resolves to {where}, {why}; a stage writes it")
+    return problems
 
 
 def problems_of(
@@ -370,22 +318,12 @@ def problems_of(
         except (AttributeError, TypeError):  # a malformed section, already reported above
             pass
     if "paths" in wanted:
-        problems.extend(outputs_inside_the_checkout(params, root))
+        problems.extend(outputs_stay_in_the_checkout(params, root))
     if sections is not None:  # a line is a stage's problem when its key lies in a section the stage reads
         return [line for line in dict.fromkeys(problems) if re.split(r"[.:@ \[]", line, maxsplit=1)[0] in wanted]
     if not problems:  # jobs are sized only from params that passed every other check
         problems.extend(jobs_fit_the_device(params, root))
     return problems
-
-
-def missing_device(params: dict) -> str | None:
-    """One line when base.device asks for a GPU this machine does not have (torch would fail deep inside
-    a stage with "Torch not compiled with CUDA enabled"), else None."""
-    base = params.get("base")
-    device = base.get("device") if isinstance(base, dict) else None
-    if device != "cuda" or torch.cuda.is_available():
-        return None
-    return f"base.device: cuda, but torch {torch.__version__} sees no GPU on this machine; set it to auto or cpu"
 
 
 def stage_problems(params: dict[str, Any], root: Path, sections: Collection[str], paths: Collection[str]) -> list[str]:

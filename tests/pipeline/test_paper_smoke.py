@@ -16,10 +16,10 @@ import yaml
 from conftest import ROOT, project_copy, run
 from safetensors import safe_open
 
-from emergence.check import device_job_estimates
 from emergence.core.config import read_params
 from emergence.core.pipeline import resolve_jobs
 from emergence.core.resources import FLOOR_MB
+from emergence.machine import device_job_estimates
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.paper_smoke]  # in `make test`, and alone: `make paper-smoke`
 

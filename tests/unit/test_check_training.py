@@ -107,7 +107,7 @@ BINDING_MIB = (16 * P + 4 * 64 * 128 * 12 * (16 * 512 + 2 * 2048 + 2 * 8 * 128))
 
 @pytest.mark.parametrize("limit, refused", [(BINDING_MIB, False), (BINDING_MIB - 1, True)])
 def test_a_job_larger_than_the_gpu_is_refused_naming_it_and_its_estimate(limit, refused):
-    from emergence.check import jobs_fit_the_device
+    from emergence.machine import jobs_fit_the_device
 
     assert BINDING_MIB == 5952
     params = _paper()
@@ -126,7 +126,7 @@ def test_a_job_larger_than_the_gpu_is_refused_naming_it_and_its_estimate(limit, 
 
 
 def test_on_a_cpu_the_process_base_counts_and_no_visible_gpu_checks_nothing():
-    from emergence.check import jobs_fit_the_device
+    from emergence.machine import jobs_fit_the_device
 
     params = _paper()
     cpu = jobs_fit_the_device(params, ROOT, lambda device: (BINDING_MIB + 1023, "this machine's memory", False))
@@ -141,7 +141,7 @@ def test_the_shipped_default_fits_this_machine():
 
 
 def test_device_job_estimates_name_every_device_job_with_none_where_no_model_size_is_declared():
-    from emergence.check import device_job_estimates
+    from emergence.machine import device_job_estimates
 
     params = _paper()
     gpu, cpu = (device_job_estimates(params, ROOT, on_gpu=g) for g in (True, False))

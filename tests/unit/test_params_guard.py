@@ -17,13 +17,14 @@ from conftest import ROOT
 from refusals import assert_not_refused, assert_refused
 
 from emergence import check
-from emergence.check import missing_device, outputs_inside_the_checkout, problems_of, stage_problems, where_it_runs
+from emergence.check import outputs_stay_in_the_checkout, problems_of, stage_problems
 from emergence.core import config
 from emergence.core.config import read_params
 from emergence.core.declared import GUARD, completed, read_stages
 from emergence.core.io import PipelineError
 from emergence.core.pipeline import read_declaration
 from emergence.core.rules import bounds_of, just_outside
+from emergence.machine import missing_device, where_it_runs
 
 SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
 TRAIN_SECTIONS = {"base", "binding_programs", "binding_model", "binding_train"}  # binding_train@0's reads
@@ -120,15 +121,27 @@ def test_a_billion_laughs_is_refused_at_its_first_anchor(tmp_path):
 
 def test_outputs_must_resolve_inside_the_checkout_and_inputs_may_lie_anywhere(tmp_path):
     params = copy.deepcopy(SHIPPED)
-    assert outputs_inside_the_checkout(params, ROOT) == []
+    assert outputs_stay_in_the_checkout(params, ROOT) == []
     params["paths"]["binding_heuristics"] = str(tmp_path / "heuristics.json")  # an output (a metric)
     params["paths"]["binding_scratch"] = "../scratch"  # a stage's untracked state: written too
     params["paths"]["binding_report"] = "data/../reports/binding.html"  # inside, however it is written
-    lines = outputs_inside_the_checkout(params, ROOT)
-    assert sorted(map(lambda line: line.split(":")[0], lines)) == ["paths.binding_heuristics", "paths.binding_scratch"]
+    params["paths"]["binding_programs"] = "README.md"  # inside, but the project's own: git tracks it
+    params["paths"]["grounding_runs"] = "src/emergence"  # a folder of tracked files
+    params["paths"]["visual_runs"] = ".dvc/cache"
+    params["paths"]["assoc_report"] = "."  # the checkout itself
+    lines = outputs_stay_in_the_checkout(params, ROOT)
+    keys = [
+        "binding_heuristics",
+        "binding_scratch",
+        "binding_programs",
+        "grounding_runs",
+        "visual_runs",
+        "assoc_report",
+    ]
+    assert sorted(line.split(":")[0] for line in lines) == sorted(f"paths.{k}" for k in keys)
     params = copy.deepcopy(SHIPPED)
     params["dino_features"]["local_dir"] = str(tmp_path)  # an input: anywhere
-    assert outputs_inside_the_checkout(params, ROOT) == []
+    assert outputs_stay_in_the_checkout(params, ROOT) == []
 
 
 def test_a_gpu_that_is_not_there_is_named(monkeypatch):

@@ -30,7 +30,7 @@ from emergence.core.pipeline import read_declaration, user_paths
 from emergence.core.train import TrainConfig
 from emergence.interp.tuned_lens import LensParams
 from emergence.studies.assoc.corpus import CorpusParams
-from emergence.studies.binding.train_config import model_params, train_params
+from emergence.studies.binding.train_config import BindingTrainKeys, model_params, train_params
 from emergence.studies.grounding.tokens import model_entry
 
 Checker = Callable[[dict[str, Any]], Any]  # params -> anything; raises PipelineError, one line per problem
@@ -68,7 +68,7 @@ def check_binding_model(params: dict, name: str) -> None:
         raise PipelineError(f"{name}: {e}") from e
 
 
-@loads(TrainConfig)
+@loads(TrainConfig, BindingTrainKeys)
 def check_binding_train(params: dict, name: str) -> None:
     train_params(params, seed=0, device="cpu")
 

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from refusals import assert_refused
 from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
 from emergence.core.config import from_dict
@@ -279,7 +280,6 @@ def test_ablation_params_edges_that_pass(values):
 @pytest.mark.parametrize(
     "values, message",
     [
-        ({"n_programs": 0}, "n_programs: must be >= 1, got 0"),
         ({"n_programs": True}, "n_programs: must be an integer, got True"),  # a bool is no count
         ({"modes": []}, "modes: a non-empty subset of ['zero', 'mean'], got []"),
         ({"modes": ["zero", "resample"]}, "modes: a non-empty subset of ['zero', 'mean'], got ['zero', 'resample']"),
@@ -289,3 +289,9 @@ def test_ablation_params_errors_name_the_key(values, message):
     with pytest.raises(PipelineError) as e:
         from_dict(BindingAblationParams, values, "binding_ablation")
     assert str(e.value) == f"binding_ablation.{message}"
+
+
+def test_ablation_params_need_one_program():
+    with pytest.raises(PipelineError) as e:
+        from_dict(BindingAblationParams, {"n_programs": 0}, "binding_ablation")
+    assert_refused(str(e.value).splitlines(), "binding_ablation.n_programs", 0)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from refusals import assert_refused
 
+from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
 from emergence.studies.binding.heuristics import HEURISTICS
 from emergence.studies.binding.trajectory import PhaseParams, detect_phases, training_rows
@@ -187,23 +189,33 @@ def test_training_rows_one_row_per_logged_value_and_the_divergence():
 
 
 @pytest.mark.parametrize(
-    "values, key, message",
+    "values",
     [
-        ({"n_programs": 0}, "n_programs", "must be >= 1, got 0"),
-        ({"heuristic_margin": 0.0}, "heuristic_margin", "must be in (0, 0.9), got 0.0"),
-        ({"heuristic_margin": 0.9}, "heuristic_margin", "must be in (0, 0.9), got 0.9"),
-        ({"heuristic_margin": 1.5}, "heuristic_margin", "must be in (0, 0.9), got 1.5"),
-        ({"traversal_accuracy": 0.1}, "traversal_accuracy", "must be in (0.1, 1], got 0.1"),
-        ({"traversal_accuracy": 1.01}, "traversal_accuracy", "must be in (0.1, 1], got 1.01"),
+        {"n_programs": 0},
+        {"heuristic_margin": 0.0},
+        {"heuristic_margin": 0.9},
+        {"heuristic_margin": 1.5},
+        {"traversal_accuracy": 0.1},
+        {"traversal_accuracy": 1.01},
     ],
+    ids=str,
 )
-def test_phase_params_refused_at_their_bounds(values, key, message):
+def test_phase_params_refused_at_their_bounds(values):
     with pytest.raises(PipelineError) as err:
-        PhaseParams(**values).validate("binding_trajectory")
-    assert str(err.value) == f"binding_trajectory.{key}: {message}"
+        from_dict(PhaseParams, values, "binding_trajectory")
+    ((key, value),) = values.items()
+    assert_refused(str(err.value).splitlines(), f"binding_trajectory.{key}", value)
 
 
-def test_phase_params_accepted_at_their_bounds():
-    for p in (PhaseParams(n_programs=1), PhaseParams(heuristic_margin=0.89), PhaseParams(traversal_accuracy=1.0)):
-        p.validate("binding_trajectory")  # raises if refused
-    PhaseParams(heuristic_margin=1e-6, traversal_accuracy=0.100001).validate("x")
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"n_programs": 1},
+        {"heuristic_margin": 0.89},
+        {"traversal_accuracy": 1.0},
+        {"heuristic_margin": 1e-6, "traversal_accuracy": 0.100001},
+    ],
+    ids=str,
+)
+def test_phase_params_accepted_at_their_bounds(values):
+    assert from_dict(PhaseParams, values, "binding_trajectory") == PhaseParams(**values)

@@ -8,6 +8,7 @@ import html
 
 import pandas as pd
 import pytest
+from refusals import assert_refused
 from test_grounding_report_values import paras, sections, table, tables
 from test_interactive import traces
 from test_report import (
@@ -20,6 +21,7 @@ from test_report import (
     _stress,
 )
 
+from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report import plots
@@ -169,10 +171,10 @@ def metrics() -> dict:
 
 
 def test_report_params_accept_zero_examples_and_reject_negative():
-    R.ReportParams(n_examples=0).validate("report")
+    assert from_dict(R.ReportParams, {"n_examples": 0}, "report") == R.ReportParams(n_examples=0)
     with pytest.raises(PipelineError) as err:
-        R.ReportParams(n_examples=-1).validate("binding_report")
-    assert str(err.value) == "binding_report.n_examples: must be >= 0, got -1"
+        from_dict(R.ReportParams, {"n_examples": -1}, "report")
+    assert_refused(str(err.value).splitlines(), "report.n_examples", -1)
 
 
 def test_stats_of_no_one_and_three_seeds():

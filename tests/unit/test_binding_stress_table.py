@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from refusals import assert_refused
 
+from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
 from emergence.studies.binding import stress as S
 from emergence.studies.binding.paper import Shape
@@ -150,13 +152,11 @@ def test_a_failed_draw_names_the_stress_set(monkeypatch):
 
 @pytest.mark.parametrize("every", [0, 1, 500])
 def test_stress_params_accept_every_n_from_zero(every):
-    S.StressParams(curve_every=every).validate("binding_stress")
+    assert from_dict(S.StressParams, {"curve_every": every}, "binding_stress") == S.StressParams(curve_every=every)
 
 
 @pytest.mark.parametrize("every", [-1, True, False])
 def test_stress_params_refuse_negatives_and_booleans(every):
     with pytest.raises(PipelineError) as info:
-        S.StressParams(curve_every=every).validate("binding_stress")
-    assert str(info.value) == (
-        f"binding_stress.curve_every: an integer >= 0 (0: the named checkpoint only), got {every}"
-    )
+        from_dict(S.StressParams, {"curve_every": every}, "binding_stress")
+    assert_refused(str(info.value).splitlines(), "binding_stress.curve_every", every)

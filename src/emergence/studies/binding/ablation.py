@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
+from annotated_types import Ge
 from tqdm import tqdm
 
 from emergence.core.io import PipelineError
@@ -120,12 +122,10 @@ def heads_by_hop(table: pd.DataFrame, top: int = 3) -> pd.DataFrame:
 
 @dataclasses.dataclass
 class BindingAblationParams:
-    n_programs: int = 500
+    n_programs: Annotated[int, Ge(1)] = 500
     modes: list[str] = dataclasses.field(default_factory=lambda: list(MODES))
     checkpoint: str = "final"  # final | step{N}
 
     def validate(self, where: str) -> None:
-        if self.n_programs < 1:
-            raise PipelineError(f"{where}.n_programs: must be >= 1, got {self.n_programs}")
         if not self.modes or set(self.modes) - set(MODES):
             raise PipelineError(f"{where}.modes: a non-empty subset of {list(MODES)}, got {self.modes}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -24,7 +25,8 @@ from emergence.core.io import PipelineError
 from emergence.studies.binding.heuristics import evaluate
 from emergence.studies.binding.tokenizer import CharTokenizer
 
-FORMATS = ("answer_only", "line_values")
+Format = Literal["answer_only", "line_values"]
+FORMATS = get_args(Format)
 IGNORE = -1  # target id the loss skips
 
 

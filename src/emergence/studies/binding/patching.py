@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
+from annotated_types import Ge
 from tqdm import tqdm
 
 from emergence.core.io import PipelineError
@@ -343,9 +345,5 @@ def head_step_table(
 
 @dataclasses.dataclass
 class PatchingParams:
-    n_pairs: int = 200
+    n_pairs: Annotated[int, Ge(1)] = 200
     checkpoint: str = "final"  # final | step{N}
-
-    def validate(self, where: str) -> None:
-        if self.n_pairs < 1:
-            raise PipelineError(f"{where}.n_pairs: must be >= 1, got {self.n_pairs}")

@@ -15,14 +15,20 @@ import itertools
 import random
 import string
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
+from annotated_types import Ge, Gt, Le, Lt
 
 from emergence.core.io import PipelineError
+from emergence.core.rules import field_problems
 from emergence.studies.binding.heuristics import SHORTCUTS
 
 LETTERS = string.ascii_lowercase
+Probability = Annotated[float, Ge(0), Le(1)]
+HopWeightPower = Annotated[float, Ge(0), Le(20)]  # P(hops) ~ (hops+1)**power; beyond 20 the prior overflows
+Distractor = Literal["natural", "planted"]
+Links = Literal["any", "mixed"]
 
 
 @dataclass(frozen=True)
@@ -31,26 +37,26 @@ class ProgramConfig:
     (balanced.py); the p_* knobs, heuristic_target and max_tries steer the balanced one only."""
 
     distribution: Literal["paper", "balanced"] = "balanced"
-    n_lines: int = 16
-    min_hops: int = 0
-    max_hops: int = 4
-    hop_weight_power: float = 3.0  # P(hops) ~ (hops+1)**power
-    heuristic_target: float = 0.10  # per-heuristic match rate
-    p_const: float = 0.6  # a distractor line is a constant (else a copy)
-    p_fresh: float = 0.8  # a distractor writes a fresh variable (else reassigns)
-    p_dead: float = 0.9  # ...or overwrites a chain variable already copied onward
-    p_chain_copy: float = 0.1  # a distractor copy reads a chain variable
-    p_extend: float = 0.5  # ...else the newest distractor variable (a distractor chain)
-    max_tries: int = 32  # proposals per program before keeping an off-pattern one
+    n_lines: Annotated[int, Ge(1)] = 16
+    min_hops: Annotated[int, Ge(0)] = 0
+    max_hops: Annotated[int, Le(len(LETTERS) - 1)] = 4  # a chain of h hops needs h + 1 distinct variables
+    hop_weight_power: HopWeightPower = 3.0
+    heuristic_target: Annotated[float, Gt(0), Lt(1)] = 0.10  # per-heuristic match rate
+    p_const: Probability = 0.6  # a distractor line is a constant (else a copy)
+    p_fresh: Probability = 0.8  # a distractor writes a fresh variable (else reassigns)
+    p_dead: Probability = 0.9  # ...or overwrites a chain variable already copied onward
+    p_chain_copy: Probability = 0.1  # a distractor copy reads a chain variable
+    p_extend: Probability = 0.5  # ...else the newest distractor variable (a distractor chain)
+    max_tries: Annotated[int, Ge(1)] = 32  # proposals per program before keeping an off-pattern one
     reject: tuple[str, ...] = ("one_value",)  # paper only: shortcuts whose programs are redrawn
-    distractor: Literal["natural", "planted"] = "natural"  # paper only: plant a distractor chain (paper.Shape)
-    links: Literal["any", "mixed"] = "any"  # paper only: chain layout, mixed = half `any`, half `near` (paper.py)
+    distractor: Distractor = "natural"  # paper only: plant a distractor chain (paper.Shape)
+    links: Links = "any"  # paper only: chain layout, mixed = half `any`, half `near` (paper.py)
 
     def validate(self, where: str = "binding_programs") -> None:
-        if self.n_lines < 1:
-            raise PipelineError(f"{where}.n_lines: must be >= 1, got {self.n_lines}")
-        if self.min_hops < 0:
-            raise PipelineError(f"{where}.min_hops: must be >= 0, got {self.min_hops}")
+        """The bounds declared above (the generators check a config built in code here, one from params is
+        also checked when it is loaded), then the rules a bound cannot say."""
+        if problems := field_problems(self, where):
+            raise PipelineError("\n".join(problems))
         if self.min_hops > self.max_hops:
             raise PipelineError(f"{where}.min_hops: {self.min_hops} > max_hops {self.max_hops}")
         if self.max_hops + 1 > self.n_lines:
@@ -58,18 +64,6 @@ class ProgramConfig:
                 f"{where}.max_hops: a chain of {self.max_hops} hops needs {self.max_hops + 1} lines"
                 f" but n_lines is {self.n_lines}"
             )
-        if self.max_hops + 1 > len(LETTERS):
-            raise PipelineError(
-                f"{where}.max_hops: a chain of {self.max_hops} hops needs {self.max_hops + 1}"
-                f" distinct variables, only {len(LETTERS)} exist"
-            )
-        if not 0.0 < self.heuristic_target < 1.0:
-            raise PipelineError(f"{where}.heuristic_target: must be in (0, 1), got {self.heuristic_target}")
-        for key in ("p_const", "p_fresh", "p_dead", "p_chain_copy", "p_extend"):
-            if not 0.0 <= getattr(self, key) <= 1.0:
-                raise PipelineError(f"{where}.{key}: must be in [0, 1], got {getattr(self, key)}")
-        if not 0.0 <= self.hop_weight_power <= 20.0:  # NaN fails too; beyond 20 the prior overflows
-            raise PipelineError(f"{where}.hop_weight_power: a number in [0, 20], got {self.hop_weight_power}")
         unknown = sorted(set(self.reject) - set(SHORTCUTS))
         if unknown:
             raise PipelineError(f"{where}.reject: unknown shortcut(s) {unknown} (known: {', '.join(SHORTCUTS)})")
@@ -77,8 +71,6 @@ class ProgramConfig:
             raise PipelineError(
                 f"{where}.links: {self.links!r} needs distribution: paper (the balanced one lays out its own)"
             )
-        if self.max_tries < 1:
-            raise PipelineError(f"{where}.max_tries: must be >= 1, got {self.max_tries}")
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
+from annotated_types import Ge
 
-from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report import plots
 from emergence.studies.binding.aid_table import aids_section
@@ -35,11 +36,7 @@ CHANCE = 0.10
 
 @dataclasses.dataclass
 class ReportParams:
-    n_examples: int = 8  # test programs shown with the model's answer
-
-    def validate(self, where: str) -> None:
-        if self.n_examples < 0:
-            raise PipelineError(f"{where}.n_examples: must be >= 0, got {self.n_examples}")
+    n_examples: Annotated[int, Ge(0)] = 8  # test programs shown with the model's answer
 
 
 # ---------------------------------------------------------------- aggregation

@@ -7,9 +7,11 @@ program's text, and must agree with what the generator built.
 from __future__ import annotations
 
 import dataclasses
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
+from annotated_types import Ge
 from tqdm import tqdm
 
 from emergence.core.config import from_dict, section
@@ -136,17 +138,15 @@ def heuristic_table(df: pd.DataFrame) -> pd.DataFrame:
 class DataParams:
     """The binding_data section: the fixed sets drawn from the generator (binding_programs)."""
 
-    n_programs: int
+    n_programs: Annotated[int, Ge(3)]  # one program at least in each of the three splits
     split: tuple[float, float, float] = (0.9, 0.002, 0.098)
-    gen_per_cell: int = 10
+    gen_per_cell: Annotated[int, Ge(0)] = 10
     gen_lines: tuple[int, int] = (2, 25)
     gen_hops: tuple[int, int] = (1, 13)
-    stress_per_hop: int = 200  # stress suite (stress.py): programs per (distribution, hop count)
+    stress_per_hop: Annotated[int, Ge(0)] = 200  # stress suite (stress.py): programs per (distribution, hop count)
     seed: int = 0
 
     def validate(self, where: str) -> None:
-        if self.n_programs < 3:
-            raise PipelineError(f"{where}.n_programs: need at least 3 programs, got {self.n_programs}")
         if any(f < 0 for f in self.split) or abs(sum(self.split) - 1.0) > 1e-9:
             raise PipelineError(f"{where}.split: three non-negative fractions summing to 1, got {list(self.split)}")
         if min(split_sizes(self.n_programs, self.split)) < 1:
@@ -156,10 +156,6 @@ class DataParams:
                 f"{where}.gen_hops: hops must lie in [0, {len(LETTERS) - 1}] (one variable per chain link),"
                 f" got {list(self.gen_hops)}"
             )
-        if self.stress_per_hop < 0:
-            raise PipelineError(f"{where}.stress_per_hop: must be >= 0, got {self.stress_per_hop}")
-        if self.gen_per_cell < 0:
-            raise PipelineError(f"{where}.gen_per_cell: must be >= 0, got {self.gen_per_cell}")
         for key in ("gen_lines", "gen_hops"):
             lo, hi = getattr(self, key)
             if lo > hi:

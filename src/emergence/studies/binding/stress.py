@@ -11,10 +11,12 @@ the generator.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
+from annotated_types import Ge
 from tqdm import tqdm
 
 from emergence.core.io import PipelineError
@@ -87,13 +89,8 @@ def stress_table(rng: np.random.Generator, cfg: ProgramConfig, n_per_hop: int, p
 @dataclass
 class StressParams:
     checkpoint: str = "final"  # final | step{N}: the checkpoint the report's tables and metrics read
-    curve_every: int = 0  # also score every checkpoint at a multiple of N steps (0: none): the frontier
-
-    def validate(self, where: str) -> None:
-        if isinstance(self.curve_every, bool) or self.curve_every < 0:
-            raise PipelineError(
-                f"{where}.curve_every: an integer >= 0 (0: the named checkpoint only), got {self.curve_every}"
-            )
+    # also score every checkpoint at a multiple of N steps (0: none, the named checkpoint only): the frontier
+    curve_every: Annotated[int, Ge(0)] = 0
 
 
 def curve_steps(steps: list[int], named: int, every: int) -> list[int]:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Annotated
+
+from annotated_types import Ge
 
 from emergence.core.config import from_dict, section
 from emergence.core.io import PipelineError
 from emergence.core.train import TrainConfig
-from emergence.studies.binding.programs import ProgramConfig
-
-DISTRACTORS = ("natural", "planted")  # ProgramConfig.distractor
-LINKS = ("any", "mixed")  # ProgramConfig.links
+from emergence.studies.binding.batches import Format
+from emergence.studies.binding.programs import Distractor, HopWeightPower, Links, ProgramConfig
 
 
 def model_params(params: dict, n_tokens: int, d_vocab: int) -> tuple[str, dict]:
@@ -34,8 +35,8 @@ class Stream:
 
     on: bool = False
     hop_weight_power: float | None = None
-    distractor: str | None = None
-    links: str | None = None
+    distractor: Distractor | None = None
+    links: Links | None = None
 
 
 def stream_programs(program_cfg: ProgramConfig, stream: Stream) -> ProgramConfig:
@@ -50,31 +51,26 @@ def stream_programs(program_cfg: ProgramConfig, stream: Stream) -> ProgramConfig
     return dataclasses.replace(program_cfg, **changes)
 
 
+@dataclass(frozen=True)
+class BindingTrainKeys:
+    """binding_train's keys beside TrainConfig's: the training format, the number of validation programs
+    and the stream (Stream)."""
+
+    format: Format = "answer_only"
+    eval_programs: Annotated[int, Ge(1)] = 500
+    stream: bool = False
+    stream_hop_weight_power: HopWeightPower | None = None
+    stream_distractor: Distractor | None = None
+    stream_links: Links | None = None
+
+
 def train_params(params: dict, seed: int, device: str) -> tuple[str, int, Stream, TrainConfig]:
     """(format, number of validation programs, stream, TrainConfig) from binding_train."""
     values = dict(section(params, "binding_train"))
-    fmt = values.pop("format", "answer_only")
-    n_eval = values.pop("eval_programs", 500)
-    stream = Stream(
-        values.pop("stream", False),
-        values.pop("stream_hop_weight_power", None),
-        values.pop("stream_distractor", None),
-        values.pop("stream_links", None),
-    )
-    if isinstance(n_eval, bool) or not isinstance(n_eval, int) or n_eval < 1:
-        raise PipelineError(f"binding_train.eval_programs: an integer >= 1, got {n_eval!r}")
-    if not isinstance(stream.on, bool):
-        raise PipelineError(f"binding_train.stream: must be true or false, got {stream.on!r}")
-    power = stream.hop_weight_power
-    if power is not None and (isinstance(power, bool) or not isinstance(power, (int, float)) or not 0 <= power <= 20):
-        raise PipelineError(f"binding_train.stream_hop_weight_power: a number in [0, 20] or null, got {power!r}")
-    if stream.distractor not in (None, *DISTRACTORS):
-        raise PipelineError(
-            f"binding_train.stream_distractor: one of {', '.join(DISTRACTORS)} or null, got {stream.distractor!r}"
-        )
-    if stream.links not in (None, *LINKS):
-        raise PipelineError(f"binding_train.stream_links: one of {', '.join(LINKS)} or null, got {stream.links!r}")
+    own = {f.name: values.pop(f.name) for f in dataclasses.fields(BindingTrainKeys) if f.name in values}
+    keys = from_dict(BindingTrainKeys, own, "binding_train")
+    stream = Stream(keys.stream, keys.stream_hop_weight_power, keys.stream_distractor, keys.stream_links)
     if "seed" in values:
         raise PipelineError("binding_train.seed: seeds come from base.seeds, remove it here")
     cfg = from_dict(TrainConfig, {**values, "seed": seed, "device": device}, "binding_train")
-    return fmt, n_eval, stream, cfg
+    return keys.format, keys.eval_programs, stream, cfg

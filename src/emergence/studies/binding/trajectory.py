@@ -21,10 +21,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
+from annotated_types import Ge, Gt, Le, Lt
 from tqdm import tqdm
 
 from emergence.core.io import PipelineError, read_parquet
@@ -40,19 +42,13 @@ PHASES = ("random", "heuristic", "traversal")
 
 @dataclass
 class PhaseParams:
-    n_programs: int = 1000
-    heuristic_margin: float = 0.15  # following rate above chance that counts as following a heuristic
-    # Deep-hop accuracy that counts as traversal. Well above chance on purpose: shortcuts
-    # outside the five controlled heuristics reach ~50 % on the training distribution.
-    traversal_accuracy: float = 0.8
-
-    def validate(self, where: str) -> None:
-        if self.n_programs < 1:
-            raise PipelineError(f"{where}.n_programs: must be >= 1, got {self.n_programs}")
-        if not 0.0 < self.heuristic_margin < 1.0 - CHANCE:
-            raise PipelineError(f"{where}.heuristic_margin: must be in (0, {1 - CHANCE}), got {self.heuristic_margin}")
-        if not CHANCE < self.traversal_accuracy <= 1.0:
-            raise PipelineError(f"{where}.traversal_accuracy: must be in ({CHANCE}, 1], got {self.traversal_accuracy}")
+    n_programs: Annotated[int, Ge(1)] = 1000
+    # following rate above chance that counts as following a heuristic: room must be left above chance
+    heuristic_margin: Annotated[float, Gt(0), Lt(1 - CHANCE)] = 0.15
+    # Deep-hop accuracy that counts as traversal: it must beat chance, and perfect accuracy is a reachable
+    # bar. Well above chance on purpose: shortcuts outside the five controlled heuristics reach ~50 % on the
+    # training distribution.
+    traversal_accuracy: Annotated[float, Gt(CHANCE), Le(1)] = 0.8
 
 
 def _row(seed: int, step: int, metric: str, hops: int, value: float, n: int) -> dict:

@@ -28,9 +28,9 @@ from emergence.core.io import PipelineError
 from emergence.core.models import make_config
 from emergence.core.pipeline import read_declaration, user_paths
 from emergence.core.train import TrainConfig
-from emergence.interp.tuned_lens import LensParams
 from emergence.studies.assoc.corpus import CorpusParams
 from emergence.studies.binding.train_config import BindingTrainKeys, model_params, train_params
+from emergence.studies.grounding.lens import GroundingLensParams
 from emergence.studies.grounding.tokens import model_entry
 
 Checker = Callable[[dict[str, Any]], Any]  # params -> anything; raises PipelineError, one line per problem
@@ -120,9 +120,9 @@ def check_grounding_models(params: dict, name: str) -> None:
         raise PipelineError("\n".join(problems))
 
 
-@loads(LensParams)
+@loads(GroundingLensParams)
 def check_grounding_lens(params: dict, name: str) -> None:
-    _schema_plus_ints(params, name, LensParams, {"n_checkpoints": 1, "kl_windows": 1})
+    from_dict(GroundingLensParams, section(params, name), name)
 
 
 # ---- the registry: pipeline.yaml's `schemas:` ---------------------------------------------------

@@ -9,14 +9,13 @@ from tqdm import tqdm
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, section
-from emergence.core.io import PipelineError, write_parquet
+from emergence.core.io import write_parquet
 from emergence.core.train import load_checkpoint
-from emergence.interp.tuned_lens import LensParams, layer_kl, layer_surprisal, train_lens
+from emergence.interp.tuned_lens import layer_kl, layer_surprisal, train_lens
 from emergence.studies.grounding import inputs
 from emergence.studies.grounding.gain import evaluation_pairs, gain_table
+from emergence.studies.grounding.lens import GroundingLensParams
 from emergence.studies.grounding.settings import Setting
-
-KL_WINDOWS = 256  # default of grounding_lens.kl_windows: windows the lens quality (KL to the output) is measured on
 
 
 def lens_rows(model, lens, windows: np.ndarray, eval_set: pd.DataFrame, pairs) -> pd.DataFrame:
@@ -35,25 +34,21 @@ def lens_rows(model, lens, windows: np.ndarray, eval_set: pd.DataFrame, pairs) -
 def main(argv: list[str] | None = None) -> None:
     args, params = start_stage(__doc__, argv, per_seed=True, per_model=True)
     run = Setting("childes").run(args.model, args.seed)  # the lens reads transcripts: text runs only
-    values = dict(section(params, "grounding_lens"))
-    counts = {key: values.pop(key, default) for key, default in (("n_checkpoints", 4), ("kl_windows", KL_WINDOWS))}
-    for key, n in counts.items():
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise PipelineError(f"grounding_lens.{key}: an integer >= 1, got {n!r}")
-    n_checkpoints, kl_windows = counts.values()
-    lens_params = from_dict(LensParams, values, "grounding_lens")
+    p = from_dict(GroundingLensParams, section(params, "grounding_lens"), "grounding_lens")
     _, index = inputs.vocab_index(params)
     eval_set = inputs.eval_set(params)
     pairs = evaluation_pairs(eval_set, index)
     windows = inputs.train_windows(params, index)[:, :-1]  # (N, seq_len) model inputs
     tables = []
     for step, path in tqdm(
-        inputs.spread_checkpoints(inputs.run_checkpoints(params, run), n_checkpoints), desc=f"tuned lens {run}"
+        inputs.spread_checkpoints(inputs.run_checkpoints(params, run), p.n_checkpoints), desc=f"tuned lens {run}"
     ):
         model = load_checkpoint(path)[0]
-        lens, _ = train_lens(model, windows, lens_params)
+        lens, _ = train_lens(model, windows, p)
         for name, readout in (("tuned", lens), ("logit", None)):
-            tables.append(lens_rows(model, readout, windows[:kl_windows], eval_set, pairs).assign(step=step, lens=name))
+            tables.append(
+                lens_rows(model, readout, windows[: p.kl_windows], eval_set, pairs).assign(step=step, lens=name)
+            )
     out = pd.concat(tables, ignore_index=True).assign(model=args.model, seed=args.seed)
     first = ["model", "seed", "step", "lens", "layer"]
     write_parquet(

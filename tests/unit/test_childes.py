@@ -6,7 +6,9 @@ import zipfile
 
 import pandas as pd
 import pytest
+from refusals import assert_refused
 
+from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
 from emergence.studies.grounding import childes
 from emergence.studies.grounding.childes import ExtractParams, extract_turns, turn_counts, validate_chat, without_child
@@ -298,11 +300,12 @@ def test_extract_turns_columns_and_an_empty_transcript(tmp_path):
 
 @pytest.mark.parametrize("key", ["max_members", "max_member_mb", "max_total_mb", "max_ratio"])
 def test_zip_limits_are_checked_as_params(key):
-    ExtractParams(**{key: 1}).validate()  # a limit of 1 (one member, one MB, ratio 1) still lets something through
-    with pytest.raises(PipelineError, match=rf"^childes_extract\.{key}: must be >= 1, got 0$"):
-        ExtractParams(**{key: 0}).validate()  # the section's own name when the caller names none
-    with pytest.raises(PipelineError, match=rf"^grounding_extract\.{key}: must be >= 1, got -3$"):
-        ExtractParams(**{key: -3}).validate("grounding_extract")
+    # a limit of 1 (one member, one MB, ratio 1) still lets something through
+    assert getattr(from_dict(ExtractParams, {key: 1}, "childes_extract"), key) == 1
+    for where, value in (("childes_extract", 0), ("grounding_extract", -3)):  # under the key of the section read
+        with pytest.raises(PipelineError) as e:
+            from_dict(ExtractParams, {key: value}, where)
+        assert_refused(str(e.value).splitlines(), f"{where}.{key}", value)
 
 
 def test_transcripts_where_the_child_never_speaks_are_listed(tmp_path):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pylangacq
 import pytest
+from refusals import assert_refused
 
 from emergence.core.io import PipelineError
 from emergence.studies.grounding import childes_synth as synth
@@ -379,33 +380,44 @@ def test_one_session_is_session_one_of_one(tmp_path):
     assert lines[-2:] == ["@End", ""]
 
 
+def refusals(cfg: SynthConfig, out: Path) -> list[tuple[str, str]]:
+    """(the section named, the message) of each door a bad config meets: validate, noun_inventory under a
+    caller's key, write_sessions."""
+    doors = [
+        ("childes_synth", cfg.validate),
+        ("corpus_g", lambda: noun_inventory(cfg, CDI_NOUNS, where="corpus_g")),
+        ("childes_synth", lambda: write_sessions(cfg, CDI_NOUNS, out)),
+    ]
+    found = []
+    for where, door in doors:
+        with pytest.raises(PipelineError) as e:
+            door()
+        found.append((where, str(e.value)))
+    return found
+
+
 @pytest.mark.parametrize(
-    "change, message",
+    "change, key, value",
     [
-        ({"n_files": 0}, "n_files: must be >= 1, got 0"),
-        ({"turns_per_file": -2}, "turns_per_file: must be >= 1, got -2"),
-        ({"n_nouns": 0}, "n_nouns: must be >= 1, got 0"),
-        ({"p_mention_present": -0.5}, "p_mention_present: must be in [0, 1], got -0.5"),
-        ({"p_mention_absent": 1.25}, "p_mention_absent: must be in [0, 1], got 1.25"),
-        ({"p_act": 1.5}, "p_act: must be in [0, 1], got 1.5"),
-        ({"p_scoped": -0.25}, "p_scoped: must be in [0, 1], got -0.25"),
-        (
-            {"p_mention_present": 0.75, "p_mention_absent": 0.5},
-            "p_mention_absent: p_mention_present + p_mention_absent must be <= 1, got 1.25",
-        ),
+        ({"n_files": 0}, "n_files", 0),
+        ({"turns_per_file": -2}, "turns_per_file", -2),
+        ({"n_nouns": 0}, "n_nouns", 0),
+        ({"p_mention_present": -0.5}, "p_mention_present", -0.5),
+        ({"p_mention_absent": 1.25}, "p_mention_absent", 1.25),
+        ({"p_act": 1.5}, "p_act", 1.5),
+        ({"p_scoped": -0.25}, "p_scoped", -0.25),
     ],
 )
-def test_bad_config_messages_are_exact(tmp_path, change, message):
-    cfg = replace(SMALL, **change)
-    with pytest.raises(PipelineError) as e:
-        cfg.validate()
-    assert str(e.value) == f"childes_synth.{message}"
-    with pytest.raises(PipelineError) as e:
-        noun_inventory(cfg, CDI_NOUNS, where="corpus_g")
-    assert str(e.value) == f"corpus_g.{message}"
-    with pytest.raises(PipelineError) as e:
-        write_sessions(cfg, CDI_NOUNS, tmp_path / "out")
-    assert str(e.value) == f"childes_synth.{message}"
+def test_a_value_outside_its_bound_is_refused_at_every_door(tmp_path, change, key, value):
+    for where, message in refusals(replace(SMALL, **change), tmp_path / "out"):
+        (line,) = message.splitlines()
+        assert_refused([line], f"{where}.{key}", value)
+
+
+def test_shares_of_mentions_over_one_are_refused_exactly_at_every_door(tmp_path):
+    cfg = replace(SMALL, p_mention_present=0.75, p_mention_absent=0.5)
+    for where, message in refusals(cfg, tmp_path / "out"):
+        assert message == f"{where}.p_mention_absent: p_mention_present + p_mention_absent must be <= 1, got 1.25"
 
 
 @pytest.mark.parametrize(

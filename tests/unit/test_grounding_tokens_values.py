@@ -9,6 +9,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
+from refusals import assert_refused
 
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
@@ -123,14 +124,14 @@ def test_vocab_params_need_counts_of_at_least_one(key):
     assert getattr(from_dict(VocabParams, {key: 1}, "grounding_vocab"), key) == 1
     with pytest.raises(PipelineError) as err:
         from_dict(VocabParams, {key: 0}, "grounding_vocab")
-    assert str(err.value) == f"grounding_vocab.{key}: must be >= 1, got 0"
+    assert_refused(str(err.value).splitlines(), f"grounding_vocab.{key}", 0)
 
 
 def test_vocab_params_need_a_known_marking():
     assert from_dict(VocabParams, {"env_marking": "all"}, "v").env_marking == "all"
     with pytest.raises(PipelineError) as err:
         from_dict(VocabParams, {"env_marking": "some"}, "v")
-    assert str(err.value) == "v.env_marking: one of ['targets', 'all'], got 'some'"
+    assert_refused(str(err.value).splitlines(), "v.env_marking", "some")
 
 
 @pytest.mark.parametrize("key", ["max_per_word", "n_mismatched"])
@@ -138,7 +139,7 @@ def test_eval_params_need_counts_of_at_least_one(key):
     assert getattr(from_dict(EvalParams, {key: 1}, "grounding_eval"), key) == 1
     with pytest.raises(PipelineError) as err:
         from_dict(EvalParams, {key: 0}, "grounding_eval")
-    assert str(err.value) == f"grounding_eval.{key}: must be >= 1, got 0"
+    assert_refused(str(err.value).splitlines(), f"grounding_eval.{key}", 0)
 
 
 def test_runs_need_distinct_models_and_seeds():

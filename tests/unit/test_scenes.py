@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw
+from refusals import assert_refused
 
 from emergence.core.io import PipelineError
 from emergence.studies.grounding.nouns import read_nouns
@@ -387,18 +388,24 @@ def test_params_at_their_bounds_pass_and_one_past_is_refused_in_one_line():
     replace(edge, p_present_mention=0.0).validate("g")
     replace(edge, p_present_mention=1.0).validate("g")
     replace(edge, n_nouns=16, max_objects=5).validate("g")  # 16 identities, 5 positions: both limits allowed
+    for change, key, value in [
+        ({"n_images": 0}, "n_images", 0),
+        ({"n_nouns": 1}, "n_nouns", 1),
+        ({"image_size": 31}, "image_size", 31),
+        ({"max_objects": 0}, "max_objects", 0),
+        ({"rounds": 0}, "rounds", 0),
+        ({"n_options": 1}, "n_options", 1),
+        ({"seed": -1}, "seed", -1),
+        ({"max_objects": 6, "n_nouns": 16}, "max_objects", 6),  # 5 positions
+        ({"p_present_mention": -0.01}, "p_present_mention", -0.01),
+        ({"p_present_mention": 1.01}, "p_present_mention", 1.01),
+        ({"n_nouns": 17}, "n_nouns", 17),  # 16 identities
+    ]:
+        with pytest.raises(PipelineError) as err:
+            replace(edge, **change).validate("g")
+        (line,) = str(err.value).splitlines()
+        assert_refused([line], f"g.{key}", value)
     for change, message in [
-        ({"n_images": 0}, "g.n_images: must be >= 1, got 0"),
-        ({"n_nouns": 1}, "g.n_nouns: must be >= 2, got 1"),
-        ({"image_size": 31}, "g.image_size: must be >= 32, got 31"),
-        ({"max_objects": 0}, "g.max_objects: must be >= 1, got 0"),
-        ({"rounds": 0}, "g.rounds: must be >= 1, got 0"),
-        ({"n_options": 1}, "g.n_options: must be >= 2, got 1"),
-        ({"seed": -1}, "g.seed: must be >= 0, got -1"),
-        ({"max_objects": 6, "n_nouns": 16}, "g.max_objects: at most 5 positions exist, got 6"),
-        ({"p_present_mention": -0.01}, "g.p_present_mention: must be in [0, 1], got -0.01"),
-        ({"p_present_mention": 1.01}, "g.p_present_mention: must be in [0, 1], got 1.01"),
-        ({"n_nouns": 17}, "g.n_nouns: at most 16 nouns have distinct identities, got 17"),
         ({"n_nouns": 3, "max_objects": 3}, "g.n_nouns: must exceed max_objects (3), got 3"),
         ({"nouns": ("dog", "Cat")}, "g.nouns: need distinct lower-case words that are not colour, size, "),
     ]:
@@ -551,8 +558,9 @@ def test_captions_name_each_object_with_its_own_attributes_in_a_list():
 
 
 def test_default_where_and_noun_list_errors_name_the_block(tmp_path):
-    with pytest.raises(PipelineError, match=r"^scenes\.n_images: must be >= 1, got 0$"):
+    with pytest.raises(PipelineError) as err:
         write_scenes(tmp_path / "a", replace(TINY, n_images=0), CDI_NOUNS)
+    assert_refused(str(err.value).splitlines(), "scenes.n_images", 0)
     with pytest.raises(PipelineError, match=r"^visdial_g\.nouns: .*bad: \['red'\]$"):  # the noun list's own word
         write_scenes(tmp_path / "b", replace(TINY, n_nouns=4, max_objects=2), ["dog", "red", "cat", "cup"], "visdial_g")
     assert not list(tmp_path.iterdir())

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from refusals import assert_refused
 from tiny_models import no_hooks
 
 from emergence.core.config import from_dict
@@ -130,8 +131,9 @@ def test_rise_over_init_and_the_visual_head_params():
         find_heads(table.query("step > 0"), 0.3, "init")
     p = from_dict(HeadParams, {"threshold": 0.3}, "visual_heads")
     assert p.baseline("image") == "init" and p.baseline("caption") == "none"
-    with pytest.raises(PipelineError, match=r"^visual_heads\.image_baseline: one of"):
+    with pytest.raises(PipelineError) as err:
         from_dict(HeadParams, {"image_baseline": "first"}, "visual_heads")
+    assert_refused(str(err.value).splitlines(), "visual_heads.image_baseline", "first")
     with pytest.raises(PipelineError, match=r"^visual_heads\.image_baselines: unknown key"):
         from_dict(HeadParams, {"image_baselines": "init"}, "visual_heads")
 

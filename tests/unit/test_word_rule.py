@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from refusals import assert_refused
 
+from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
 from emergence.studies.grounding.childes import extract_turns
 from emergence.studies.grounding.tokens import VocabParams, mark, marked_table, target_vocabulary
@@ -68,8 +70,9 @@ def test_vocabulary_follows_the_rule(turns):
 
 
 def test_unknown_marking_is_refused():
-    with pytest.raises(PipelineError, match="env_marking"):
-        VocabParams(env_marking="some").validate("grounding_vocab")
+    with pytest.raises(PipelineError) as err:
+        from_dict(VocabParams, {"env_marking": "some"}, "grounding_vocab")
+    assert_refused(str(err.value).splitlines(), "grounding_vocab.env_marking", "some")
     with pytest.raises(PipelineError, match="env_marking"):
         mark(["a<ENV>"], ["a"], "none")
 

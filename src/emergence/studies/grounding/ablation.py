@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
+from annotated_types import Ge
 
-from emergence.core.io import PipelineError
 from emergence.interp.ablation import ablation_hook
 from emergence.studies.grounding.gain import target_surprisal
 from emergence.studies.grounding.saliency import KINDS
@@ -26,12 +27,8 @@ from emergence.studies.grounding.saliency import KINDS
 
 @dataclass
 class HeadAblationParams:
-    n_draws: int = 5  # random control head sets per checkpoint
+    n_draws: Annotated[int, Ge(1)] = 5  # random control head sets per checkpoint
     seed: int = 0
-
-    def validate(self, where: str) -> None:
-        if self.n_draws < 1:
-            raise PipelineError(f"{where}.n_draws: must be >= 1, got {self.n_draws}")
 
 
 def matched_surprisal(

@@ -23,9 +23,11 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import Annotated
 
 import pandas as pd
 import pylangacq
+from annotated_types import Ge
 
 from emergence.core.chat import cha_files, word_parts
 from emergence.core.io import PipelineError
@@ -306,12 +308,7 @@ def without_child(turns: pd.DataFrame) -> list[str]:
 @dataclasses.dataclass
 class ExtractParams:
     split_compounds: bool = False  # teddy_bear -> teddy, bear (else one word)
-    max_members: int = 50000  # .cha members of one zip
-    max_member_mb: int = 64  # one transcript, uncompressed
-    max_total_mb: int = 4096  # all .cha members of one zip, uncompressed
-    max_ratio: int = 100  # uncompressed / compressed size of one member (CHAT text: 5-10)
-
-    def validate(self, where: str = "childes_extract") -> None:
-        for key in ("max_members", "max_member_mb", "max_total_mb", "max_ratio"):
-            if getattr(self, key) < 1:
-                raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
+    max_members: Annotated[int, Ge(1)] = 50000  # .cha members of one zip
+    max_member_mb: Annotated[int, Ge(1)] = 64  # one transcript, uncompressed
+    max_total_mb: Annotated[int, Ge(1)] = 4096  # all .cha members of one zip, uncompressed
+    max_ratio: Annotated[int, Ge(1)] = 100  # uncompressed / compressed size of one member (CHAT text: 5-10)

@@ -17,8 +17,12 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
+
+from annotated_types import Ge, Le
 
 from emergence.core.io import PipelineError, atomic_path
+from emergence.core.rules import field_problems
 
 P_ENTER = 0.12  # an object enters this turn (always when none is present)
 P_LEAVE = 0.2  # an action is putting its object away
@@ -82,22 +86,19 @@ SMALL_TALK = {
 
 @dataclass(frozen=True)
 class SynthConfig:
-    n_files: int = 4
-    turns_per_file: int = 400
-    n_nouns: int = 40  # drawn from the noun list (paths.grounding_nouns)
-    p_mention_present: float = 0.6  # speech names an object that is in the situation
-    p_mention_absent: float = 0.1  # speech names an object that is not
-    p_act: float = 0.3  # a turn carries an %act tier
-    p_scoped: float = 0.2  # an %act happens <bef> or <aft> the utterance
+    n_files: Annotated[int, Ge(1)] = 4
+    turns_per_file: Annotated[int, Ge(1)] = 400
+    n_nouns: Annotated[int, Ge(1)] = 40  # drawn from the noun list (paths.grounding_nouns)
+    p_mention_present: Annotated[float, Ge(0), Le(1)] = 0.6  # speech names an object that is in the situation
+    p_mention_absent: Annotated[float, Ge(0), Le(1)] = 0.1  # speech names an object that is not
+    p_act: Annotated[float, Ge(0), Le(1)] = 0.3  # a turn carries an %act tier
+    p_scoped: Annotated[float, Ge(0), Le(1)] = 0.2  # an %act happens <bef> or <aft> the utterance
     seed: int = 0
 
     def validate(self, where: str = "childes_synth") -> None:
-        for key in ("n_files", "turns_per_file", "n_nouns"):
-            if getattr(self, key) < 1:
-                raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
-        for key in ("p_mention_present", "p_mention_absent", "p_act", "p_scoped"):
-            if not 0.0 <= getattr(self, key) <= 1.0:
-                raise PipelineError(f"{where}.{key}: must be in [0, 1], got {getattr(self, key)}")
+        """The declared bounds too (write_sessions takes a config built in code), then the rule a bound cannot say."""
+        if problems := field_problems(self, where):
+            raise PipelineError("\n".join(problems))
         if self.p_mention_present + self.p_mention_absent > 1.0:
             raise PipelineError(
                 f"{where}.p_mention_absent: p_mention_present + p_mention_absent must be"

@@ -16,16 +16,19 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from annotated_types import Ge
 from PIL import Image, ImageOps
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from emergence.core.io import PipelineError, atomic_path, file_sha256, finite
+from emergence.core.rules import field_problems
 
 IMAGENET_MEAN = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
 IMAGENET_STD = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
@@ -45,18 +48,19 @@ class EncoderParams:
     name: str = "facebook/dinov2-small"  # HF id, looked up in the local HF cache only
     local_dir: str = ""  # a directory with config.json + weights; wins over name
     allow_random_init: bool = False  # only then fall back to a seeded random DINOv2 of the same shape
-    seed: int = 0
-    image_size: int = 224  # images resized (bicubic) to this square
-    pool_grid: int = 4  # patch grid average-pooled to pool_grid x pool_grid tokens (0 = keep all patches)
-    batch_size: int = 16
+    seed: Annotated[int, Ge(0)] = 0
+    image_size: Annotated[int, Ge(1)] = 224  # images resized (bicubic) to this square
+    # patch grid average-pooled to pool_grid x pool_grid tokens (0 = keep all patches)
+    pool_grid: Annotated[int, Ge(0)] = 4
+    batch_size: Annotated[int, Ge(1)] = 16
     skip_bad_images: bool = False
 
     def validate(self, where: str) -> None:
+        """The declared bounds too (load_encoder takes params built in code), then the rule a bound cannot say."""
+        if problems := field_problems(self, where):
+            raise PipelineError("\n".join(problems))
         if not self.name and not self.local_dir:
             raise PipelineError(f"{where}.name: set a DINOv2 model name or {where}.local_dir")
-        for key, low in (("seed", 0), ("image_size", 1), ("pool_grid", 0), ("batch_size", 1)):
-            if getattr(self, key) < low:
-                raise PipelineError(f"{where}.{key}: must be >= {low}, got {getattr(self, key)}")
 
 
 @dataclass

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
+from annotated_types import Ge
 from tqdm import tqdm
 
 from emergence.core.config import from_dict, path_of, section
@@ -85,11 +87,7 @@ def train_windows(params: dict, index: dict[str, int]) -> np.ndarray:
 @dataclass
 class SaliencyParams:
     models: list[str]  # runs analysed through attention (saliency, heads, ablation)
-    batch_size: int = 64
-
-    def validate(self, where: str) -> None:
-        if self.batch_size < 1:
-            raise PipelineError(f"{where}.batch_size: must be >= 1, got {self.batch_size}")
+    batch_size: Annotated[int, Ge(1)] = 64
 
 
 def checked_attention_models(params: dict, where: str, run_models: list[str], runs_where: str) -> SaliencyParams:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import pandas as pd
 import torch
+from annotated_types import Ge
 
 from emergence.core.io import PipelineError
 from emergence.studies.grounding.gain import gain_rows, last_log_probs, word_gains
@@ -31,11 +33,7 @@ RULE = "all"  # the ablated word rule; the default is the vocabulary's own (targ
 @dataclass
 class MarkingParams:
     model: str = "transformer4"  # a grounding_models entry
-    seed: int = 0
-
-    def validate(self, where: str) -> None:
-        if self.seed < 0:
-            raise PipelineError(f"{where}.seed: must be >= 0, got {self.seed}")
+    seed: Annotated[int, Ge(0)] = 0
 
 
 def all_marked_inputs(

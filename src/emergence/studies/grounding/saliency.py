@@ -21,10 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Annotated, Literal, get_args
 
 import numpy as np
 import pandas as pd
 import torch
+from annotated_types import Gt, Le
 
 from emergence.core.io import PipelineError
 from emergence.interp.padding import right_pad
@@ -37,22 +39,17 @@ KINDS = {"aggregate": "aggregate_share", "gather": "gather_share"}
 # Per-checkpoint columns (and kinds) of the saliency and heads artifacts, after the run keys.
 SALIENCY_COLUMNS = {"step": "i", "layer": "i", "head": "i", "metric": "O", "value": "f"}
 HEAD_COLUMNS = {"step": "i", "layer": "i", "head": "i", "kind": "O"}
-BASELINES = ("none", "init")  # what a head's share is measured against: 0, or its share at step 0
+Baseline = Literal["none", "init"]  # what a head's share is measured against: 0, or its share at step 0
+BASELINES = get_args(Baseline)
 
 
 @dataclass
 class HeadParams:
-    threshold: float = 0.3
+    threshold: Annotated[float, Gt(0), Le(1)] = 0.3  # a share
     # An image has pool_grid**2 prefix positions where a caption has one or two v<ENV>: an untrained model's
     # heads already put about half their saliency there. "init": an image-setting head counts when its share
     # rises above its step-0 share (find_heads); "none": the share itself, as in the text settings.
-    image_baseline: str = "init"
-
-    def validate(self, where: str) -> None:
-        if not 0.0 < self.threshold <= 1.0:
-            raise PipelineError(f"{where}.threshold: a share in (0, 1], got {self.threshold}")
-        if self.image_baseline not in BASELINES:
-            raise PipelineError(f"{where}.image_baseline: one of {list(BASELINES)}, got {self.image_baseline!r}")
+    image_baseline: Baseline = "init"
 
     def baseline(self, setting: str) -> str:
         """What a head's share is measured against in `setting`: image_baseline in the image setting only."""

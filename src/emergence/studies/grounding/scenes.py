@@ -23,16 +23,20 @@ from dataclasses import dataclass
 from functools import cache
 from math import cos, pi, sin
 from pathlib import Path
+from typing import Annotated
 
+from annotated_types import Ge, Le
 from PIL import Image, ImageChops, ImageDraw
 
 from emergence.core.io import PipelineError, atomic_path
+from emergence.core.rules import field_problems
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross", "star", "hexagon")
 MARKS = ("stripes", "dot", "ring", "checks")  # patterns drawn inside the shape
 # A noun's mark has its own signature colour, from a palette disjoint from the body colours (COLOURS),
 # so the body colour stays a per-scene attribute that the dialogue asks about.
 MARK_COLOURS = {"black": (0, 0, 0), "white": (255, 255, 255), "cyan": (0, 200, 220), "magenta": (210, 0, 210)}
+IDENTITIES = len(MARKS) * len(MARK_COLOURS)  # nouns with their own mark: (pattern, colour) alone tells the noun
 COLOURS = {
     "red": (220, 40, 40),
     "blue": (40, 80, 220),
@@ -89,14 +93,14 @@ Obj = tuple[str, str, str, str]  # (noun, colour, size, position)
 
 @dataclass
 class SceneParams:
-    n_images: int = 600
-    n_nouns: int = 16  # the first n_nouns of `nouns`
-    image_size: int = 112
-    max_objects: int = 3
-    rounds: int = 10
-    n_options: int = 10
-    p_present_mention: float = 0.85  # a round asks about an object in the image
-    seed: int = 0
+    n_images: Annotated[int, Ge(1)] = 600
+    n_nouns: Annotated[int, Ge(2), Le(IDENTITIES)] = 16  # the first n_nouns of `nouns`, each its own identity
+    image_size: Annotated[int, Ge(32)] = 112
+    max_objects: Annotated[int, Ge(1), Le(len(POSITIONS))] = 3  # objects never share a position
+    rounds: Annotated[int, Ge(1)] = 10
+    n_options: Annotated[int, Ge(2)] = 10
+    p_present_mention: Annotated[float, Ge(0), Le(1)] = 0.85  # a round asks about an object in the image
+    seed: Annotated[int, Ge(0)] = 0
     nouns: tuple[str, ...] = ()  # empty = the noun list (paths.grounding_nouns)
 
     def inventory(self, noun_list: Sequence[str], where: str) -> tuple[str, ...]:
@@ -115,26 +119,9 @@ class SceneParams:
         return chosen
 
     def validate(self, where: str) -> None:
-        for key, low in (
-            ("n_images", 1),
-            ("n_nouns", 2),
-            ("image_size", 32),
-            ("max_objects", 1),
-            ("rounds", 1),
-            ("n_options", 2),
-            ("seed", 0),
-        ):
-            if getattr(self, key) < low:
-                raise PipelineError(f"{where}.{key}: must be >= {low}, got {getattr(self, key)}")
-        if self.max_objects > len(POSITIONS):
-            raise PipelineError(
-                f"{where}.max_objects: at most {len(POSITIONS)} positions exist, got {self.max_objects}"
-            )
-        if not 0.0 <= self.p_present_mention <= 1.0:
-            raise PipelineError(f"{where}.p_present_mention: must be in [0, 1], got {self.p_present_mention}")
-        limit = n_identities()  # every noun needs its own visual identity
-        if self.n_nouns > limit:
-            raise PipelineError(f"{where}.n_nouns: at most {limit} nouns have distinct identities, got {self.n_nouns}")
+        """The declared bounds too (write_scenes takes params built in code), then the rules a bound cannot say."""
+        if problems := field_problems(self, where):
+            raise PipelineError("\n".join(problems))
         if self.n_nouns <= self.max_objects:  # some noun must stay absent from every scene
             raise PipelineError(f"{where}.n_nouns: must exceed max_objects ({self.max_objects}), got {self.n_nouns}")
         if self.nouns:  # named here: checked now; else with the noun list, when the scenes are written
@@ -162,17 +149,12 @@ class Scene:
     objects: list[Obj]
 
 
-def n_identities() -> int:
-    """How many nouns can have their own mark: the mark (pattern, colour) alone tells the noun."""
-    return len(MARKS) * len(MARK_COLOURS)
-
-
 def noun_identities(nouns: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """noun i -> (shape, mark, mark colour): the mark and its colour differ for every noun, the shape cycles
     on top. The mark carries the identity because a randomly initialised encoder (the default here) keeps
     colour and texture but not outlines (docs/grounding.md: visual dialogue); a pretrained one sees all three."""
-    if len(nouns) > n_identities():
-        raise PipelineError(f"nouns: only {n_identities()} distinct visual identities, got {len(nouns)} nouns")
+    if len(nouns) > IDENTITIES:
+        raise PipelineError(f"nouns: only {IDENTITIES} distinct visual identities, got {len(nouns)} nouns")
     colours = list(MARK_COLOURS)
     return {n: (SHAPES[i % len(SHAPES)], MARKS[i % len(MARKS)], colours[i // len(MARKS)]) for i, n in enumerate(nouns)}
 

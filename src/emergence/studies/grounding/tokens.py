@@ -21,15 +21,18 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal, get_args
 
 import numpy as np
 import pandas as pd
+from annotated_types import Ge
 
 from emergence.core.io import PipelineError
 
 ENV, LAN = "<ENV>", "<LAN>"
 UNK = "<unk>"
-ENV_MARKINGS = ("targets", "all")  # grounding_vocab.env_marking: see `mark`
+EnvMarking = Literal["targets", "all"]  # grounding_vocab.env_marking: see `mark`
+ENV_MARKINGS = get_args(EnvMarking)
 ARCHS = ("transformer", "mamba2", "lstm")
 MODEL_NAME = re.compile(r"[a-z][a-z0-9]*")  # run names are {model}_seed{S}: no '_' inside the model name
 
@@ -76,17 +79,10 @@ def lan(word: str) -> str:
 
 @dataclass
 class VocabParams:
-    n_words: int = 100  # target nouns
-    min_count: int = 100  # each of v<ENV> and v<LAN> at least this often
-    min_token_count: int = 1  # rarer tokens become <unk>
-    env_marking: str = "targets"  # targets (the paper's example) | all (every env / spoken word marked)
-
-    def validate(self, where: str) -> None:
-        for key in ("n_words", "min_count", "min_token_count"):
-            if getattr(self, key) < 1:
-                raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
-        if self.env_marking not in ENV_MARKINGS:
-            raise PipelineError(f"{where}.env_marking: one of {list(ENV_MARKINGS)}, got {self.env_marking!r}")
+    n_words: Annotated[int, Ge(1)] = 100  # target nouns
+    min_count: Annotated[int, Ge(1)] = 100  # each of v<ENV> and v<LAN> at least this often
+    min_token_count: Annotated[int, Ge(1)] = 1  # rarer tokens become <unk>
+    env_marking: EnvMarking = "targets"  # targets (the paper's example) | all (every env / spoken word marked)
 
 
 def mark(tokens: Sequence[str], targets: Collection[str], marking: str) -> list[str]:
@@ -173,14 +169,9 @@ def evaluation_turns(
 
 @dataclass
 class EvalParams:
-    max_per_word: int = 10  # contexts per target noun
-    n_mismatched: int = 10  # other targets u per context
+    max_per_word: Annotated[int, Ge(1)] = 10  # contexts per target noun
+    n_mismatched: Annotated[int, Ge(1)] = 10  # other targets u per context
     seed: int = 0
-
-    def validate(self, where: str) -> None:
-        for key in ("max_per_word", "n_mismatched"):
-            if getattr(self, key) < 1:
-                raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
 
 
 def target_vocabulary(

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
+from refusals import assert_refused
 
 from emergence.check import problems_of
 from emergence.core.config import read_params
@@ -77,8 +78,9 @@ def test_a_bad_schema_reference_names_the_section(ref, message):
 def test_a_schema_may_be_a_dataclass_or_a_function_of_params_and_section():
     by_class = resolve_schema("base", "emergence.core.config:BaseParams")
     assert by_class({"base": {"seeds": [3], "threads": 1}}).seeds == [3]
-    with pytest.raises(PipelineError, match=r"^base\.threads: must be >= 1, got 0$"):
+    with pytest.raises(PipelineError) as e:
         by_class({"base": {"seeds": [0], "threads": 0}})
+    assert_refused(str(e.value).splitlines(), "base.threads", 0)
     by_function = resolve_schema("mine", "emergence.params:check_paths")  # the section name is passed on
     with pytest.raises(PipelineError, match=r"^mine\.x: must be a string, got 3$"):
         by_function({"mine": {"x": 3}})
@@ -104,7 +106,7 @@ def test_all_problems_of_all_sections_are_listed():
             "binding_ablation.colour: unknown key (known: n_programs, modes, checkpoint)",
             "assoc_train.lr: must be a number, got 'fast'",
             "assoc_train.epochs: must be an integer, got 'many'",
-            "base.threads: must be >= 1, got 0",
+            "base.threads: must be an integer >= 1, got 0",
         ]
     )
 
@@ -245,7 +247,7 @@ def test_cli_exit_codes_and_lines(tmp_path):
     assert failed.returncode == 1
     assert failed.stderr.splitlines() == [
         "error: base.device: must be one of auto, cpu, cuda, got 'gpu'",
-        "error: assoc_order.steps: W and P need >= 4 steps for a slope, got 2",
+        "error: assoc_order.steps: must be an integer >= 4, got 2",
         f"{bad}: 2 problem(s); nothing was run",
     ]
 
@@ -295,7 +297,9 @@ def test_a_misspelt_key_of_a_model_entry_names_the_closest_key():
 
 @pytest.mark.parametrize("key", ["dense_until", "n_log_checkpoints"])
 def test_negative_checkpoint_counts_are_refused(key):
-    assert problems_of(edited(**{f"assoc_train__{key}": -1})) == [f"assoc_train.{key}: must be >= 0, got -1"]
+    problems = problems_of(edited(**{f"assoc_train__{key}": -1}))
+    assert len(problems) == 1
+    assert_refused(problems, f"assoc_train.{key}", -1)
 
 
 @pytest.mark.parametrize(
@@ -437,7 +441,7 @@ def test_a_profile_with_bad_values_lists_every_problem_and_writes_nothing(tmp_pa
     result = run_profile(params, str(overlay))
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        "error: base.threads: must be >= 1, got 0",
+        "error: base.threads: must be an integer >= 1, got 0",
         f"error: binding_train.eval_programs: 121 is more than the 120 programs of the val split ({SPLIT_OF}); "
         "at most 120",
         "error: assoc_words.top_k: 129 is more than the vocabulary it ranks (assoc_corpus.vocab_size 128); at most 128",

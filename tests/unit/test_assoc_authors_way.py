@@ -10,7 +10,9 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from refusals import assert_refused
 
+from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
 from emergence.studies.assoc.compare import CompareParams, cosine, first_batch_rows
 from emergence.studies.assoc.corpus import CorpusConfig, build_corpus
@@ -57,8 +59,9 @@ def test_first_batch_rows_count_batches_and_draw_a_fresh_shuffle_for_q():
 
 
 def test_compare_params_are_checked():
-    with pytest.raises(PipelineError, match="assoc_compare.basis_batches: must be >= 1, got 0"):
-        CompareParams(basis_batches=0).validate("assoc_compare")
+    with pytest.raises(PipelineError) as e:
+        from_dict(CompareParams, {"basis_batches": 0}, "assoc_compare")
+    assert_refused(str(e.value).splitlines(), "assoc_compare.basis_batches", 0)
 
 
 DOCS = [

@@ -1,5 +1,6 @@
-"""The association study's params sections: each bound exactly at its edge, each refusal's exact words;
-and the smallest fit order_slopes makes (two points)."""
+"""The association study's params sections: each bound exactly at its edge, each refusal naming its key
+and value (the exact words where validate writes them); and the smallest fit order_slopes makes (two
+points)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import math
 
 import pandas as pd
 import pytest
+from refusals import assert_refused
 
+from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
 from emergence.studies.assoc.compare import (
     AssocRuns,
@@ -26,6 +29,13 @@ def refusal(params) -> str:
     return str(e.value)
 
 
+def refused(cls: type, values: dict) -> list[str]:
+    """The problem lines of section `sec` holding `values`, loaded as a stage loads it."""
+    with pytest.raises(PipelineError) as e:
+        from_dict(cls, values, "sec")
+    return str(e.value).splitlines()
+
+
 def test_runs_bounds_and_messages():
     AssocRuns(layers=[1], seeds=[0]).validate("sec")
     assert refusal(AssocRuns(layers=[], seeds=[0])) == "sec.layers: a non-empty list of positive layer counts, got []"
@@ -36,38 +46,35 @@ def test_runs_bounds_and_messages():
 
 
 def test_compare_and_causal_bounds_and_messages():
-    CompareParams(window_epochs=1, basis_batches=1).validate("sec")
-    assert refusal(CompareParams(window_epochs=0)) == "sec.window_epochs: must be >= 1, got 0"
-    assert refusal(CompareParams(basis_batches=0)) == "sec.basis_batches: must be >= 1, got 0"
-    CausalParams(n_sequences=0).validate("sec")
-    assert refusal(CausalParams(n_sequences=-1)) == "sec.n_sequences: must be >= 0, got -1"
+    from_dict(CompareParams, dict(window_epochs=1, basis_batches=1), "sec")
+    assert_refused(refused(CompareParams, dict(window_epochs=0)), "sec.window_epochs", 0)
+    assert_refused(refused(CompareParams, dict(basis_batches=0)), "sec.basis_batches", 0)
+    from_dict(CausalParams, dict(n_sequences=0), "sec")
+    assert_refused(refused(CausalParams, dict(n_sequences=-1)), "sec.n_sequences", -1)
 
 
 def test_order_params_bounds_and_messages():
-    OrderParams(n_layers=1, etas=[0.5, 1.5], steps=4, n_sequences=1).validate("sec")
+    from_dict(OrderParams, dict(n_layers=1, etas=[0.5, 1.5], steps=4, n_sequences=1), "sec")
     assert refusal(OrderParams(etas=[0.1])) == "sec.etas: at least two positive learning rates, got [0.1]"
     assert refusal(OrderParams(etas=[0.1, 0.0])) == "sec.etas: at least two positive learning rates, got [0.1, 0.0]"
-    assert refusal(OrderParams(steps=3)) == "sec.steps: W and P need >= 4 steps for a slope, got 3"
-    assert refusal(OrderParams(n_layers=0)) == "sec.n_layers: must be >= 1, got 0"
-    assert refusal(OrderParams(n_sequences=0)) == "sec.n_sequences: must be >= 1, got 0"
+    assert_refused(refused(OrderParams, dict(steps=3)), "sec.steps", 3)  # W and P need 4 steps for a slope
+    assert_refused(refused(OrderParams, dict(n_layers=0)), "sec.n_layers", 0)
+    assert_refused(refused(OrderParams, dict(n_sequences=0)), "sec.n_sequences", 0)
 
 
 def test_train_params_bounds_and_messages():
     edge = dict(lr=0.5, epochs=1, batch_size=0, dense_until=0, n_log_checkpoints=0, checkpoint_every_epochs=0)
-    AssocTrainParams(**edge).validate("sec")
-    AssocTrainParams(**edge, on_nonfinite="continue").validate("sec")
-    assert refusal(AssocTrainParams(**edge, on_nonfinite="skip")) == (
-        "sec.on_nonfinite: must be stop or continue, got 'skip'"
-    )
-    assert refusal(AssocTrainParams(**{**edge, "lr": 0.0})) == "sec.lr: must be > 0, got 0.0"
-    assert refusal(AssocTrainParams(**{**edge, "epochs": 0})) == "sec.epochs: must be >= 1, got 0"
+    from_dict(AssocTrainParams, edge, "sec")
+    from_dict(AssocTrainParams, {**edge, "on_nonfinite": "continue"}, "sec")
+    assert_refused(refused(AssocTrainParams, {**edge, "on_nonfinite": "skip"}), "sec.on_nonfinite", "skip")
+    assert_refused(refused(AssocTrainParams, {**edge, "lr": 0.0}), "sec.lr", 0.0)
+    assert_refused(refused(AssocTrainParams, {**edge, "epochs": 0}), "sec.epochs", 0)
     for key in ("batch_size", "dense_until", "n_log_checkpoints", "checkpoint_every_epochs"):
-        assert refusal(AssocTrainParams(**{**edge, key: -1})) == f"sec.{key}: must be >= 0, got -1"
-    # a checkpoint interval must be finite; -inf is caught here too, before the check of >= 0
-    for value, shown in [(math.inf, "inf"), (-math.inf, "-inf"), (math.nan, "nan")]:
-        assert refusal(AssocTrainParams(**{**edge, "checkpoint_every_epochs": value})) == (
-            f"sec.checkpoint_every_epochs: must be a finite number, got {shown}"
-        )
+        assert_refused(refused(AssocTrainParams, {**edge, key: -1}), f"sec.{key}", -1)
+    # a checkpoint interval must be finite; -inf is refused too, not only as below 0
+    for value in (math.inf, -math.inf, math.nan):
+        lines = refused(AssocTrainParams, {**edge, "checkpoint_every_epochs": value})
+        assert_refused(lines, "sec.checkpoint_every_epochs", value)
 
 
 def test_two_points_give_their_exact_slope():

@@ -78,8 +78,9 @@ def test_a_bad_schema_reference_names_the_section(ref, message):
 def test_a_schema_may_be_a_dataclass_or_a_function_of_params_and_section():
     by_class = resolve_schema("base", "emergence.core.config:BaseParams")
     assert by_class({"base": {"seeds": [3], "threads": 1}}).seeds == [3]
-    with pytest.raises(PipelineError, match=r"^base\.threads: must be an integer >= 1, got 0$"):
+    with pytest.raises(PipelineError) as e:
         by_class({"base": {"seeds": [0], "threads": 0}})
+    assert_refused(str(e.value).splitlines(), "base.threads", 0)
     by_function = resolve_schema("mine", "emergence.params:check_paths")  # the section name is passed on
     with pytest.raises(PipelineError, match=r"^mine\.x: must be a string, got 3$"):
         by_function({"mine": {"x": 3}})
@@ -245,7 +246,7 @@ def test_cli_exit_codes_and_lines(tmp_path):
     assert failed.returncode == 1
     assert failed.stderr.splitlines() == [
         "error: base.device: must be one of auto, cpu, cuda, got 'gpu'",
-        "error: assoc_order.steps: W and P need >= 4 steps for a slope, got 2",
+        "error: assoc_order.steps: must be an integer >= 4, got 2",
         f"{bad}: 2 problem(s); nothing was run",
     ]
 
@@ -295,7 +296,9 @@ def test_a_misspelt_key_of_a_model_entry_names_the_closest_key():
 
 @pytest.mark.parametrize("key", ["dense_until", "n_log_checkpoints"])
 def test_negative_checkpoint_counts_are_refused(key):
-    assert problems_of(edited(**{f"assoc_train__{key}": -1})) == [f"assoc_train.{key}: must be >= 0, got -1"]
+    problems = problems_of(edited(**{f"assoc_train__{key}": -1}))
+    assert len(problems) == 1
+    assert_refused(problems, f"assoc_train.{key}", -1)
 
 
 @pytest.mark.parametrize(

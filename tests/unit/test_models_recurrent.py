@@ -6,6 +6,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from refusals import assert_refused
 from tiny_models import no_hooks
 
 from emergence.core.io import PipelineError
@@ -136,15 +137,26 @@ def test_too_long_sequence_rejected(arch):
     [
         ("mamba2", "head_dim", 24, "model.head_dim: must divide expand \\* d_model = 64"),
         ("mamba2", "n_groups", 3, "model.n_groups: must divide the number of heads"),
-        ("mamba2", "d_state", 0, "model.d_state: must be a positive integer"),
-        ("mamba2", "chunk_size", 4.0, "model.chunk_size: must be a positive integer"),
-        ("lstm", "n_layers", True, "model.n_layers: must be a positive integer"),
-        ("lstm", "dropout", 1.0, "model.dropout: must be a number in"),
     ],
 )
 def test_build_model_names_the_bad_key(arch, key, value, message):
     with pytest.raises(PipelineError, match=message):
         build_model(arch, {**TINY[arch], key: value})
+
+
+@pytest.mark.parametrize(
+    "arch, key, value",
+    [
+        ("mamba2", "d_state", 0),
+        ("mamba2", "chunk_size", 4.0),  # a whole float is still no count
+        ("lstm", "n_layers", True),  # nor is a bool
+        ("lstm", "dropout", 1.0),
+    ],
+)
+def test_build_model_names_the_key_and_value_outside_its_bounds(arch, key, value):
+    with pytest.raises(PipelineError) as e:
+        build_model(arch, {**TINY[arch], key: value})
+    assert_refused(str(e.value).splitlines(), f"model.{key}", value)
 
 
 @pytest.mark.parametrize("arch", ARCHS)

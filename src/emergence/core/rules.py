@@ -54,9 +54,12 @@ def shown(x: float) -> str:
     return str(x) if isinstance(x, int) else f"{x:g}"
 
 
-def holds(value: Any, bounds: list[Bound]) -> bool:
-    """Whether `value` is a number within every bound (nan and inf never are: no bound admits them)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+def holds(value: Any, base: Any, bounds: list[Bound]) -> bool:
+    """Whether `value` is a number within every bound (nan and inf never are: no bound admits them), and an
+    int where `base` is int: a config built in code (a model's, from a plain dict) has no from_dict to
+    refuse a count of 3.5."""
+    kinds = int if base is int else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
         return False
     checks = {Ge: lambda b: value >= b.ge, Gt: lambda b: value > b.gt, Le: lambda b: value <= b.le}
     return all(checks.get(type(b), lambda b: value < b.lt)(b) for b in bounds)
@@ -69,7 +72,8 @@ def field_problems(obj: Any, where: str) -> list[str]:
     for f in dataclasses.fields(obj):
         base, bounds = bounds_of(hints[f.name])
         value = getattr(obj, f.name)
-        if bounds and value is not None and not holds(value, bounds):
+        unset = value is None and type(None) in typing.get_args(hints[f.name])  # `X | None` left at None
+        if bounds and not unset and not holds(value, base, bounds):
             problems.append(f"{where}.{f.name}: must be {rule(base, bounds)}, got {value!r}")
     return problems
 

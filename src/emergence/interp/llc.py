@@ -20,11 +20,13 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from annotated_types import Ge, Gt
 from tqdm import tqdm
 
 from emergence.core.io import PipelineError
@@ -38,32 +40,14 @@ LossFn = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]  # (model, (B, 
 class LLCParams:
     """params.yaml llc: devinterp's sampler settings, shared by the studies' LLC stages."""
 
-    num_chains: int = 4
-    num_draws: int = 100
-    lr: float = 1e-4  # SGLD step size
-    n_beta: float = 10.0  # inverse temperature n * beta
-    localization: float = 100.0  # gamma: the pull toward the checkpoint's weights
-    batch_size: int = 32
-    n_sequences: int = 1024  # training sequences the chains draw their batches from
-    every: int = 1  # every k-th saved checkpoint (the last one always)
-
-    def validate(self, where: str) -> None:
-        for key in ("num_chains", "num_draws", "batch_size", "n_sequences", "every"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise PipelineError(f"{where}.{key}: an integer >= 1, got {value!r}")
-        if self.num_chains < 2:
-            raise PipelineError(f"{where}.num_chains: at least 2 (the spread over chains is reported), got 1")
-        for key in ("lr", "n_beta"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise PipelineError(f"{where}.{key}: a number > 0, got {value!r}")
-        if (
-            not isinstance(self.localization, (int, float))
-            or isinstance(self.localization, bool)
-            or self.localization < 0
-        ):
-            raise PipelineError(f"{where}.localization: a number >= 0, got {self.localization!r}")
+    num_chains: Annotated[int, Ge(2)] = 4  # the spread over chains is reported
+    num_draws: Annotated[int, Ge(1)] = 100
+    lr: Annotated[float, Gt(0)] = 1e-4  # SGLD step size
+    n_beta: Annotated[float, Gt(0)] = 10.0  # inverse temperature n * beta
+    localization: Annotated[float, Ge(0)] = 100.0  # gamma: the pull toward the checkpoint's weights
+    batch_size: Annotated[int, Ge(1)] = 32
+    n_sequences: Annotated[int, Ge(1)] = 1024  # training sequences the chains draw their batches from
+    every: Annotated[int, Ge(1)] = 1  # every k-th saved checkpoint (the last one always)
 
 
 def every_kth(checkpoints: list, k: int) -> list:

@@ -13,32 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from annotated_types import Ge, Gt
 from tqdm import tqdm
 
-from emergence.core.io import PipelineError
 from emergence.interp.padding import right_pad
 
 
 @dataclass
 class LensParams:
-    steps: int = 250
-    batch_size: int = 16
-    lr: float = 1e-3
+    steps: Annotated[int, Ge(1)] = 250
+    batch_size: Annotated[int, Ge(1)] = 16
+    lr: Annotated[float, Gt(0)] = 1e-3
     seed: int = 0
-
-    def validate(self, where: str) -> None:
-        if self.steps < 1:
-            raise PipelineError(f"{where}.steps: must be >= 1, got {self.steps}")
-        if self.batch_size < 1:
-            raise PipelineError(f"{where}.batch_size: must be >= 1, got {self.batch_size}")
-        if not self.lr > 0:
-            raise PipelineError(f"{where}.lr: must be > 0, got {self.lr}")
 
 
 def resid_names(model: nn.Module) -> list[str]:

@@ -15,30 +15,33 @@ leading terms of plain SGD.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from annotated_types import Ge
 
 from emergence.core.io import PipelineError
 from emergence.core.models.hooks import HookedModel, HookPoint, fp32_or_wider
 from emergence.core.models.registry import register
+from emergence.core.rules import field_problems
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 @dataclass
 class AttnOnlyConfig:
-    n_layers: int = 1
-    d_vocab: int = 128
-    n_ctx: int = 32
+    n_layers: Annotated[int, Ge(1)] = 1
+    d_vocab: Annotated[int, Ge(1)] = 128
+    n_ctx: Annotated[int, Ge(1)] = 32
     dtype: str = "float32"  # float64 for leading-order checks at tiny learning rates
 
     def validate(self, where: str = "model") -> None:
-        for key in ("n_layers", "d_vocab", "n_ctx"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise PipelineError(f"{where}.{key}: must be a positive integer, got {value!r}")
+        """The bounds declared above (a model config comes from a plain dict or code, never from_dict), then
+        the dtype's name."""
+        if problems := field_problems(self, where):
+            raise PipelineError("\n".join(problems))
         if self.dtype not in DTYPES:
             raise PipelineError(f"{where}.dtype: must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
 

@@ -15,9 +15,11 @@ Expect the raw logit lens (`unembed` of an early layer) to be weak here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 import torch.nn as nn
+from annotated_types import Ge, Lt
 
 from emergence.core.io import PipelineError
 from emergence.core.models.hooks import HookPoint
@@ -25,28 +27,22 @@ from emergence.core.models.prefix import add_prefix_input
 from emergence.core.models.registry import register
 from emergence.core.models.token_lm import TokenLM
 from emergence.core.models.transformer import LayerNorm
+from emergence.core.rules import field_problems
 
 
 @dataclass
 class LSTMConfig:
-    n_layers: int = 4
-    d_model: int = 128
-    d_vocab: int = 41
-    n_ctx: int = 128  # an LSTM has no positional limit; kept so every arch bounds its inputs alike
-    dropout: float = 0.0
-    d_prefix: int = 0  # > 0: width of environment features read as a prefix (models/prefix.py)
+    n_layers: Annotated[int, Ge(1)] = 4
+    d_model: Annotated[int, Ge(1)] = 128
+    d_vocab: Annotated[int, Ge(1)] = 41
+    n_ctx: Annotated[int, Ge(1)] = 128  # an LSTM has no positional limit; kept so every arch bounds its inputs alike
+    dropout: Annotated[float, Ge(0), Lt(1)] = 0.0
+    d_prefix: Annotated[int, Ge(0)] = 0  # > 0: width of environment features read as a prefix (models/prefix.py)
 
     def validate(self, where: str = "model") -> None:
-        for key in ("n_layers", "d_model", "d_vocab", "n_ctx"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise PipelineError(f"{where}.{key}: must be a positive integer, got {value!r}")
-        d = self.dropout
-        if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d < 1:
-            raise PipelineError(f"{where}.dropout: must be a number in [0, 1), got {d!r}")
-        p = self.d_prefix
-        if isinstance(p, bool) or not isinstance(p, int) or p < 0:
-            raise PipelineError(f"{where}.d_prefix: must be an integer >= 0, got {p!r}")
+        """The bounds declared above (a model config comes from a plain dict or code, never from_dict)."""
+        if problems := field_problems(self, where):
+            raise PipelineError("\n".join(problems))
 
 
 class LSTMLayer(nn.Module):

@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from annotated_types import Ge, Gt, Lt
 
 from emergence.core.io import PipelineError
 from emergence.core.models.hooks import HookedModel, HookPoint, fp32_or_wider
 from emergence.core.models.prefix import add_prefix_input, prepend, token_loss
 from emergence.core.models.registry import register
+from emergence.core.rules import field_problems
 
 Rope = tuple[torch.Tensor, torch.Tensor]  # cos, sin: each (T, 1, d_head / 2)
 ACTIVATIONS = {"gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "relu": nn.ReLU}
@@ -34,48 +37,41 @@ ACTIVATIONS = {"gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh")
 
 @dataclass
 class TransformerConfig:
-    n_layers: int = 4
-    d_model: int = 128
-    n_heads: int = 4
-    d_head: int = 32
-    d_mlp: int = 512
-    n_ctx: int = 128
-    d_vocab: int = 41
+    n_layers: Annotated[int, Ge(1)] = 4
+    d_model: Annotated[int, Ge(1)] = 128
+    n_heads: Annotated[int, Ge(1)] = 4
+    d_head: Annotated[int, Ge(1)] = 32
+    d_mlp: Annotated[int, Ge(1)] = 512
+    n_ctx: Annotated[int, Ge(1)] = 128
+    d_vocab: Annotated[int, Ge(1)] = 41
     pos: str = "rope"  # "rope" | "learned"
     act: str = "gelu"  # "gelu" (exact, erf) | "gelu_tanh" (GPT-2's tanh approximation) | "relu"
-    dropout: float = 0.0
+    dropout: Annotated[float, Ge(0), Lt(1)] = 0.0
     norm: str = "layernorm"
-    rope_base: float = 10000.0
+    rope_base: Annotated[float, Gt(0)] = 10000.0
     tie_embeddings: bool = False
-    d_prefix: int = 0  # > 0: width of environment features read as a prefix (models/prefix.py)
-    conv_kernel: int = 0  # > 0: causal depthwise conv over this many positions at each block's start
+    d_prefix: Annotated[int, Ge(0)] = 0  # > 0: width of environment features read as a prefix (models/prefix.py)
+    conv_kernel: Annotated[int, Ge(0)] = 0  # > 0: causal depthwise conv over this many positions at each block's start
 
     def validate(self, where: str = "model") -> None:
+        """The bounds declared above (a model config comes from a plain dict or code, never from_dict), then
+        the rules a bound cannot say."""
+        if problems := field_problems(self, where):
+            raise PipelineError("\n".join(problems))
+
         def fail(key: str, rule: str) -> None:
             raise PipelineError(f"{where}.{key}: {rule}, got {getattr(self, key)!r}")
 
-        for key in ("n_layers", "d_model", "n_heads", "d_head", "d_mlp", "n_ctx", "d_vocab"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                fail(key, "must be a positive integer")
         if self.pos not in ("rope", "learned"):
             fail("pos", "must be rope or learned")
         if self.act not in ACTIVATIONS:
             fail("act", "must be gelu, gelu_tanh or relu")
         if self.norm != "layernorm":
             fail("norm", "must be layernorm")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
-            fail("dropout", "must be a number in [0, 1)")
-        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) or self.rope_base <= 0:
-            fail("rope_base", "must be a positive number")
         if self.pos == "rope" and self.d_head % 2:
             fail("d_head", "must be even when pos is rope")
         if not isinstance(self.tie_embeddings, bool):
             fail("tie_embeddings", "must be true or false")
-        if isinstance(self.d_prefix, bool) or not isinstance(self.d_prefix, int) or self.d_prefix < 0:
-            fail("d_prefix", "must be an integer >= 0")
-        if isinstance(self.conv_kernel, bool) or not isinstance(self.conv_kernel, int) or self.conv_kernel < 0:
-            fail("conv_kernel", "must be an integer >= 0")
 
 
 def rope_tables(n_ctx: int, d_head: int, base: float) -> Rope:

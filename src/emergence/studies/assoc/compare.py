@@ -8,14 +8,15 @@ direction for the causal check, per (probe, matrix, rank) for associations.
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
+from annotated_types import Ge, Gt
 
 from emergence.core.io import PipelineError
 from emergence.studies.assoc.theory import Basis, chunks, first_nonzero_step, leading_coefficient
@@ -243,16 +244,10 @@ class CompareParams:
     """params.yaml assoc_compare. Every run is compared with both bases; `basis` is the one the
     metrics, claims and figures report (the other stands beside it in the report's table)."""
 
-    window_epochs: int = 100
+    window_epochs: Annotated[int, Ge(1)] = 100
     basis: typing.Literal["corpus", "first_batch"] = "corpus"
-    basis_batches: int = 1  # first_batch: batches of B, Phi (the authors' BPE script: 4)
+    basis_batches: Annotated[int, Ge(1)] = 1  # first_batch: batches of B, Phi (the authors' BPE script: 4)
     basis_q: typing.Literal["same", "fresh"] = "same"  # first_batch: Q from those batches, or a fresh shuffle's
-
-    def validate(self, where: str) -> None:
-        if self.window_epochs < 1:
-            raise PipelineError(f"{where}.window_epochs: must be >= 1, got {self.window_epochs}")
-        if self.basis_batches < 1:
-            raise PipelineError(f"{where}.basis_batches: must be >= 1, got {self.basis_batches}")
 
 
 def first_batch_rows(n: int, batch: int, p: CompareParams, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -271,55 +266,32 @@ def first_batch_rows(n: int, batch: int, p: CompareParams, seed: int) -> tuple[n
 @dataclasses.dataclass
 class CausalParams:
     checkpoint: str = "final"  # final | step{N}
-    n_sequences: int = 0  # 0 = the whole corpus
-
-    def validate(self, where: str) -> None:
-        if self.n_sequences < 0:
-            raise PipelineError(f"{where}.n_sequences: must be >= 0, got {self.n_sequences}")
+    n_sequences: Annotated[int, Ge(0)] = 0  # 0 = the whole corpus
 
 
 @dataclasses.dataclass
 class OrderParams:
-    n_layers: int = 3
+    n_layers: Annotated[int, Ge(1)] = 3
     etas: list[float] = dataclasses.field(default_factory=lambda: [0.08, 0.04, 0.02, 0.01])
-    steps: int = 8
-    n_sequences: int = 256
+    steps: Annotated[int, Ge(4)] = 8  # W and P need 4 steps for a slope
+    n_sequences: Annotated[int, Ge(1)] = 256
 
     def validate(self, where: str) -> None:
         if len(self.etas) < 2 or min(self.etas) <= 0:
             raise PipelineError(f"{where}.etas: at least two positive learning rates, got {self.etas}")
-        if self.steps < 4:
-            raise PipelineError(f"{where}.steps: W and P need >= 4 steps for a slope, got {self.steps}")
-        for key in ("n_layers", "n_sequences"):
-            if getattr(self, key) < 1:
-                raise PipelineError(f"{where}.{key}: must be >= 1, got {getattr(self, key)}")
 
 
 @dataclasses.dataclass
 class AssocTrainParams:
-    lr: float
-    epochs: int
-    batch_size: int = 0  # 0 = full batch
-    dense_until: int = 20
-    n_log_checkpoints: int = 30
-    checkpoint_every_epochs: float = 0  # 0.1: every tenth of an epoch, as the authors log (--log_epochs 0.1)
+    lr: Annotated[float, Gt(0)]
+    epochs: Annotated[int, Ge(1)]
+    batch_size: Annotated[int, Ge(0)] = 0  # 0 = full batch
+    dense_until: Annotated[int, Ge(0)] = 20
+    n_log_checkpoints: Annotated[int, Ge(0)] = 30
+    # 0.1: every tenth of an epoch, as the authors log (--log_epochs 0.1)
+    checkpoint_every_epochs: Annotated[float, Ge(0)] = 0
     dtype: str = "float32"
-    on_nonfinite: str = "stop"  # as TrainConfig.on_nonfinite
-
-    def validate(self, where: str) -> None:
-        if self.on_nonfinite not in ("stop", "continue"):
-            raise PipelineError(f"{where}.on_nonfinite: must be stop or continue, got {self.on_nonfinite!r}")
-        if self.lr <= 0:
-            raise PipelineError(f"{where}.lr: must be > 0, got {self.lr}")
-        if not math.isfinite(self.checkpoint_every_epochs):
-            raise PipelineError(
-                f"{where}.checkpoint_every_epochs: must be a finite number, got {self.checkpoint_every_epochs}"
-            )
-        for key in ("epochs", "batch_size", "dense_until", "n_log_checkpoints", "checkpoint_every_epochs"):
-            if getattr(self, key) < (1 if key == "epochs" else 0):
-                raise PipelineError(
-                    f"{where}.{key}: must be >= {1 if key == 'epochs' else 0}, got {getattr(self, key)}"
-                )
+    on_nonfinite: typing.Literal["stop", "continue"] = "stop"  # as TrainConfig.on_nonfinite
 
 
 def checkpoint_steps(every_epochs: float, per_epoch: int, where: str) -> int:

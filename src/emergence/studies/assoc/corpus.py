@@ -35,14 +35,16 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
+from annotated_types import Ge
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 
 from emergence.core.io import PipelineError, atomic_path, inside
+from emergence.core.rules import field_problems
 from emergence.studies.assoc.stories import DOC_SEPARATOR
 
 TOKENIZERS = ("word", "bpe")
@@ -122,12 +124,12 @@ def read_text_documents(path: str | os.PathLike) -> list[str]:
 
 @dataclass(frozen=True)
 class CorpusConfig:
-    vocab_size: int
-    seq_len: int
+    vocab_size: Annotated[int, Ge(2)]
+    seq_len: Annotated[int, Ge(1)]
     tokenizer: str = "word"
-    max_sequences: int = 0  # 0 = keep all
+    max_sequences: Annotated[int, Ge(0)] = 0  # 0 = keep all
     sequences: Literal["stories", "windows"] = "windows"  # one per long-enough document, or every window
-    min_count: int = 1  # types seen fewer times are never in the vocabulary
+    min_count: Annotated[int, Ge(1)] = 1  # types seen fewer times are never in the vocabulary
     story_filter: Literal["prefix", "whole"] = "prefix"  # in the vocabulary: the sequence's tokens, or its document's
     lowercase: bool = True  # the authors' word-level tokenizer lower-cases; their BPE keeps case
     bpe_specials: bool = (
@@ -135,16 +137,12 @@ class CorpusConfig:
     )
 
     def validate(self, where: str = "corpus") -> None:
-        if self.vocab_size < 2:
-            raise PipelineError(f"{where}.vocab_size: must be >= 2, got {self.vocab_size}")
-        if self.seq_len < 1:
-            raise PipelineError(f"{where}.seq_len: must be >= 1, got {self.seq_len}")
+        """The bounds declared above, then the rules they cannot say; build_corpus checks a config built in
+        code here, so the choices are checked here too (from_dict checks them only where params load)."""
+        if problems := field_problems(self, where):
+            raise PipelineError("\n".join(problems))
         if self.tokenizer not in TOKENIZERS:
             raise PipelineError(f"{where}.tokenizer: must be one of {TOKENIZERS}, got {self.tokenizer!r}")
-        if self.max_sequences < 0:
-            raise PipelineError(f"{where}.max_sequences: must be >= 0, got {self.max_sequences}")
-        if self.min_count < 1:
-            raise PipelineError(f"{where}.min_count: must be >= 1, got {self.min_count}")
         if self.sequences not in ("stories", "windows"):
             raise PipelineError(f"{where}.sequences: must be stories or windows, got {self.sequences!r}")
         if self.story_filter not in ("prefix", "whole"):
@@ -307,7 +305,7 @@ class WordsParams:
     probes against the vocabulary it builds (the first stage that knows it)."""
 
     probes: list[str]
-    top_k: int = 8
+    top_k: Annotated[int, Ge(1)] = 8
     n_layers: int = 3
     seed: int = 0
     checkpoint: str = "final"
@@ -315,8 +313,6 @@ class WordsParams:
     def validate(self, where: str) -> None:
         if not self.probes:
             raise PipelineError(f"{where}.probes: at least one probe word")
-        if self.top_k < 1:
-            raise PipelineError(f"{where}.top_k: must be >= 1, got {self.top_k}")
 
 
 def missing_probes(vocab: Sequence[str], probes: Sequence[str], source: str) -> list[str]:

@@ -23,8 +23,12 @@ import os
 import random
 import re
 from dataclasses import dataclass
+from typing import Annotated
+
+from annotated_types import Ge, Le
 
 from emergence.core.io import PipelineError, atomic_path
+from emergence.core.rules import field_problems
 
 DOC_SEPARATOR = "<|endoftext|>"
 
@@ -123,6 +127,7 @@ _TEMPLATE_TEXT = (
 
 
 SYLLABLES = tuple(c + v for c in "bdfgklmnprstvz" for v in "aeiou")  # 70
+MAX_LEXICON = len(SYLLABLES) ** 3  # there are fewer than 70**2 + 70**3 names once the templates' words are skipped
 
 
 def invented_names(n: int) -> list[str]:
@@ -135,17 +140,15 @@ def invented_names(n: int) -> list[str]:
 
 @dataclass(frozen=True)
 class StoryConfig:
-    n_stories: int = 3000
+    n_stories: Annotated[int, Ge(1)] = 3000
     seed: int = 0
-    frames: int = 1  # plot frames told one after another in each story
-    lexicon: int = 0  # invented hero names (0: the natural names only)
+    frames: Annotated[int, Ge(1)] = 1  # plot frames told one after another in each story
+    lexicon: Annotated[int, Ge(0), Le(MAX_LEXICON)] = 0  # invented hero names (0: the natural names only)
 
     def validate(self, where: str = "stories") -> None:
-        for key, low in (("n_stories", 1), ("frames", 1), ("lexicon", 0)):
-            if getattr(self, key) < low:
-                raise PipelineError(f"{where}.{key}: must be >= {low}, got {getattr(self, key)}")
-        if self.lexicon > len(SYLLABLES) ** 3:  # fewer than 70**2 + 70**3 once words are skipped
-            raise PipelineError(f"{where}.lexicon: at most {len(SYLLABLES) ** 3} invented names, got {self.lexicon}")
+        """The bounds declared above: generate_stories checks a config built in code here."""
+        if problems := field_problems(self, where):
+            raise PipelineError("\n".join(problems))
 
 
 def _a(phrase: str) -> str:

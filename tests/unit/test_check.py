@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
+from params_edits import SHIPPED, edited
 from refusals import assert_refused
 
 from emergence.check import problems_of
@@ -19,7 +20,6 @@ from emergence.core.config import read_params
 from emergence.core.io import PipelineError
 from emergence.params import load_schemas, resolve_schema
 
-SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
 SECTIONS = load_schemas(ROOT)
 
 
@@ -35,15 +35,6 @@ def with_profile(*names: str) -> dict:
     params = SHIPPED
     for name in names:
         params = merge(params, yaml.safe_load((ROOT / "profiles" / f"{name}.yaml").read_text()))
-    return params
-
-
-def edited(**changes) -> dict:
-    """A deep copy of the shipped params with `section__key=value` changes."""
-    params = copy.deepcopy(SHIPPED)
-    for dotted, value in changes.items():
-        name, key = dotted.split("__")
-        params[name][key] = value
     return params
 
 

@@ -550,38 +550,33 @@ def test_error_texts_name_the_config_key(tiny_dir, tmp_path):
     )
 
 
-def test_an_unreadable_cache_entry_is_encoded_again_with_a_warning(tiny_dir, tmp_path):
-    enc, p = load_encoder(params(tiny_dir), "cpu"), params(tiny_dir)
-    a, b = images(tmp_path / "imgs", 2)
-    first, _ = encode_images([a, b], p, enc, tmp_path / "cache")
-    entry = tmp_path / "cache" / dino.cache_key(enc.encoder_id, p) / f"{image_key(a)}.safetensors"
-    good_bytes = entry.read_bytes()
+def truncate(entry, features):
     entry.write_bytes(b"truncated")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        again, info = encode_images([a, b], p, enc, tmp_path / "cache")
-    (w,) = caught
-    assert str(w.message) == f"{entry}: unreadable cache entry (SafetensorError), encoding the image again"
-    assert (info["n_encoded"], info["n_cached"]) == (1, 1) and torch.equal(again, first)
-    assert entry.read_bytes() == good_bytes  # overwritten with the same entry
+    return f"{entry}: unreadable cache entry (SafetensorError), encoding the image again"
 
 
-def test_a_cache_entry_holding_a_nan_is_encoded_again_with_a_warning(tiny_dir, tmp_path):
-    enc, p = load_encoder(params(tiny_dir), "cpu"), params(tiny_dir)
-    a, b = images(tmp_path / "imgs", 2)
-    first, _ = encode_images([a, b], p, enc, tmp_path / "cache")
-    entry = tmp_path / "cache" / dino.cache_key(enc.encoder_id, p) / f"{image_key(a)}.safetensors"
-    good_bytes = entry.read_bytes()
-    poisoned = first[0].clone()
+def poison(entry, features):
+    poisoned = features.clone()
     poisoned[0, 0] = float("nan")
     save_file({"features": poisoned}, str(entry))
+    return f"{entry}: "  # then the count of non-finite values
+
+
+@pytest.mark.parametrize("damage", [truncate, poison])
+def test_a_damaged_cache_entry_is_encoded_again_with_a_warning_naming_it(tiny_dir, tmp_path, damage):
+    enc, p = load_encoder(params(tiny_dir), "cpu"), params(tiny_dir)
+    a, b = images(tmp_path / "imgs", 2)
+    first, _ = encode_images([a, b], p, enc, tmp_path / "cache")
+    entry = tmp_path / "cache" / dino.cache_key(enc.encoder_id, p) / f"{image_key(a)}.safetensors"
+    good_bytes = entry.read_bytes()
+    says = damage(entry, first[0])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         again, info = encode_images([a, b], p, enc, tmp_path / "cache")
     (w,) = caught
-    assert str(w.message).startswith(f"{entry}: ") and "non-finite" in str(w.message)
+    assert str(w.message).startswith(says) and (damage is truncate or "non-finite" in str(w.message))
     assert (info["n_encoded"], info["n_cached"]) == (1, 1) and torch.equal(again, first)
-    assert entry.read_bytes() == good_bytes
+    assert entry.read_bytes() == good_bytes  # overwritten with the same entry
 
 
 def test_the_progress_bar_counts_new_images_and_stays_silent_on_a_full_cache(tiny_dir, tmp_path, capsys):

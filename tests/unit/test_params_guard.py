@@ -14,6 +14,7 @@ import pytest
 import torch
 import yaml
 from conftest import ROOT
+from params_edits import SHIPPED, edited
 from refusals import assert_not_refused, assert_refused
 
 from emergence import check
@@ -26,16 +27,7 @@ from emergence.core.pipeline import read_declaration
 from emergence.core.rules import bounds_of, just_outside
 from emergence.machine import missing_device, where_it_runs
 
-SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
 TRAIN_SECTIONS = {"base", "binding_programs", "binding_model", "binding_train"}  # binding_train@0's reads
-
-
-def edited(**changes) -> dict:
-    params = copy.deepcopy(SHIPPED)
-    for dotted, value in changes.items():
-        name, key = dotted.split("__")
-        params[name][key] = value
-    return params
 
 
 def train_stage(params: dict) -> list[str]:

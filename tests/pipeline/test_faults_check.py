@@ -64,8 +64,16 @@ def test_corpus_stage_names_probe_words_missing_from_a_user_corpus(run):
 @pytest.mark.parametrize(
     "stage, changes, says",
     [
-        ("words", dict(assoc_words__top_k=65), "assoc_words.top_k: 65 is more than the 64 types of data/assoc/corpus"),
-        ("order", dict(assoc_order__n_sequences=65), "assoc_order.n_sequences: 65 is more than the 64 sequences of"),
+        (  # params allow 100 types, the corpus built holds 64: only the stage reading it can tell
+            "words",
+            dict(assoc_corpus__vocab_size=100, assoc_words__top_k=65),
+            "assoc_words.top_k: 65 is more than the 64 types of data/assoc/corpus",
+        ),
+        (  # max_sequences 0 keeps every sequence: the number is known once the corpus is built
+            "order",
+            dict(assoc_corpus__max_sequences=0, assoc_order__n_sequences=65),
+            "assoc_order.n_sequences: 65 is more than the 64 sequences of",
+        ),
     ],
 )
 def test_assoc_stages_refuse_sizes_beyond_the_built_corpus(run, stage, changes, says):

@@ -26,20 +26,26 @@ def root(tiny_run, tmp_path) -> Path:
 def test_the_index_page_pointed_at_the_reports_folder_deletes_nothing(root):
     """paths.index_report: reports used to replace the whole reports/ folder (every study page, the
     metrics, the committed bench.json) with one HTML file."""
-    set_params(root, paths__index_report="reports")
+    set_params(root, paths__index_report="reports")  # a folder of files git tracks: refused at the start
     before = snapshot(root)
     proc = run_command(root, "python", "-m", "stages.index_report")
-    assert_outcome(proc, "error", "reports: a folder, but stage index_report (${paths.index_report}) writes a file")
-    assert "nothing was changed" in proc.stderr and "re-run" not in proc.stderr
+    assert_outcome(proc, "error", "paths.index_report: 'reports' resolves to ")
     assert_only_changed(root, before)
-    assert not list((root / "reports").glob(".*.tmp"))
+    set_params(root, paths__index_report="data/binding")  # other stages' outputs: refused by the writer
+    proc = run_command(root, "python", "-m", "stages.index_report")
+    assert_outcome(
+        proc, "error", "data/binding: a folder, but stage index_report (${paths.index_report}) writes a file"
+    )
+    assert "nothing was changed" in proc.stderr and "re-run" not in proc.stderr
+    assert_only_changed(root, before, ("params.yaml",))
+    assert not list((root / "data").glob(".*.tmp"))
 
 
 def test_a_folder_output_pointed_at_a_folder_of_other_outputs_deletes_nothing(root):
-    set_params(root, paths__visual_scenes="reports")
+    set_params(root, paths__visual_scenes="data/binding")
     before = snapshot(root)
     proc = run_command(root, "python", "-m", "stages.grounding.visual_scenes")
-    assert_outcome(proc, "error", "reports: holds reports/")
+    assert_outcome(proc, "error", "data/binding: holds data/binding/")
     assert "an output of stage" in proc.stderr
     assert_only_changed(root, before)
 

@@ -103,12 +103,12 @@ def test_check_refuses_before_the_run(root, changes, says):
 
 
 def test_a_seed_beyond_numpys_range_stops_the_training_stage_in_one_line(root):
-    # listed in params.yaml (an unlisted seed is refused before, as no matrix value), so the stage run
-    # directly, without `check`, reaches the training config
+    # listed in params.yaml (an unlisted seed is refused before, as no matrix value): the stage run
+    # directly, without `check`, refuses it at its start, by the rule check runs
     set_params(root, base__seeds=[0, 1, 2**32])
     before = snapshot(root)
     proc = run_command(root, "python", "-m", "stages.binding.train", "--seed", str(2**32), timeout=300)
-    assert_outcome(proc, "error", "binding_train.seed: must be <= 4294967295 (2**32 - 1, numpy's range")
+    assert_outcome(proc, "error", "base.seeds: seeds are at most 4294967295 (2**32 - 1, numpy's range)")
     assert_only_changed(root, before)
 
 

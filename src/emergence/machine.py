@@ -4,7 +4,7 @@ there, and the hours of training, said by `python -m emergence check` before any
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -12,7 +12,7 @@ import yaml
 
 from emergence.core.config import usable_cpus
 from emergence.core.declared import instances, interpolate
-from emergence.core.resources import RATE, device_need_mb, job_workload, on_device, step_seconds
+from emergence.core.resources import RATE, Sized, device_need_mb, job_workload, on_device, step_seconds
 
 Capacity = Callable[[str], tuple[int, str, bool] | None]  # device -> (MiB, what holds it, is a GPU)
 
@@ -28,16 +28,20 @@ def device_memory(device: str) -> tuple[int, str, bool] | None:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20, "this machine's memory", False
 
 
-def training_hours(params: dict, root: Path, device: str) -> float:
-    """resources.py's estimate of every device job's training steps on `device`, in hours (no safety
-    factor, startup excluded; jobs whose params give no model size count nothing)."""
-    seconds = 0.0
+def device_jobs(params: dict, root: Path) -> Iterator[tuple[str, Sized | None]]:
+    """(DVC instance, its sizes or None when its declared params give no model size) of every stage
+    instance that computes on the device."""
     for name, stage in yaml.safe_load((root / "dvc.yaml").read_text())["stages"].items():
         for instance, item in instances(name, stage, params):
             keys = interpolate(stage.get("params", []), {**params, "item": item}, instance)
-            if on_device(keys) and (w := job_workload(params, keys, instance, item)) is not None:
-                seconds += step_seconds(w, device)
-    return seconds / 3600
+            if on_device(keys):
+                yield instance, job_workload(params, keys, instance, item)
+
+
+def training_hours(params: dict, root: Path, device: str) -> float:
+    """resources.py's estimate of every device job's training steps on `device`, in hours (no safety
+    factor, startup excluded; jobs whose params give no model size count nothing)."""
+    return sum(step_seconds(w, device) for _, w in device_jobs(params, root) if w is not None) / 3600
 
 
 def where_it_runs(params: dict, root: Path) -> list[str]:
@@ -62,14 +66,7 @@ def where_it_runs(params: dict, root: Path) -> list[str]:
 def device_job_estimates(params: dict, root: Path = Path("."), on_gpu: bool = True) -> dict[str, int | None]:
     """Each device job's memory estimate in MiB (resources.device_need_mb: without its safety factor),
     by DVC stage instance ("binding_train@0"); None for a job whose declared params give no model size."""
-    estimates = {}
-    for name, stage in yaml.safe_load((root / "dvc.yaml").read_text())["stages"].items():
-        for instance, item in instances(name, stage, params):
-            keys = interpolate(stage.get("params", []), {**params, "item": item}, instance)
-            if on_device(keys):
-                w = job_workload(params, keys, instance, item)
-                estimates[instance] = None if w is None else device_need_mb(w, on_gpu)
-    return estimates
+    return {instance: None if w is None else device_need_mb(w, on_gpu) for instance, w in device_jobs(params, root)}
 
 
 def jobs_fit_the_device(params: dict, root: Path = Path("."), capacity: Capacity = device_memory) -> list[str]:

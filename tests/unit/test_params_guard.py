@@ -7,13 +7,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import sys
 import typing
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from conftest import ROOT
+from conftest import ROOT, project_copy, run
 from params_edits import SHIPPED, edited
 from refusals import assert_not_refused, assert_refused
 
@@ -225,3 +226,17 @@ def test_a_value_just_outside_a_declared_bound_is_refused_by_check_and_the_stage
     params[section][key] = value
     assert_refused(problems_of(params, root=ROOT), f"{section}.{key}")
     assert_refused(stage_problems(params, ROOT, reader_of(section), set()), f"{section}.{key}")
+
+
+def test_a_stage_run_by_hand_refuses_at_its_start_before_reading_any_input(tmp_path):
+    """No programs exist in a fresh copy: a stage that did not check its params first would stop on the
+    missing file instead; this one names the bound, and writes nothing."""
+    root = project_copy(tmp_path / "copy")
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["binding_train"]["steps"] = 10**12
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    proc = run([sys.executable, "-m", "stages.binding.train", "--seed", "0"], root, check=False)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert_refused(errors, "binding_train.steps", 10**12)
+    assert not (root / "data/binding/runs/seed0").exists() and not (root / "data/scratch").exists()

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import importlib
+import typing
 
 import yaml
 from conftest import ROOT
+
+from emergence.core.pipeline import read_declaration
+from emergence.core.rules import bounds_of, just_outside
 
 SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
 
@@ -17,3 +23,30 @@ def edited(**changes) -> dict:
         name, key = dotted.split("__")
         params[name][key] = value
     return params
+
+
+def declared_bounds(root=ROOT) -> list[tuple[str, str, object]]:
+    """(section, field, a value just outside its bound) for every bound declared on a field of a section's
+    schema (core/rules.py): a new bound is tried by construction."""
+    found = []
+    for section, ref in read_declaration(root)["schemas"].items():
+        module, _, name = ref.partition(":")
+        target = getattr(importlib.import_module(module), name)
+        for cls in getattr(target, "loads", (target,) if dataclasses.is_dataclass(target) else ()):
+            hints = typing.get_type_hints(cls, include_extras=True)
+            for f in dataclasses.fields(cls):
+                base, bounds = bounds_of(hints[f.name])
+                found += [(section, f.name, just_outside(base, bound)) for bound in bounds]
+    return found
+
+
+def batches_outside(bounds: list[tuple[str, str, object]]) -> list[dict[str, object]]:
+    """The bounds packed into as few edits as can hold them ({section.key: value}, a key once per edit: a
+    field bounded on both sides lands in two), so that a slow door is tried once per edit, not per bound."""
+    edits: list[dict[str, object]] = []
+    for section, key, value in bounds:
+        edit = next((e for e in edits if f"{section}.{key}" not in e), None)
+        if edit is None:
+            edits.append(edit := {})
+        edit[f"{section}.{key}"] = value
+    return edits

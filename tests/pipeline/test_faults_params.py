@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 from faults import assert_only_changed, assert_outcome, fault_copy, run_command, snapshot
+from params_edits import batches_outside, declared_bounds
 from refusals import assert_refused
 
-from emergence.core.declared import instances, interpolate
+from emergence.core.declared import GUARD, instances, interpolate, read_stages
 
 pytestmark = pytest.mark.pipeline
 
@@ -67,9 +68,7 @@ def test_a_bad_value_is_refused_at_every_door_and_nothing_changes(root, key, val
     if key in ENGINES:  # set by DVC itself: refused before DVC removes the stage's last good outputs
         proc = run_command(root, "dvc", "exp", "run", "-S", f"{key}={value}", instance, timeout=300)
         refused(proc, key)
-        assert f"the experiment left {key} as set with -S" in proc.stderr  # and how to put it back
-        assert_only_changed(root, before, ("params.yaml", STAMP))  # DVC removes a stage's outputs before it runs
-        subprocess.run(["git", "checkout", "-q", "params.yaml"], cwd=root, check=True)
+        assert_only_changed(root, before)  # params.yaml put back as it was, the guard's stamp too
     set_value(root, key, value)
     before = snapshot(root)
     doors = [("python", "-m", "emergence", "check"), tuple(cmd)]
@@ -115,3 +114,40 @@ def test_a_non_utf8_byte_in_params_is_one_line_from_a_stage_run_by_hand(root):
     before = snapshot(root)
     assert_outcome(run_command(root, "python", "-m", "stages.binding.data", timeout=120), "error", "not UTF-8")
     assert_only_changed(root, before)
+
+
+EDITS = batches_outside(declared_bounds())  # every declared bound, just outside, in two edits
+
+
+def reader(root: Path, section: str) -> str:
+    """The first stage but the guard declaring a key of `section` (base: binding_data, reading base.threads)."""
+    stages = read_stages(root).items()
+    return next(n for n, s in stages if n != GUARD and section in {str(p).split(".")[0] for p in s.get("params", [])})
+
+
+@pytest.mark.parametrize("edit", EDITS, ids=[f"edit{i}" for i in range(len(EDITS))])
+def test_every_declared_bound_is_refused_at_every_door_with_nothing_changed(root, edit):
+    """The table of tests/unit/test_params_guard.py through the engines: each value just outside its bound
+    is named by `dvc exp run -S` (params.yaml put back), and once written in params.yaml, by `emergence
+    check`, `dvc repro`, Snakemake and the start of the stage reading it, run by hand."""
+    before = snapshot(root)
+    overrides = [arg for key, value in edit.items() for arg in ("-S", f"++{key}={value}")]
+    named(run_command(root, "dvc", "exp", "run", *overrides, timeout=600), set(edit))
+    assert_only_changed(root, before)
+    for key, value in edit.items():
+        set_value(root, key, value)
+    before = snapshot(root)
+    doors = {("python", "-m", "emergence", "check"): set(edit), ("dvc", "repro"): set(edit)}
+    doors[("snakemake", "--cores", "1")] = set(edit)
+    for key in edit:  # each stage once, for the keys it reads
+        doors.setdefault(tuple(first_instance(root, reader(root, key.split(".")[0]))[1]), set()).add(key)
+    for door, keys in doors.items():
+        named(run_command(root, *door, timeout=600), keys)
+    assert_only_changed(root, before, (STAMP,))
+
+
+def named(proc: subprocess.CompletedProcess, keys: set[str]) -> None:
+    assert_outcome(proc, "error")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    for key in sorted(keys):
+        assert_refused(errors, key)

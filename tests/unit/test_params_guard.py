@@ -5,17 +5,14 @@ CPUs, a GPU that is not there, outputs outside the checkout, YAML anchors and al
 from __future__ import annotations
 
 import copy
-import dataclasses
-import importlib
 import sys
-import typing
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 from conftest import ROOT, project_copy, run
-from params_edits import SHIPPED, edited
+from params_edits import SHIPPED, declared_bounds, edited
 from refusals import assert_not_refused, assert_refused
 
 from emergence import check
@@ -25,7 +22,6 @@ from emergence.core.config import read_params
 from emergence.core.declared import GUARD, completed, read_stages
 from emergence.core.io import PipelineError
 from emergence.core.pipeline import read_declaration
-from emergence.core.rules import bounds_of, just_outside
 from emergence.machine import missing_device, where_it_runs
 
 TRAIN_SECTIONS = {"base", "binding_programs", "binding_model", "binding_train"}  # binding_train@0's reads
@@ -187,21 +183,6 @@ def test_every_module_a_schema_names_is_a_code_dep_of_the_guard_stage():
 
 
 # ---- every declared bound, just outside, at check and at the start of the stage reading it ----------------
-
-
-def declared_bounds() -> list[tuple[str, str, object]]:
-    """(section, field, a value just outside its bound) for every bound declared on a field of a section's
-    schema (core/rules.py): a new bound is tried here by construction."""
-    found = []
-    for section, ref in read_declaration(ROOT)["schemas"].items():
-        module, _, name = ref.partition(":")
-        target = getattr(importlib.import_module(module), name)
-        for cls in getattr(target, "loads", (target,) if dataclasses.is_dataclass(target) else ()):
-            hints = typing.get_type_hints(cls, include_extras=True)
-            for f in dataclasses.fields(cls):
-                base, bounds = bounds_of(hints[f.name])
-                found += [(section, f.name, just_outside(base, bound)) for bound in bounds]
-    return found
 
 
 BOUNDED = declared_bounds()

@@ -68,9 +68,17 @@ def train_params(params: dict, seed: int, device: str) -> tuple[str, int, Stream
     """(format, number of validation programs, stream, TrainConfig) from binding_train."""
     values = dict(section(params, "binding_train"))
     own = {f.name: values.pop(f.name) for f in dataclasses.fields(BindingTrainKeys) if f.name in values}
-    keys = from_dict(BindingTrainKeys, own, "binding_train")
+    problems = [] if "seed" not in values else ["binding_train.seed: seeds come from base.seeds, remove it here"]
+    values.pop("seed", None)
+    try:  # both schemas' problems at once, not the second's only after the first's are fixed
+        keys = from_dict(BindingTrainKeys, own, "binding_train")
+    except PipelineError as e:
+        problems.append(str(e))
+    try:
+        cfg = from_dict(TrainConfig, {**values, "seed": seed, "device": device}, "binding_train")
+    except PipelineError as e:
+        problems.append(str(e))
+    if problems:
+        raise PipelineError("\n".join(problems))
     stream = Stream(keys.stream, keys.stream_hop_weight_power, keys.stream_distractor, keys.stream_links)
-    if "seed" in values:
-        raise PipelineError("binding_train.seed: seeds come from base.seeds, remove it here")
-    cfg = from_dict(TrainConfig, {**values, "seed": seed, "device": device}, "binding_train")
     return keys.format, keys.eval_programs, stream, cfg

@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 import pytest
-from refusals import assert_refused
+from refusals import assert_refused, refuses
 
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
@@ -23,10 +23,11 @@ from emergence.studies.assoc.compare import (
 )
 
 
-def refusal(params) -> str:
-    with pytest.raises(PipelineError) as e:
+def refusal(params) -> list[str]:
+    """The one problem line of a hand-built section `sec`."""
+    with refuses("sec.") as e:
         params.validate("sec")
-    return str(e.value)
+    return [str(e.value)]
 
 
 def refused(cls: type, values: dict) -> list[str]:
@@ -38,11 +39,9 @@ def refused(cls: type, values: dict) -> list[str]:
 
 def test_runs_bounds_and_messages():
     AssocRuns(layers=[1], seeds=[0]).validate("sec")
-    assert refusal(AssocRuns(layers=[], seeds=[0])) == "sec.layers: a non-empty list of positive layer counts, got []"
-    assert refusal(AssocRuns(layers=[2, 0], seeds=[0])) == (
-        "sec.layers: a non-empty list of positive layer counts, got [2, 0]"
-    )
-    assert refusal(AssocRuns(layers=[1], seeds=[])) == "sec.seeds: at least one seed, got []"
+    assert_refused(refusal(AssocRuns(layers=[], seeds=[0])), "sec.layers", [])
+    assert_refused(refusal(AssocRuns(layers=[2, 0], seeds=[0])), "sec.layers", [2, 0])
+    assert_refused(refusal(AssocRuns(layers=[1], seeds=[])), "sec.seeds", [])
 
 
 def test_compare_and_causal_bounds_and_messages():
@@ -55,8 +54,8 @@ def test_compare_and_causal_bounds_and_messages():
 
 def test_order_params_bounds_and_messages():
     from_dict(OrderParams, dict(n_layers=1, etas=[0.5, 1.5], steps=4, n_sequences=1), "sec")
-    assert refusal(OrderParams(etas=[0.1])) == "sec.etas: at least two positive learning rates, got [0.1]"
-    assert refusal(OrderParams(etas=[0.1, 0.0])) == "sec.etas: at least two positive learning rates, got [0.1, 0.0]"
+    assert_refused(refusal(OrderParams(etas=[0.1])), "sec.etas", [0.1])
+    assert_refused(refusal(OrderParams(etas=[0.1, 0.0])), "sec.etas", [0.1, 0.0])
     assert_refused(refused(OrderParams, dict(steps=3)), "sec.steps", 3)  # W and P need 4 steps for a slope
     assert_refused(refused(OrderParams, dict(n_layers=0)), "sec.n_layers", 0)
     assert_refused(refused(OrderParams, dict(n_sequences=0)), "sec.n_sequences", 0)

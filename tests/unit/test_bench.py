@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from refusals import refuses
 
 from bench.pipeline import default_rows, per_study, study_of
 from bench.table import KEYS, not_measured, render, row, validate, write
@@ -36,26 +37,25 @@ def test_not_measured_row_is_valid_and_says_why():
 
 
 @pytest.mark.parametrize(
-    "edit, message",
+    "edit, key, named",
     [
-        ({"value": float("nan")}, "row 0 (x).value: must be a finite number or null, got nan"),
-        ({"ratio": float("inf")}, "row 0 (x).ratio: must be a finite number or null, got inf"),
-        ({"reference_value": True}, "row 0 (x).reference_value: must be a finite number or null, got True"),
-        ({"target": 2}, "row 0 (x).target: must be text or null, got 2"),
-        ({"met": "yes"}, "row 0 (x).met: must be true, false or null, got 'yes'"),
-        ({"value": None}, "row 0 (x).value: null only for a row whose bound says 'not measured: why'"),
+        ({"value": float("nan")}, "row 0 (x).value", ["finite", "nan"]),
+        ({"ratio": float("inf")}, "row 0 (x).ratio", ["finite", "inf"]),
+        ({"reference_value": True}, "row 0 (x).reference_value", ["finite", "True"]),
+        ({"target": 2}, "row 0 (x).target", ["text", "2"]),
+        ({"met": "yes"}, "row 0 (x).met", ["true, false or null", "'yes'"]),
+        ({"value": None}, "row 0 (x).value", ["null", "'not measured: why'"]),  # and the bound that allows it
     ],
 )
-def test_validate_names_row_and_key(edit, message):
-    with pytest.raises(PipelineError) as e:
+def test_validate_names_row_and_key(edit, key, named):
+    with refuses(f"{key}: ", *named):
         validate([row("x", 1.0, "s", "ref", 2.0) | edit])
-    assert str(e.value) == message
 
 
 def test_validate_refuses_missing_key():
     r = row("x", 1.0, "s")
     del r["bound"]
-    with pytest.raises(PipelineError, match=r"^row 0 \(x\): keys must be benchmark, value"):
+    with refuses("row 0 (x)", "benchmark, value, unit, reference, reference_value, ratio, target, met, bound"):
         validate([r])
 
 
@@ -106,27 +106,19 @@ def test_not_measured_keeps_its_target():
 
 
 @pytest.mark.parametrize(
-    "edit, message",
-    [
-        ({"unit": None}, "row 0 (x): benchmark and unit must be text"),
-        ({"benchmark": None}, "row 0 (None): benchmark and unit must be text"),
-    ],
+    "edit, where",
+    [({"unit": None}, "row 0 (x)"), ({"benchmark": None}, "row 0 (None)")],
 )
-def test_validate_benchmark_and_unit_are_text(edit, message):
-    with pytest.raises(PipelineError) as e:
+def test_validate_benchmark_and_unit_are_text(edit, where):
+    with refuses(where, "benchmark", "unit", "text"):
         validate([row("x", 1.0, "s") | edit])
-    assert str(e.value) == message
 
 
 def test_validate_names_a_row_without_a_name_and_its_keys():
     r = row("x", 1.0, "s")
     del r["benchmark"]
-    with pytest.raises(PipelineError) as e:
+    with refuses("row 1 (?)", "got value, unit, reference, reference_value, ratio, target, met, bound"):
         validate([row("ok", 1.0, "s"), r])
-    assert str(e.value) == (
-        "row 1 (?): keys must be benchmark, value, unit, reference, reference_value, ratio, target, met, bound, "
-        "got value, unit, reference, reference_value, ratio, target, met, bound"
-    )
 
 
 def test_validate_accepts_a_target_missed():

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from refusals import assert_refused
+from refusals import assert_refused, refuses
 from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
 from emergence.core.config import from_dict
@@ -105,12 +105,10 @@ def test_pairs_refuse_an_empty_length_and_a_chain_that_misses_its_constant():
     one = pd.DataFrame(
         {"program": ["a=1\nb=2\n#b:"], "answer": [2], "hops": [0], "chain_lines": [[0]], "n_lines": [2]}
     )  # the chain names line 0, but b's value comes from line 1
-    with pytest.raises(PipelineError) as e:
+    with refuses("programs table", "n_lines=3"):
         make_counterfactual_pairs(one, np.random.default_rng(0), 1, n_lines=3)
-    assert str(e.value) == "programs table: no rows with n_lines=3"
-    with pytest.raises(PipelineError) as e:
+    with refuses("programs table", "chain_lines [0]", "constant", repr("a=1\nb=2\n#b:")):
         make_counterfactual_pairs(one, np.random.default_rng(0), 1)
-    assert str(e.value) == "programs table: chain_lines [0] do not end at the constant that decides 'a=1\\nb=2\\n#b:'"
 
 
 def test_position_classes_of_a_hand_written_program():
@@ -341,4 +339,4 @@ def test_patching_params_need_one_pair():
     assert_refused(str(e.value).splitlines(), "binding_patching.n_pairs", 0)
     with pytest.raises(PipelineError) as e:  # a bool is no count
         from_dict(PatchingParams, {"n_pairs": True}, "binding_patching")
-    assert str(e.value) == "binding_patching.n_pairs: must be an integer, got True"
+    assert_refused([str(e.value)], "binding_patching.n_pairs", True, rule="integer")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from refusals import assert_refused
+from refusals import assert_refused, refuses
 
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
@@ -164,7 +164,7 @@ def test_a_trajectory_with_no_heuristic_ever_wrong_still_has_phases():
 
 def test_a_trajectory_with_no_accuracy_rows_is_one_line():
     traj = trajectory([0, 10], deep=[0.1, 0.5], follow=[0.1, 0.1])
-    with pytest.raises(PipelineError, match="binding trajectory of seed 7: no accuracy rows to find the phases in"):
+    with refuses("seed 7", "no accuracy rows"):
         detect_phases(traj[traj["metric"] != "accuracy"], PhaseParams())
 
 

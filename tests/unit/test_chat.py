@@ -1,9 +1,9 @@
 import shutil
 
 import pytest
+from refusals import refuses
 
 from emergence.core.chat import cha_files, read_chat_file, speech_documents, speech_words
-from emergence.core.io import PipelineError
 
 EVE = "childes/Brown-Eve-010600a.cha"
 HEADER = """@UTF8
@@ -63,16 +63,16 @@ def test_directory_is_read_recursively_in_order(shared_data, tmp_path):
 
 
 def test_bad_inputs_name_the_file(tmp_path):
-    with pytest.raises(PipelineError, match="missing.cha: CHAT file or directory not found"):
+    with refuses(tmp_path / "missing.cha", "not found"):
         speech_documents(tmp_path / "missing.cha")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(PipelineError, match="empty: directory holds no .cha files"):
+    with refuses(tmp_path / "empty", ".cha"):
         speech_documents(tmp_path / "empty")
     (tmp_path / "prose.cha").write_text("just some text\n")
-    with pytest.raises(PipelineError, match="prose.cha: no utterances"):
+    with refuses(tmp_path / "prose.cha", "no utterances"):
         speech_documents(tmp_path / "prose.cha")
     (tmp_path / "latin1.cha").write_bytes(HEADER.encode() + "*MOT:\tcaf\xe9 .\n@End\n".encode("latin-1"))
-    with pytest.raises(PipelineError, match="latin1.cha: not a readable CHAT file"):
+    with refuses(tmp_path / "latin1.cha", "CHAT"):
         read_chat_file(tmp_path / "latin1.cha")
 
 
@@ -85,13 +85,13 @@ def test_a_symbolic_link_loop_is_named_in_a_folder_or_as_the_source(tmp_path, li
     for name, target in links.items():
         (corpus / name).symlink_to(target)
     first = sorted(links)[0]
-    with pytest.raises(PipelineError, match=rf"corpus/{first}: symbolic link loop$"):
+    with refuses(corpus / first, "loop"):
         cha_files(corpus)
-    with pytest.raises(PipelineError, match=rf"corpus/{first}: symbolic link loop$"):
+    with refuses(corpus / first, "loop"):
         cha_files(corpus / first)
 
 
 def test_a_dangling_link_is_named_before_it_is_read(tmp_path):
     (tmp_path / "gone.cha").symlink_to(tmp_path / "deleted.cha")
-    with pytest.raises(PipelineError, match=r"gone.cha: cannot follow it \(No such file or directory\)"):
+    with refuses(tmp_path / "gone.cha", "No such file or directory"):
         cha_files(tmp_path)

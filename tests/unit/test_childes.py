@@ -1,4 +1,3 @@
-import re
 import shutil
 import stat
 import tempfile
@@ -6,7 +5,7 @@ import zipfile
 
 import pandas as pd
 import pytest
-from refusals import assert_refused
+from refusals import assert_refused, refuses
 
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
@@ -152,7 +151,7 @@ def test_zip_members_escaping_the_target_are_refused(tmp_path, monkeypatch, memb
             zf.writestr(*_symlink_member(member, "/etc/passwd"))
         else:
             zf.writestr(member, HEADER + "*CHI:\tgotcha .\n@End\n")
-    with pytest.raises(PipelineError, match=rf"bad.zip: refusing member '{re.escape(member)}' \({reason}\)"):
+    with refuses(archive, repr(member), reason):
         extract_turns(archive)
     assert not (tmp_path / "evil.cha").exists() and not (tmp_path / "a" / "evil.cha").exists()
     assert not (work / "evil.cha").exists()
@@ -161,38 +160,38 @@ def test_zip_members_escaping_the_target_are_refused(tmp_path, monkeypatch, memb
 
 
 @pytest.mark.parametrize(
-    "text, line, message",
+    "text, line, named",
     [
-        (HEADER.replace("@Begin\n", "") + "*CHI:\thi .\n@End\n", 2, "missing @Begin"),
-        (HEADER + "*CHI:\thi .\n%act:\truns\n", 8, "missing @End"),
-        (HEADER + "%act:\truns\n*CHI:\thi .\n@End\n", 7, "dependent tier %act before any main tier"),
-        (HEADER + "*CHI:\thi .\n*FAT:\thello .\n@End\n", 8, "speaker FAT is not declared in @Participants"),
-        (HEADER + "*CHI:\thi .\n@End\n*CHI:\tagain .\n", 9, "text after @End"),
+        (HEADER.replace("@Begin\n", "") + "*CHI:\thi .\n@End\n", 2, ["missing", "@Begin"]),
+        (HEADER + "*CHI:\thi .\n%act:\truns\n", 8, ["missing", "@End"]),
+        (HEADER + "%act:\truns\n*CHI:\thi .\n@End\n", 7, ["%act", "main tier"]),
+        (HEADER + "*CHI:\thi .\n*FAT:\thello .\n@End\n", 8, ["FAT", "@Participants"]),
+        (HEADER + "*CHI:\thi .\n@End\n*CHI:\tagain .\n", 9, ["after @End"]),
     ],
 )
-def test_malformed_chat_names_file_and_line(tmp_path, text, line, message):
+def test_malformed_chat_names_file_and_line(tmp_path, text, line, named):
     path = tmp_path / "bad.cha"
     path.write_text(text)
-    with pytest.raises(PipelineError, match=rf"bad.cha: line {line}: {message}"):
+    with refuses(f"{path}: line {line}: ", *named):
         validate_chat(path)
-    with pytest.raises(PipelineError, match=rf"bad.cha: line {line}: {message}"):
+    with refuses(f"{path}: line {line}: ", *named):
         extract_turns(tmp_path)  # the extractor checks before it parses
 
 
 def test_bad_encoding_names_the_line_of_the_first_bad_byte(tmp_path):
     path = tmp_path / "latin1.cha"
     path.write_bytes((HEADER + "*CHI:\thi .\n").encode() + "*MOT:\tcaf\xe9 .\n@End\n".encode("latin-1"))
-    with pytest.raises(PipelineError, match=r"latin1.cha: line 8: not UTF-8 \(byte 0xe9\)"):
+    with refuses(path, "line 8", "UTF-8", "0xe9"):
         validate_chat(path)
 
 
 def test_missing_inputs_are_named(tmp_path):
-    with pytest.raises(PipelineError, match="nope.cha: CHAT file not found"):
+    with refuses(tmp_path / "nope.cha", "not found"):
         validate_chat(tmp_path / "nope.cha")
-    with pytest.raises(PipelineError, match="nope: CHAT file or directory not found"):
+    with refuses(tmp_path / "nope", "not found"):
         extract_turns(tmp_path / "nope")
     (tmp_path / "fake.zip").write_text("not a zip")
-    with pytest.raises(PipelineError, match="fake.zip: not a readable zip"):
+    with refuses(tmp_path / "fake.zip", "zip"):
         extract_turns(tmp_path / "fake.zip")
 
 
@@ -215,32 +214,28 @@ BIG_CHAT = HEADER + "*MOT:\tlook at the ball .\n" * 95000 + "@End\n"
 
 
 @pytest.mark.parametrize(
-    "members, limits, message",
+    "members, limits, named",
     [
-        (
-            {f"C/{i}.cha": OK_CHAT for i in range(4)},
-            dict(max_members=3),
-            r"4 \.cha members, over childes_extract\.max_members \(3\)",
-        ),
+        ({f"C/{i}.cha": OK_CHAT for i in range(4)}, dict(max_members=3), ["4 .cha members", "max_members (3)"]),
         (
             {"C/a.cha": BIG_CHAT},
             dict(max_member_mb=1, max_ratio=10**6),
-            r"member 'C/a.cha' expands to 2 MB, over childes_extract\.max_member_mb \(1\)",
+            ["'C/a.cha'", "2 MB", "max_member_mb (1)"],
         ),
         (
             {"C/a.cha": BIG_CHAT, "C/b.cha": BIG_CHAT},
             dict(max_total_mb=4, max_ratio=10**6),
-            r"members expand to 5 MB, over childes_extract\.max_total_mb \(4\)",
+            ["5 MB", "max_total_mb (4)"],
         ),
-        ({"C/a.cha": BIG_CHAT}, dict(), r"member 'C/a.cha' inflates \d+-fold, over childes_extract\.max_ratio \(100\)"),
+        ({"C/a.cha": BIG_CHAT}, dict(), ["'C/a.cha'", "-fold", "max_ratio (100)"]),
     ],
     ids=["members", "member_size", "total_size", "ratio"],
 )
-def test_a_zip_over_a_limit_stops_before_inflating(tmp_path, monkeypatch, members, limits, message):
+def test_a_zip_over_a_limit_stops_before_inflating(tmp_path, monkeypatch, members, limits, named):
     archive = _zip(tmp_path / "bomb.zip", members)
     inflated = []
     monkeypatch.setattr(zipfile.ZipFile, "open", lambda *a, **k: inflated.append(a) or pytest.fail("inflated"))
-    with pytest.raises(PipelineError, match=rf"^{re.escape(str(archive))}: {message}$"):
+    with refuses(f"{archive}: ", "childes_extract.", *named):
         extract_turns(archive, limits=ExtractParams(**limits))
     assert not inflated
 
@@ -255,17 +250,16 @@ def test_a_member_whose_header_lies_is_refused(tmp_path):
     for offset in [i for i in range(len(data) - 4) if int.from_bytes(data[i : i + 4], "little") == size]:
         data[offset : offset + 4] = (1024).to_bytes(4, "little")
     archive.write_bytes(bytes(data))
-    with pytest.raises(
-        PipelineError,
-        match=r"liar.zip: (member 'C/a.cha' expands past childes_extract.max_member_mb \(1\)|not a readable zip)",
-    ):
+    with refuses(archive) as e:
         extract_turns(archive, limits=ExtractParams(max_member_mb=1))
+    said = str(e.value)
+    assert all(n in said for n in ("'C/a.cha'", "childes_extract.max_member_mb (1)")) or "zip" in said, said
 
 
 def test_a_plain_transcript_over_the_member_cap_is_one_line(tmp_path):
     big = tmp_path / "big.cha"
     big.write_text(BIG_CHAT)
-    with pytest.raises(PipelineError, match=rf"^{re.escape(str(big))}: over childes_extract.max_member_mb \(1\)$"):
+    with refuses(f"{big}: ", "childes_extract.max_member_mb (1)"):
         extract_turns(big, limits=ExtractParams(max_member_mb=1))
 
 
@@ -275,7 +269,7 @@ def test_a_plain_transcript_exactly_at_the_member_cap_is_read(tmp_path, monkeypa
     monkeypatch.setattr(childes, "MB", at_cap.stat().st_size)  # max_member_mb 1 = exactly this file's size
     assert extract_turns(at_cap, limits=ExtractParams(max_member_mb=1))["speaker"].tolist() == ["MOT"]
     over = cha(tmp_path, text[len(HEADER) :] + "\n", name="over.cha")
-    with pytest.raises(PipelineError, match=rf"^{re.escape(str(over))}: over childes_extract.max_member_mb \(1\)$"):
+    with refuses(f"{over}: ", "childes_extract.max_member_mb (1)"):
         extract_turns(over, limits=ExtractParams(max_member_mb=1))
 
 
@@ -293,9 +287,8 @@ def test_extract_turns_columns_and_an_empty_transcript(tmp_path):
     df = extract_turns(cha(tmp_path, TURNS))
     assert list(df.columns) == ["file", "line", "speaker", "env", "lan", "tokens"] and df["line"].dtype == "int64"
     empty = cha(tmp_path, "@End\n", name="empty.cha")
-    with pytest.raises(PipelineError) as e:
+    with refuses(empty, "no utterances"):
         extract_turns(empty)
-    assert str(e.value) == f"{empty}: no utterances, nothing to extract"
 
 
 @pytest.mark.parametrize("key", ["max_members", "max_member_mb", "max_total_mb", "max_ratio"])
@@ -334,8 +327,5 @@ def test_read_member_counts_every_chunk_against_the_cap(tmp_path, monkeypatch, n
         if not refused:
             assert childes._read_member(zf, info, archive, limits) == body
             return
-        with pytest.raises(
-            PipelineError,
-            match=rf"^{re.escape(str(archive))}: member 'C/a.cha' expands past childes_extract.max_member_mb \(2\)$",
-        ):
+        with refuses(f"{archive}: ", "'C/a.cha'", "childes_extract.max_member_mb (2)"):
             childes._read_member(zf, info, archive, limits)

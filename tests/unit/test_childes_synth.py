@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pylangacq
 import pytest
-from refusals import assert_refused
+from refusals import assert_names, assert_refused, refuses
 
 from emergence.core.io import PipelineError
 from emergence.studies.grounding import childes_synth as synth
@@ -28,8 +28,9 @@ def test_cdi_nouns_are_a_clean_inventory():
 
 
 def test_more_nouns_than_the_list_holds_is_one_line(tmp_path):
-    with pytest.raises(PipelineError, match=r"^childes_synth\.n_nouns: the noun list has 3 nouns, got 4$"):
+    with refuses("childes_synth.n_nouns") as e:  # in one line
         write_sessions(replace(SMALL, n_nouns=4), ("ball", "cup", "dog"), tmp_path / "out")
+    assert_refused([str(e.value)], "childes_synth.n_nouns", 4, rule="3 nouns")
     assert not (tmp_path / "out").exists()
 
 
@@ -417,7 +418,8 @@ def test_a_value_outside_its_bound_is_refused_at_every_door(tmp_path, change, ke
 def test_shares_of_mentions_over_one_are_refused_exactly_at_every_door(tmp_path):
     cfg = replace(SMALL, p_mention_present=0.75, p_mention_absent=0.5)
     for where, message in refusals(cfg, tmp_path / "out"):
-        assert message == f"{where}.p_mention_absent: p_mention_present + p_mention_absent must be <= 1, got 1.25"
+        assert_names(message, "p_mention_present + p_mention_absent", "<= 1")  # the rule, of both keys
+        assert_refused([message], f"{where}.p_mention_absent", 1.25)
 
 
 @pytest.mark.parametrize(

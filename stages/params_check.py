@@ -15,7 +15,7 @@ from pathlib import Path
 from emergence.check import problems_of
 from emergence.core.cli import project_root, stage_main, stage_parser, start_stage
 from emergence.core.config import path_of, read_params
-from emergence.core.experiment import after_refused, ancestors_argvs
+from emergence.core.experiment import after_refused, ancestors_argvs, restore
 from emergence.core.io import PipelineError, write_text
 
 PASSED = "params.yaml passed `python -m emergence check`\n"  # constant: downstream stages see no change
@@ -30,8 +30,12 @@ def main(argv: list[str] | None = None) -> None:
             raise PipelineError("\nerror: ".join(problems))
     except PipelineError as e:
         put_back, line = after_refused(params_file, dict(os.environ), ancestors_argvs())
-        if put_back and not problems_of(dict(read_params(params_file)), root=project_root()):
-            stamp(read_params(params_file))  # DVC removed it; the file it vouches for is back: the workspace is too
+        restored = read_params(params_file) if put_back else None
+        stamp_file = Path(path_of(restored, "params_checked")) if restored is not None else None
+        if stamp_file and stamp_file.parent.is_dir() and not problems_of(dict(restored), root=project_root()):
+            # DVC removed the stamp; the file it vouches for is back, so it is too (undoing DVC's step, like
+            # params.yaml: not a write of this failing run, which the write guard would take back)
+            restore(PASSED, stamp_file)
         raise PipelineError(f"{e}{line}") from None
     stamp(params)
     print(f"{args.params}: ok")

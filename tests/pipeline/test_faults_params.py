@@ -131,7 +131,7 @@ def test_every_declared_bound_is_refused_at_every_door_with_nothing_changed(root
     is named by `dvc exp run -S` (params.yaml put back), and once written in params.yaml, by `emergence
     check`, `dvc repro`, Snakemake and the start of the stage reading it, run by hand."""
     before = snapshot(root)
-    overrides = [arg for key, value in edit.items() for arg in ("-S", f"++{key}={value}")]
+    overrides = [arg for key, value in edit.items() for arg in ("-S", f"++{key}={hydra(value)}")]
     named(run_command(root, "dvc", "exp", "run", *overrides, timeout=600), set(edit))
     assert_only_changed(root, before)
     for key, value in edit.items():
@@ -144,6 +144,14 @@ def test_every_declared_bound_is_refused_at_every_door_with_nothing_changed(root
     for door, keys in doors.items():
         named(run_command(root, *door, timeout=600), keys)
     assert_only_changed(root, before, (STAMP,))
+
+
+def hydra(value: object) -> str:
+    """`value` as DVC's -S (Hydra's grammar) reads it back: a float with its decimal point (-1e-06 is a string)."""
+    if isinstance(value, int):
+        return str(value)
+    text = f"{value:.9f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
 
 
 def named(proc: subprocess.CompletedProcess, keys: set[str]) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from emergence.core.config import read_params
 from emergence.core.experiment import after_refused, replayed, set_params
 
 BASELINE = """\
@@ -108,3 +109,12 @@ def test_nothing_is_said_outside_an_experiment(repo):
     root, _ = repo
     (root / "params.yaml").write_text(BASELINE.replace("lr: 0.002", "lr: -2"))
     assert after_refused("params.yaml", {}, [[*DVC, "exp", "run"]]) == (False, "")
+
+
+@pytest.mark.parametrize("value", ["0.00001", "-0.000001", "3e-4", "1.5E+3"])
+def test_a_float_dvc_writes_with_an_exponent_reads_back_as_that_number(tmp_path, value):
+    """DVC's -S writes 0.00001 as `1e-05` (YAML 1.2, as DVC reads it); PyYAML alone would read a string."""
+    path = tmp_path / "params.yaml"
+    path.write_text(replayed(BASELINE, [f"binding_train.lr={value}"]))
+    assert read_params(path)["binding_train"]["lr"] == float(value)
+    assert read_params(path)["binding_train"]["steps"] == 30 and isinstance(read_params(path)["base"]["threads"], int)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -22,7 +23,7 @@ import yaml
 from annotated_types import Ge
 
 from emergence.core.io import PipelineError
-from emergence.core.rules import field_problems
+from emergence.core.rules import bound_problems
 
 T = TypeVar("T")
 PARAMS_FILE = "params.yaml"
@@ -53,6 +54,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.2 floats, as DVC reads params (ruamel): `1e-4` and `-1e-06` are numbers there, strings to PyYAML's
+# YAML 1.1 resolver. DVC's -S writes small floats that way, and so do users: read them as DVC does.
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 
 def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
@@ -106,11 +116,11 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
             kwargs[name] = _coerce(data[name], hints[name], key)
         except PipelineError as e:
             problems.append(str(e))
+            continue
+        problems += bound_problems(kwargs[name], hints[name], key)  # its declared bounds (core/rules.py)
     if problems:
         raise PipelineError("\n".join(problems))
     obj = cls(**kwargs)
-    if problems := field_problems(obj, where):  # the bounds declared on its fields (core/rules.py)
-        raise PipelineError("\n".join(problems))
     if hasattr(obj, "validate"):
         obj.validate(where)
     return obj

@@ -10,6 +10,7 @@ Otherwise the keys are named and the file is left alone.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -18,7 +19,6 @@ import psutil
 import yaml
 
 from emergence.core.cli import changed_keys
-from emergence.core.io import write_text
 
 
 def set_params(argvs: list[list[str]]) -> dict[str, list[str]] | None:
@@ -74,6 +74,15 @@ def baseline_text(baseline: str, params_file: str) -> str | None:
     return shown.stdout if shown.returncode == 0 else None
 
 
+def restore(text: str, path: Path) -> None:
+    """Write `text` over `path` at once (a temporary file beside it, then a rename). Not through the stage's
+    write guard (core/io.py), which holds a stage to its declared outputs and takes a failed run's writes
+    back: this undoes DVC's step, not the stage's."""
+    tmp = path.with_name(f".{path.name}.put-back.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def after_refused(params_file: str, env: dict[str, str], argvs: list[list[str]]) -> tuple[bool, str]:
     """After params were refused: (whether `params_file` was put back, one more line for the error).
     Outside `dvc exp run` (no DVC_EXP_BASELINE_REV), or where nothing differs from the baseline commit:
@@ -101,7 +110,7 @@ def after_refused(params_file: str, env: dict[str, str], argvs: list[list[str]])
     elif replayed(before, overrides.get(params_file, [])) != now:
         why = "the file held edits besides the -S values"
     else:
-        write_text(before, params_file)
+        restore(before, Path(params_file))
         return True, (
             f"\nerror: {params_file}: put back as it was before the experiment (baseline {baseline[:7]}: "
             f"{', '.join(changed)} as before -S); no output was removed"

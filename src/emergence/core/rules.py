@@ -65,17 +65,25 @@ def holds(value: Any, base: Any, bounds: list[Bound]) -> bool:
     return all(checks.get(type(b), lambda b: value < b.lt)(b) for b in bounds)
 
 
+def bound_problems(value: Any, hint: Any, key: str) -> list[str]:
+    """`key: must be <rule>, got <value>` when `value` lies outside the bounds declared in `hint`."""
+    base, bounds = bounds_of(hint)
+    unset = value is None and type(None) in typing.get_args(hint)  # `X | None` left at None
+    return (
+        [f"{key}: must be {rule(base, bounds)}, got {value!r}"]
+        if bounds and not unset and not holds(value, base, bounds)
+        else []
+    )
+
+
 def field_problems(obj: Any, where: str) -> list[str]:
     """One line per field of dataclass `obj` whose value lies outside its declared bounds."""
     hints = typing.get_type_hints(type(obj), include_extras=True)
-    problems = []
-    for f in dataclasses.fields(obj):
-        base, bounds = bounds_of(hints[f.name])
-        value = getattr(obj, f.name)
-        unset = value is None and type(None) in typing.get_args(hints[f.name])  # `X | None` left at None
-        if bounds and not unset and not holds(value, base, bounds):
-            problems.append(f"{where}.{f.name}: must be {rule(base, bounds)}, got {value!r}")
-    return problems
+    return [
+        p
+        for f in dataclasses.fields(obj)
+        for p in bound_problems(getattr(obj, f.name), hints[f.name], f"{where}.{f.name}")
+    ]
 
 
 def just_outside(base: Any, bound: Bound) -> float:

@@ -6,10 +6,9 @@ sequences: max logit difference <= 1e-5."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
+from refusals import assert_refused, refuses
 
 from emergence.core.io import PipelineError
 from emergence.core.models import build_model
@@ -74,18 +73,17 @@ def test_mamba2_equals_mamba2_for_causal_lm():
 
 
 @pytest.mark.parametrize(
-    "arch, config, says",
+    "arch, config, named",
     [
-        ("transformer", {**TINY, "conv_kernel": 3}, "causal-conv (Canon) layer"),
-        ("transformer", {**TINY, "d_prefix": 5}, "environment-feature prefix"),
-        ("transformer", {**TINY, "d_head": 16}, "n_heads x d_head = 64 != d_model 32"),
-        ("lstm", dict(n_layers=1, d_model=16, d_vocab=VOCAB, n_ctx=16), "LSTM"),
+        ("transformer", {**TINY, "conv_kernel": 3}, ["transformer", "Canon"]),
+        ("transformer", {**TINY, "d_prefix": 5}, ["transformer", "prefix"]),
+        ("transformer", {**TINY, "d_head": 16}, ["n_heads x d_head = 64", "d_model 32"]),
+        ("lstm", dict(n_layers=1, d_model=16, d_vocab=VOCAB, n_ctx=16), ["LSTM"]),
     ],
 )
-def test_no_counterpart_is_refused_in_one_line(arch, config, says):
-    with pytest.raises(PipelineError, match=re.escape(says)) as e:
+def test_no_counterpart_is_refused_in_one_line(arch, config, named):
+    with refuses(*named):
         to_hf(build_model(arch, config))
-    assert "\n" not in str(e.value)
 
 
 MAMBA = dict(n_layers=2, d_model=32, d_vocab=VOCAB, n_ctx=16, d_state=8, head_dim=8)
@@ -116,5 +114,6 @@ def test_mamba_ssm_init_changes_exactly_the_three_rules_it_names():
 
 
 def test_mamba_init_must_be_named():
-    with pytest.raises(PipelineError, match="model.init: must be hf or mamba_ssm"):
+    with pytest.raises(PipelineError) as e:
         build_model("mamba2", {**MAMBA, "init": "ssm"})
+    assert_refused(str(e.value).splitlines(), "model.init", "'ssm'", "hf or mamba_ssm")

@@ -8,9 +8,9 @@ import re
 
 import pytest
 from artifacts import comparable
+from refusals import refuses
 
 from emergence.claims import CLAIMS, FIGURES, _grounds, min_cosine, output_removal_margin, weakest_patching_along_chain
-from emergence.core.io import PipelineError
 from emergence.core.report import html as H
 from emergence.core.report.bench import bench_section, read_bench
 from emergence.core.report.claims import FAIL, NOT_MEASURED, PASS, Claim, at, verdict
@@ -158,38 +158,38 @@ def write_bench(tmp_path, text: str):
 
 
 @pytest.mark.parametrize(
-    "row, message",
+    "row, key, named",
     [
-        ({**ROW, "value": "fast"}, "rows[1].value: expected a finite number or null, got 'fast'"),
-        ({**ROW, "value": True}, "rows[1].value: expected a finite number or null, got True"),
-        ({**ROW, "ratio": "1.3"}, "rows[1].ratio: expected a finite number or null, got '1.3'"),
-        ({**ROW, "met": "yes"}, "rows[1].met: expected true or false or null, got 'yes'"),
-        ({k: v for k, v in ROW.items() if k != "unit"}, "rows[1].unit: missing, expected a string"),
-        ({**ROW, "benchmark": None}, "rows[1].benchmark: expected a string, got None"),
-        ({**ROW, "refrence": "x"}, "rows[1].refrence: unknown key"),
-        ([1, 2], "rows[1]: expected an object"),
+        ({**ROW, "value": "fast"}, "value", ["finite number", "got 'fast'"]),
+        ({**ROW, "value": True}, "value", ["finite number", "got True"]),
+        ({**ROW, "ratio": "1.3"}, "ratio", ["finite number", "got '1.3'"]),
+        ({**ROW, "met": "yes"}, "met", ["true or false", "got 'yes'"]),
+        ({k: v for k, v in ROW.items() if k != "unit"}, "unit", ["missing"]),
+        ({**ROW, "benchmark": None}, "benchmark", ["string", "got None"]),
+        ({**ROW, "refrence": "x"}, "refrence", ["unknown key"]),
+        ([1, 2], None, ["object"]),
     ],
 )
-def test_malformed_bench_row_is_one_line_naming_row_and_key(tmp_path, row, message):
+def test_malformed_bench_row_is_one_line_naming_row_and_key(tmp_path, row, key, named):
     path = write_bench(tmp_path, json.dumps({"measured": None, "machine": None, "rows": [ROW, row]}))
-    with pytest.raises(PipelineError) as e:
+    with refuses(path, f"rows[1].{key}: " if key else "rows[1]: ", *named):
         read_bench(path)
-    assert message in str(e.value) and str(path) in str(e.value) and "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize(
-    "text, message",
+    "text, named",
     [
-        ('{"rows": [{"value": NaN}]}', "NaN is not a finite number"),
-        ("[]", "expected a JSON object"),
-        ('{"machine": "x"}', "rows: expected a list"),
-        ('{"rows": [], "machine": 3}', ".machine: expected a string or null, got 3"),
-        ("{", "not readable JSON"),
+        ('{"rows": [{"value": NaN}]}', ["NaN", "finite number"]),
+        ("[]", ["JSON object"]),
+        ('{"machine": "x"}', ["rows: ", "list"]),
+        ('{"rows": [], "machine": 3}', [".machine: ", "got 3"]),
+        ("{", ["readable JSON"]),
     ],
 )
-def test_malformed_bench_file_is_one_line(tmp_path, text, message):
-    with pytest.raises(PipelineError, match=re.escape(message)):
-        read_bench(write_bench(tmp_path, text))
+def test_malformed_bench_file_is_one_line(tmp_path, text, named):
+    path = write_bench(tmp_path, text)
+    with refuses(path, *named):
+        read_bench(path)
 
 
 def test_bench_row_not_measured_shows_its_reason(tmp_path):

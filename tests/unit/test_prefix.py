@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from refusals import assert_refused, refuses
 from tiny_models import no_hooks
 
 from emergence.core.io import PipelineError
@@ -69,10 +70,11 @@ def test_models_without_prefix_refuse_one_and_validate_the_key(arch):
     model = tiny(arch, d_prefix=0)
     idx, prefix = inputs()
     assert model(idx)[0].shape == (2, 6, V) and not hasattr(model, "prefix_proj")
-    with pytest.raises(ValueError, match="no prefix input"):
+    with refuses("prefix", "d_prefix = 0", error=ValueError):
         model(idx, prefix=prefix)
-    with pytest.raises(PipelineError, match=r"m\.d_prefix"):
+    with pytest.raises(PipelineError) as e:
         build_model(arch, {**TINY[arch], "d_prefix": -1}, "m")
+    assert_refused(str(e.value).splitlines(), "m.d_prefix", -1)
 
 
 def test_training_loop_takes_dict_batches_and_checkpoints_the_projection(tmp_path):

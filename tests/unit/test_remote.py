@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, run
+from refusals import assert_names, refuses
 from tcp_server import tcp_server
 
 from emergence.core import remote
-from emergence.core.io import PipelineError
 
 
 @pytest.fixture
@@ -37,13 +37,13 @@ def one_line_error(root: Path, action: str) -> str:
     assert code == 1 and out == "", (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert "dvc remote modify --local shared url" in lines[0] and "docs/sharing.md" in lines[0]
+    assert_names(lines[0], "dvc remote modify --local shared url", "docs/sharing.md")  # what to run, where to read
     return lines[0]
 
 
 def test_default_sibling_store_takes_a_push_but_cannot_serve_a_pull_until_it_exists(repo):
     store = repo.parent / "emergence-dvc-store"  # .dvc/config: ../../emergence-dvc-store from .dvc/
-    assert "does not exist, nothing to pull" in one_line_error(repo, "pull")
+    assert_names(one_line_error(repo, "pull"), "DVC remote 'shared'", store, "does not exist", "pull")
     code, out, _ = check(repo, "push")  # DVC creates the store on the first push
     assert code == 0 and f"shared ({store})" in out
     store.mkdir()
@@ -66,22 +66,22 @@ def test_warnings_from_asyncssh_modules_stay_off_the_one_line_and_no_others(monk
         warnings.warn_explicit("after", UserWarning, "a.py", 1, module="asyncssh.crypto.misc")
     shown = ["from asyncssh_extra", "from dvc_ssh", "from emergence.core.remote", "after"]
     assert [str(w.message) for w in seen] == shown
-    assert capsys.readouterr().out == "DVC remote shared (/store): ready to pull\n"
+    assert_names(capsys.readouterr().out, "shared (/store)", "pull")
 
 
 def test_a_push_into_a_folder_whose_parent_is_missing_is_refused(repo, tmp_path):
     run(["dvc", "remote", "modify", "--local", "shared", "url", str(tmp_path / "no" / "store")], repo)
-    assert "does not exist, nothing to push" in one_line_error(repo, "push")
+    assert_names(one_line_error(repo, "push"), tmp_path / "no", "does not exist", "push")  # the folder to push into
 
 
 def test_no_default_remote_names_the_config_key(repo):
     run(["dvc", "remote", "default", "--unset"], repo)
-    assert "no default DVC remote (core.remote)" in one_line_error(repo, "pull")
+    assert_names(one_line_error(repo, "pull"), ".dvc/config", "core.remote")
 
 
 def test_s3_without_its_plugin_says_what_is_missing(repo):
     run(["dvc", "remote", "modify", "--local", "shared", "url", "s3://bucket/emergence"], repo)
-    assert "s3" in one_line_error(repo, "push")
+    assert_names(one_line_error(repo, "push"), "'shared' (s3://bucket/emergence)", "'dvc-s3'")  # the missing plugin
 
 
 def test_make_push_and_pull_check_the_remote_first():
@@ -99,7 +99,7 @@ def test_ssh_test_server_without_sshd_fails_naming_the_debian_package(monkeypatc
     import ssh_server as helper
 
     monkeypatch.setattr(helper, "SSHD", str(tmp_path / "no-sshd"))
-    with pytest.raises(RuntimeError, match=r"sshd \(Debian package openssh-server\)"):
+    with refuses("sshd", "openssh-server", error=RuntimeError):
         with helper.ssh_server(tmp_path / "server"):
             pass
 
@@ -121,17 +121,17 @@ def test_an_ssh_server_that_never_answers_is_named_then_one_error_line(repo):
         code = proc.wait(timeout=60)
     elapsed = time.monotonic() - start
     where = f"DVC remote 'shared' (ssh://127.0.0.1:{port}/store)"
-    assert f"{where}: waiting for the SSH server at 127.0.0.1:{port}" in first
+    assert_names(first, where, "waiting", f"127.0.0.1:{port}")
     assert said_after < remote.SSH_TIMEOUT, said_after
     assert code == 1 and rest.count("\n") == 1 and rest.startswith("error: "), rest
-    assert f"127.0.0.1:{port} did not send its SSH greeting within 10 s" in rest
+    assert_names(rest, where, f"127.0.0.1:{port}", "SSH greeting", "10 s")
     assert remote.SSH_TIMEOUT <= elapsed < remote.SSH_TIMEOUT + 20, elapsed
 
 
 def test_the_probe_passes_a_greeting_and_names_a_hang_up():
     with tcp_server(b"SSH-2.0-OpenSSH_9.2\r\n") as port:
         remote.ssh_answers(("127.0.0.1", port), "DVC remote 'shared'", "shared")
-    with tcp_server(b"") as port, pytest.raises(PipelineError, match=f"127.0.0.1:{port} closed the connection"):
+    with tcp_server(b"") as port, refuses("DVC remote 'shared'", f"127.0.0.1:{port}", "closed"):
         remote.ssh_answers(("127.0.0.1", port), "DVC remote 'shared'", "shared")
 
 

@@ -10,6 +10,7 @@ import sys
 import time
 
 from conftest import ROOT
+from refusals import assert_names
 
 from emergence.core.stage_record import begin, engine_of, finish, record_key
 
@@ -80,7 +81,8 @@ def test_unwritable_log_folder_warns_and_keeps_the_exit_code(tmp_path):
     (tmp_path / "logs").write_text("a file where the folder should be\n")
     proc, _ = stage_as_program(tmp_path, "--help")
     assert proc.returncode == 0
-    assert "warning: stage record not written (logs/stages/python_-m_stages.binding.train_--help.json" in proc.stderr
+    (said,) = [line for line in proc.stderr.splitlines() if line.startswith("warning: ")]
+    assert_names(said, "stage record", "logs/stages/python_-m_stages.binding.train_--help.json")
 
 
 def test_params_not_utf8_is_one_error_line_with_no_traceback_from_the_exit_hook(tmp_path):
@@ -89,7 +91,8 @@ def test_params_not_utf8_is_one_error_line_with_no_traceback_from_the_exit_hook(
     proc, _ = stage_as_program(tmp_path, "--seed", "0")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and errors[0].startswith("error: params.yaml: not UTF-8"), proc.stderr
+    assert len(errors) == 1 and errors[0].startswith("error: params.yaml: "), proc.stderr
+    assert_names(errors[0], "UTF-8")
     saved = json.loads((tmp_path / "logs/stages/python_-m_stages.binding.train_--seed_0.json").read_text())
     assert saved["exit"] == 1 and saved["undeclared_reads"] is None  # nothing to hold the reads against
 

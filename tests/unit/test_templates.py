@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from refusals import refuses
 
-from emergence.core.io import PipelineError
 from emergence.core.models import build_model
 from emergence.studies.grounding.gain import last_log_probs, target_surprisal
 from emergence.studies.grounding.nouns import read_nouns
@@ -41,24 +41,24 @@ def test_shipped_templates_are_many_and_sourced_and_name_no_candidate_noun():
 
 
 @pytest.mark.parametrize(
-    "body, message",
+    "body, line, named",
     [
-        ("t1\tMOT\tholds the ball\tlook\tx\n", "exactly one {n}"),
-        ("t1\tMOT\tholds {n} {n}\tlook\tx\n", "exactly one {n}"),
-        ("t1\tmother\tholds {n}\tlook\tx\n", "speaker must be a CHAT code"),
-        ("t1\tMOT\tholds {n}\tlook\n", "5 non-empty tab-separated fields"),
-        ("t1\tMOT\tholds {n}\tlook\tx\nt1\tCHI\tdrops {n}\toh\ty\n", "duplicate template id 't1'"),
-        ("t1\tMOT\tholds {n}\tlook<LAN>\tx\n", "plain words"),
+        ("t1\tMOT\tholds the ball\tlook\tx\n", 3, ["{n}", "'holds the ball'"]),
+        ("t1\tMOT\tholds {n} {n}\tlook\tx\n", 3, ["{n}", "'holds {n} {n}'"]),
+        ("t1\tmother\tholds {n}\tlook\tx\n", 3, ["speaker", "'mother'"]),
+        ("t1\tMOT\tholds {n}\tlook\n", 3, ["5", "fields"]),
+        ("t1\tMOT\tholds {n}\tlook\tx\nt1\tCHI\tdrops {n}\toh\ty\n", 4, ["duplicate", "'t1'"]),
+        ("t1\tMOT\tholds {n}\tlook<LAN>\tx\n", 3, ["plain words"]),
     ],
 )
-def test_malformed_templates_name_file_and_line(tmp_path, body, message):
+def test_malformed_templates_name_file_and_line(tmp_path, body, line, named):
     path = tmp_path / "t.tsv"
     path.write_text("# comment\n" + HEADER + body)
-    with pytest.raises(PipelineError, match=message) as err:
+    with refuses(*named) as err:
         read_templates(path)
-    assert str(err.value).startswith(f"{path}:")
+    assert str(err.value).startswith(f"{path}:{line}: ")
     path.write_text("id,speaker,env,speech,source\n")
-    with pytest.raises(PipelineError, match=f"{path}:1: the header"):
+    with refuses(f"{path}:1: ", "header"):
         read_templates(path)
 
 
@@ -77,23 +77,23 @@ def test_template_contexts_are_held_out_and_hold_one_target():
     table = template_contexts([t], ["ball", "cup"], "targets", training=[["<MOT>", "the", "ball<LAN>"]])
     assert table["word"].tolist() == ["ball", "cup"]
     assert table["context"][1] == ["<MOT>", "holds", "the", "cup<ENV>", "look"]
-    with pytest.raises(PipelineError, match="template t1: its context with 'cup' occurs in the training turns"):
+    with refuses("template t1", "'cup'", "training turns"):
         template_contexts(
             [t], ["ball", "cup"], "targets", training=[["<MOT>", "holds", "the", "cup<ENV>", "look", "x"]]
         )
     # whole tokens only: a training turn with "looks" after the context's "look" is no match
     template_contexts([t], ["ball", "cup"], "targets", training=[["<MOT>", "holds", "the", "cup<ENV>", "looks"]])
-    with pytest.raises(PipelineError, match="carrier word 'box' is a target noun"):
+    with refuses("template t2", "'box'", "target"):
         template_contexts([Template("t2", "MOT", "puts {n} in the box", "oh", "x")], ["ball", "box"], "targets", [])
 
 
 def test_template_contexts_more_refusals_and_no_template():
     t = Template("t1", "MOT", "holds the {n}", "look", "x")
     # a context that ends a training turn is in the training turns too
-    with pytest.raises(PipelineError, match="template t1: its context with 'cup' occurs in the training turns"):
+    with refuses("template t1", "'cup'", "training turns"):
         template_contexts([t], ["ball", "cup"], "targets", training=[["<MOT>", "holds", "the", "cup<ENV>", "look"]])
     # a carrier word in the speech, whatever its case, is a target too
-    with pytest.raises(PipelineError, match="template t3: carrier word 'box' is a target noun"):
+    with refuses("template t3", "'box'", "target"):
         template_contexts([Template("t3", "MOT", "holds {n}", "Box look", "x")], ["ball", "box"], "targets", [])
     none = template_contexts([], ["ball", "cup"], "targets", [])
     assert none.empty and list(none.columns) == ["template", "word", "context"]
@@ -101,9 +101,8 @@ def test_template_contexts_more_refusals_and_no_template():
 
 def test_template_surprisals_refuse_rows_out_of_vocabulary_order():
     contexts = pd.DataFrame({"word": ["cup", "ball"]})
-    with pytest.raises(PipelineError) as e:
+    with refuses("template contexts", "vocabulary order"):
         template_surprisals(np.zeros((2, 3)), contexts, ["ball", "cup"], {"ball<LAN>": 1, "cup<LAN>": 2})
-    assert str(e.value) == "template contexts: rows must run over every target, in vocabulary order"
 
 
 def test_gain_table_by_hand():
@@ -148,44 +147,42 @@ def test_rows_must_cover_every_target_in_order():
     contexts = template_contexts(templates, ["a", "b"], "targets", training=[])
     index = {"a<LAN>": 1, "b<LAN>": 2}
     assert template_surprisals(np.zeros((4, 5)), contexts, ["a", "b"], index).shape == (2, 2, 2)
-    with pytest.raises(PipelineError, match="every target"):
+    with refuses("template contexts", "vocabulary order"):
         template_surprisals(np.zeros((4, 5)), contexts, ["b", "a"], index)
     swapped = contexts.copy()
     swapped.loc[[2, 3], "word"] = ["b", "a"]  # the second template's rows out of order
-    with pytest.raises(PipelineError, match="every target"):
+    with refuses("template contexts", "vocabulary order"):
         template_surprisals(np.zeros((4, 5)), swapped, ["a", "b"], index)
 
 
 @pytest.mark.parametrize(
-    "row, message",
+    "row, named",
     [
-        ("t2\tMOT\tholds{n}\tlook\tx", "the env frame needs exactly one {n} as a word, got 'holds{n}'"),
-        ("t2\tMOT\t{n} and x{n}\tlook\tx", "the env frame needs exactly one {n} as a word, got '{n} and x{n}'"),
-        ("t2\tMOT\tholds {n} now<LAN>\tlook\tx", "frames hold plain words (no <ENV>/<LAN>, one {n})"),
-        ("t2\tMOT\tholds {n} ball<ENV>\tlook\tx", "frames hold plain words (no <ENV>/<LAN>, one {n})"),
-        ("t2\tMOT\tholds {n}\tlook at {n}\tx", "frames hold plain words (no <ENV>/<LAN>, one {n})"),
-        ("t2\tMOT\tholds {n} {it}\tlook\tx", "frames hold plain words (no <ENV>/<LAN>, one {n})"),
-        ("t2\tMo\tholds {n}\tlook\tx", "speaker must be a CHAT code such as MOT or CHI, got 'Mo'"),
-        ("t1\tCHI\tdrops {n}\toh\ty", "duplicate template id 't1'"),
+        ("t2\tMOT\tholds{n}\tlook\tx", ["{n}", "got 'holds{n}'"]),
+        ("t2\tMOT\t{n} and x{n}\tlook\tx", ["{n}", "got '{n} and x{n}'"]),
+        ("t2\tMOT\tholds {n} now<LAN>\tlook\tx", ["plain words"]),
+        ("t2\tMOT\tholds {n} ball<ENV>\tlook\tx", ["plain words"]),
+        ("t2\tMOT\tholds {n}\tlook at {n}\tx", ["plain words"]),
+        ("t2\tMOT\tholds {n} {it}\tlook\tx", ["plain words"]),
+        ("t2\tMo\tholds {n}\tlook\tx", ["speaker", "MOT", "got 'Mo'"]),
+        ("t1\tCHI\tdrops {n}\toh\ty", ["duplicate", "'t1'"]),
     ],
 )
-def test_a_malformed_row_is_named_by_file_and_line_with_the_whole_message(tmp_path, row, message):
+def test_a_malformed_row_is_named_by_file_and_line_and_what_is_wrong(tmp_path, row, named):
     path = tmp_path / "t.tsv"
     path.write_text("# templates\n" + HEADER + "t1\tMOT\tholds the {n}\tlook\tx\n# another comment\n\n" + row + "\n")
-    with pytest.raises(PipelineError) as err:
+    with refuses(*named) as err:
         read_templates(path)
-    assert str(err.value) == f"{path}:6: {message}"
+    assert str(err.value).startswith(f"{path}:6: ")  # file and line first: comment and blank lines count
 
 
 def test_template_file_errors_name_the_template_file(tmp_path):
-    with pytest.raises(PipelineError) as err:
+    with refuses(tmp_path / "none.tsv", "not found"):
         read_templates(tmp_path / "none.tsv")
-    assert str(err.value) == f"{tmp_path / 'none.tsv'}: template file not found"
     path = tmp_path / "t.tsv"
     path.write_text("# only the header\n" + HEADER)
-    with pytest.raises(PipelineError) as err:
+    with refuses(path, "no template rows"):
         read_templates(path)
-    assert str(err.value) == f"{path}: no template rows"
     path.write_text(HEADER + "t1\tMOT\tholds the {n}\tlook\tx\nt2\tCHI\t{n} here\tsee it\tpaper\n")
     assert read_templates(path) == [
         Template("t1", "MOT", "holds the {n}", "look", "x"),

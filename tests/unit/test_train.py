@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from refusals import assert_refused
+from refusals import assert_names, assert_refused, refuses
 from tiny_models import tiny
 
 from emergence.core.config import from_dict
@@ -52,7 +52,7 @@ def test_decay_endpoints_and_shape(kind, mid):
 
 
 def test_unknown_schedule():
-    with pytest.raises(ValueError, match="unknown schedule 'step'"):
+    with refuses("'step'", "cosine", error=ValueError):  # the schedule asked for, and those known
         lr_factor(0, 10, 0, "step")
 
 
@@ -163,12 +163,15 @@ def test_a_config_built_in_code_is_refused_naming_the_key_and_value(change):
 def test_from_params():
     cfg = from_dict(TrainConfig, {"steps": 5, "batch_size": 2, "lr": 0.1, "betas": [0.8, 0.9]}, "study.train")
     assert cfg.betas == (0.8, 0.9)
-    with pytest.raises(PipelineError, match="study.train.lrr: unknown key"):
+    with pytest.raises(PipelineError) as e:
         from_dict(TrainConfig, {"steps": 5, "batch_size": 2, "lrr": 0.1}, "study.train")
-    with pytest.raises(PipelineError, match="train.lr: required key missing"):
+    assert_refused(str(e.value).splitlines(), "study.train.lrr", rule="unknown")
+    with pytest.raises(PipelineError) as e:
         from_dict(TrainConfig, {"steps": 5, "batch_size": 2}, "train")
-    with pytest.raises(PipelineError, match="train.optimizer: must be adamw or sgd"):
+    assert_refused(str(e.value).splitlines(), "train.lr", rule="missing")
+    with pytest.raises(PipelineError) as e:
         from_dict(TrainConfig, {"steps": 5, "batch_size": 2, "lr": 0.1, "optimizer": "adam"}, "train")
+    assert_refused(str(e.value).splitlines(), "train.optimizer", "'adam'", "adamw or sgd")
 
 
 # ---- the loop ---------------------------------------------------------------
@@ -337,7 +340,9 @@ def test_changed_config_starts_fresh(tmp_path, capfd):
     seen = []
     run(tmp_path, "run", seen=seen, lr=0.02)
     assert seen[0] == 0
-    assert "fingerprint mismatch); starting fresh" in capfd.readouterr().err
+    resume = tmp_path / "run.scratch" / "resume"
+    (said,) = [line for line in capfd.readouterr().err.splitlines() if str(resume) in line]
+    assert_names(said, "fingerprint")  # why the resume state is not taken
     run(tmp_path, "ref", lr=0.02)
     assert_same_run(tmp_path / "ref", tmp_path / "run")  # also: no stale checkpoints published
 
@@ -377,9 +382,11 @@ def test_nonfinite_loss_stops_and_keeps_the_resume_state_before_it(tmp_path):
     # before its nan update, must not replace that of step 5
     with pytest.raises(PipelineError) as stop:
         run(tmp_path, "stopped", nan_at=6)
-    message = str(stop.value)
-    assert message.startswith("train: loss is nan at step 6 (lr 0.05)") and "\n" not in message
-    assert "the resume state of step 5 is kept" in message and "train.on_nonfinite: continue" in message
+    resume = tmp_path / "stopped.scratch" / "resume"
+    assert str(stop.value).startswith("train: ")
+    assert_names(
+        str(stop.value), "nan", "step 6", "lr 0.05", "step 5", resume, "train.lr", "train.on_nonfinite: continue"
+    )
     assert json.loads((tmp_path / "stopped.scratch" / "resume" / "state.json").read_text())["step"] == 5
     assert not (tmp_path / "stopped").exists()
     # the same run under `continue` resumes from it and ends with the bits of a run never stopped
@@ -391,8 +398,9 @@ def test_nonfinite_loss_stops_and_keeps_the_resume_state_before_it(tmp_path):
 
 
 def test_nonfinite_loss_at_the_first_step_keeps_no_resume_state(tmp_path):
-    with pytest.raises(PipelineError, match=r"^train: loss is nan at step 0 .*no resume state was saved"):
+    with refuses("train: ", "nan", "step 0", "no resume state") as stop:
         run(tmp_path, nan_at=0)
+    assert str(stop.value).startswith("train: ")
     assert not (tmp_path / "run.scratch" / "resume").exists()
 
 
@@ -400,7 +408,8 @@ def test_continue_records_the_first_diverged_step(tmp_path, capfd):
     _, metrics = run(tmp_path, nan_at=6, on_nonfinite="continue")
     losses = metrics.set_index("step")["loss"]
     assert [step for step in range(12) if not np.isfinite(losses[step])] == [6]
-    assert capfd.readouterr().err.count("warning: train: loss is nan at step 6; training goes on") == 1
+    (said,) = [line for line in capfd.readouterr().err.splitlines() if line.startswith("warning: train: ")]
+    assert_names(said, "nan", "step 6", "on_nonfinite: continue", "diverged_at")  # said once, at the first
     meta = {step: load_checkpoint(path)[1]["meta"] for step, path in list_checkpoints(tmp_path / "run")}
     assert {step: m.get("diverged_at") for step, m in meta.items()} == {0: None, 1: None, 2: None, 5: None, 12: 6}
     assert all("on_nonfinite" not in m["train"] for m in meta.values())
@@ -452,8 +461,9 @@ def test_a_full_disk_while_saving_resume_state_keeps_the_last_good_one(tmp_path,
     with pytest.raises(PipelineError) as full:
         run(tmp_path, "full")
     message, resume = str(full.value), tmp_path / "full.scratch" / "resume"
-    assert message.startswith(f"{resume}: cannot write the resume state: no space left on device (needs ")
-    assert re.search(r"needs [\d,]+ bytes, [\d,]+ free\); the previous resume state is kept", message), message
+    assert message.startswith(f"{resume}: ")
+    assert_names(message, "no space left on device", "previous resume state")
+    assert re.search(r"[\d,]+ bytes, [\d,]+ free", message), message  # what it needs, what the disk has
     assert json.loads((resume / "state.json").read_text())["step"] == 3
     assert sorted(p.name for p in resume.parent.iterdir() if p.name.startswith(".")) == []  # no temporaries
     monkeypatch.setattr(safetensors.torch, "save_file", real)  # space freed: the rerun resumes from step 3

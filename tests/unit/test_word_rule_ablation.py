@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from refusals import refuses
 from test_grounding_gain_definition import LN2, WORDS, model  # BITS there: -log2 p(v<LAN> | last env u)
 
-from emergence.core.io import PipelineError
 from emergence.studies.grounding.marking import all_marked_inputs, default_word_gains, final_word_gains, rule_table
 from emergence.studies.grounding.templates import Template
 
@@ -77,5 +77,5 @@ def test_default_gains_are_the_runs_last_checkpoint_and_the_table_pairs_the_rule
         {"measure": "natural", "rule": "all (ablation)", "G": 0.5, "n_words": 1},
         {"measure": "template", "rule": "all (ablation)", "G": 4.0, "n_words": 1},
     ]
-    with pytest.raises(PipelineError, match="no default run t seed 3"):
+    with refuses("grounding_marking", "default run t seed 3"):
         default_word_gains(natural, template, "t", 3)

@@ -11,7 +11,7 @@ import yaml
 from conftest import ROOT
 
 from emergence.core.pipeline import read_declaration
-from emergence.core.rules import bounds_of, just_outside
+from emergence.core.rules import bounds_of, choices_of, just_outside
 
 SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
 
@@ -25,9 +25,12 @@ def edited(**changes) -> dict:
     return params
 
 
-def declared_bounds(root=ROOT) -> list[tuple[str, str, object]]:
-    """(section, field, a value just outside its bound) for every bound declared on a field of a section's
-    schema (core/rules.py): a new bound is tried by construction."""
+NOT_A_CHOICE = "no_such_choice"
+
+
+def declared_rules(root=ROOT) -> list[tuple[str, str, object]]:
+    """(section, field, a value just outside its rule) for every bound and every choice (`Literal`) declared
+    on a field of a section's schema (core/rules.py): a new rule is tried by construction."""
     found = []
     for section, ref in read_declaration(root)["schemas"].items():
         module, _, name = ref.partition(":")
@@ -37,6 +40,7 @@ def declared_bounds(root=ROOT) -> list[tuple[str, str, object]]:
             for f in dataclasses.fields(cls):
                 base, bounds = bounds_of(hints[f.name])
                 found += [(section, f.name, just_outside(base, bound)) for bound in bounds]
+                found += [(section, f.name, NOT_A_CHOICE)] if choices_of(hints[f.name]) else []
     return found
 
 

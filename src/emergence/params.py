@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from emergence.core.config import from_dict, section
+from emergence.core.config import from_dict, load_beside, section
 from emergence.core.declared import DECLARATION
 from emergence.core.io import PipelineError
 from emergence.core.models import make_config
@@ -30,6 +30,7 @@ from emergence.core.pipeline import read_declaration, user_paths
 from emergence.core.train import TrainConfig
 from emergence.studies.assoc.corpus import CorpusParams
 from emergence.studies.binding.train_config import BindingTrainKeys, model_params, train_params
+from emergence.studies.grounding.inputs import WindowKeys
 from emergence.studies.grounding.lens import GroundingLensParams
 from emergence.studies.grounding.tokens import model_entry
 
@@ -78,29 +79,16 @@ def check_assoc_corpus(params: dict, name: str) -> None:
     from_dict(CorpusParams, section(params, name), name)
 
 
-def _schema_plus_ints(params: dict, name: str, schema: type, ints: dict[str, int], **fixed) -> None:
-    """A section that is `schema` plus integer keys (`ints`: key -> its minimum, also its default) the
-    stage reads beside it; `fixed` keys come from elsewhere (base) and may not be set here. Every
-    problem, one line each."""
-    values = dict(section(params, name))
-    problems = []
-    for key, minimum in ints.items():
-        value = values.pop(key, minimum)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            problems.append(f"{name}.{key}: an integer >= {minimum}, got {value!r}")
-    problems += [f"{name}.{k}: set by {source}" for k, (source, _) in fixed.items() if k in values]
-    try:
-        from_dict(schema, {**values, **{k: v for k, (_, v) in fixed.items()}}, name)
-    except PipelineError as e:
-        problems.append(str(e))
-    if problems:
-        raise PipelineError("\n".join(problems))
-
-
-@loads(TrainConfig)
+@loads(TrainConfig, WindowKeys)
 def check_train_section(params: dict, name: str) -> None:
     """A grounding setting's training section: TrainConfig (seed and device come from base) plus seq_len."""
-    _schema_plus_ints(params, name, TrainConfig, {"seq_len": 2}, seed=("base.seeds", 0), device=("base.device", "cpu"))
+    load_beside(
+        section(params, name),
+        name,
+        TrainConfig,
+        WindowKeys,
+        {"seed": ("base.seeds", 0), "device": ("base.device", "cpu")},
+    )
 
 
 def check_grounding_models(params: dict, name: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from faults import assert_only_changed, assert_outcome, fault_copy, run_command, snapshot
-from params_edits import batches_outside, declared_bounds
+from params_edits import batches_outside, declared_rules
 from refusals import assert_refused
 
 from emergence.core.declared import GUARD, instances, interpolate, read_stages
@@ -116,7 +116,7 @@ def test_a_non_utf8_byte_in_params_is_one_line_from_a_stage_run_by_hand(root):
     assert_only_changed(root, before)
 
 
-EDITS = batches_outside(declared_bounds())  # every declared bound, just outside, in two edits
+EDITS = batches_outside(declared_rules())  # every declared bound, just outside, in two edits
 
 
 def reader(root: Path, section: str) -> str:

@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 from conftest import ROOT, project_copy, run
-from params_edits import SHIPPED, declared_bounds, edited
+from params_edits import SHIPPED, declared_rules, edited
 from refusals import assert_not_refused, assert_refused
 
 from emergence import check
@@ -185,7 +185,7 @@ def test_every_module_a_schema_names_is_a_code_dep_of_the_guard_stage():
 # ---- every declared bound, just outside, at check and at the start of the stage reading it ----------------
 
 
-BOUNDED = declared_bounds()
+BOUNDED = declared_rules()
 
 
 def reader_of(section: str) -> set[str]:

@@ -126,6 +126,28 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str) -> T:
     return obj
 
 
+def load_beside(
+    values: dict[str, Any], where: str, main: type[T], beside: type, fixed: dict[str, tuple[str, Any]]
+) -> tuple[T, Any]:
+    """(main, beside) built from one section holding both dataclasses' keys: binding_train is TrainConfig
+    plus BindingTrainKeys. `fixed`: key -> (where it is set, its value here), keys the section may not set
+    (seed from base.seeds). Every problem of both, one line each, not the second's after the first's fixed."""
+    values = dict(values)
+    own = {f.name: values.pop(f.name) for f in dataclasses.fields(beside) if f.name in values}
+    problems = [
+        f"{where}.{key}: set by {source}, remove it here" for key, (source, _) in fixed.items() if key in values
+    ]
+    built = []
+    for schema, data in ((main, {**values, **{k: v for k, (_, v) in fixed.items()}}), (beside, own)):
+        try:
+            built.append(from_dict(schema, data, where))
+        except PipelineError as e:
+            problems.append(str(e))
+    if problems:
+        raise PipelineError("\n".join(problems))
+    return built[0], built[1]
+
+
 def spans(*sections: str) -> Callable[[T], T]:
     """Mark a check that spans sections with the ones it reads: a stage runs the checks touching a section
     it declares. No sections: the check reads each section alone, and runs on the stage's own."""
@@ -162,9 +184,9 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
             except PipelineError as e:
                 errors.append(str(e))
         raise PipelineError(errors[0])
-    if origin is typing.Literal:
-        if value not in args:
-            raise PipelineError(f"{key}: must be one of {', '.join(map(str, args))}, got {value!r}")
+    if origin is typing.Literal:  # the message is the rule's (core/rules.py), as for a config built in code
+        if problems := bound_problems(value, hint, key):
+            raise PipelineError(problems[0])
         return value
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):

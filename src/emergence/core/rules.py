@@ -1,4 +1,4 @@
-"""Bounds declared on a params field: `steps: Annotated[int, Ge(1)]`.
+"""Bounds declared on a params field: `steps: Annotated[int, Ge(1)]`; choices: `Literal["stop", "continue"]`.
 
 The bound is written once, beside the field, in annotated-types' vocabulary (Ge, Gt, Le, Lt: the one
 pydantic reads too). `from_dict` checks it wherever a section is loaded (every stage, `emergence
@@ -65,15 +65,24 @@ def holds(value: Any, base: Any, bounds: list[Bound]) -> bool:
     return all(checks.get(type(b), lambda b: value < b.lt)(b) for b in bounds)
 
 
+def choices_of(hint: Any) -> tuple | None:
+    """The values a `Literal[...]` field allows (inside `X | None` and `Annotated` too), or None."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        inner = [choices_of(arg) for arg in typing.get_args(hint) if arg is not type(None)]
+        return next((c for c in inner if c is not None), None)
+    if typing.get_origin(hint) is typing.Annotated:
+        return choices_of(typing.get_args(hint)[0])
+    return typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else None
+
+
 def bound_problems(value: Any, hint: Any, key: str) -> list[str]:
-    """`key: must be <rule>, got <value>` when `value` lies outside the bounds declared in `hint`."""
+    """`key: must be <rule>, got <value>` when `value` lies outside the bounds or choices declared in `hint`."""
+    if value is None and type(None) in typing.get_args(hint):  # `X | None` left at None
+        return []
+    if (choices := choices_of(hint)) is not None:
+        return [] if value in choices else [f"{key}: must be one of {', '.join(map(str, choices))}, got {value!r}"]
     base, bounds = bounds_of(hint)
-    unset = value is None and type(None) in typing.get_args(hint)  # `X | None` left at None
-    return (
-        [f"{key}: must be {rule(base, bounds)}, got {value!r}"]
-        if bounds and not unset and not holds(value, base, bounds)
-        else []
-    )
+    return [f"{key}: must be {rule(base, bounds)}, got {value!r}"] if bounds and not holds(value, base, bounds) else []
 
 
 def field_problems(obj: Any, where: str) -> list[str]:

@@ -15,7 +15,7 @@ leading terms of plain SGD.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 import torch
 import torch.nn as nn
@@ -35,15 +35,13 @@ class AttnOnlyConfig:
     n_layers: Annotated[int, Ge(1)] = 1
     d_vocab: Annotated[int, Ge(1)] = 128
     n_ctx: Annotated[int, Ge(1)] = 32
-    dtype: str = "float32"  # float64 for leading-order checks at tiny learning rates
+    dtype: Literal[tuple(DTYPES)] = "float32"  # float64 for leading-order checks at tiny learning rates
 
     def validate(self, where: str = "model") -> None:
-        """The bounds declared above (a model config comes from a plain dict or code, never from_dict), then
-        the dtype's name."""
+        """The bounds and choices declared above (a model config comes from a plain dict or code, never
+        from_dict)."""
         if problems := field_problems(self, where):
             raise PipelineError("\n".join(problems))
-        if self.dtype not in DTYPES:
-            raise PipelineError(f"{where}.dtype: must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
 
 
 def diagonal_bias(P: torch.Tensor, T: int) -> torch.Tensor:

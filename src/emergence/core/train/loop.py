@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -58,11 +58,11 @@ class TrainConfig:
     steps: Annotated[int, Ge(1)]
     batch_size: Annotated[int, Ge(1)]
     lr: Annotated[float, Gt(0)]
-    optimizer: str = "adamw"  # adamw | sgd
+    optimizer: Literal["adamw", "sgd"] = "adamw"
     weight_decay: Annotated[float, Ge(0)] = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     momentum: Annotated[float, Ge(0), Lt(1)] = 0.0  # sgd
-    schedule: str = "constant"  # constant | linear | cosine
+    schedule: Literal[SCHEDULES] = "constant"
     warmup_steps: Annotated[int, Ge(0)] = 0
     min_lr_ratio: Annotated[float, Ge(0), Le(1)] = 0.0
     grad_clip: Annotated[float, Gt(0)] | None = 1.0
@@ -73,14 +73,15 @@ class TrainConfig:
     resume_every: Annotated[int, Ge(1)] = 200  # steps between resume-state saves
     eval_every: Annotated[int, Ge(0)] = 0  # call eval_fn every N steps (and at every checkpoint)
     device: str = "auto"  # auto -> cuda if available else cpu
-    on_nonfinite: str = "stop"  # a nan/inf loss: stop (keeping the last good resume state) | continue (recorded)
-    precision: str = "fp32"  # fp32 | bf16: autocast (bf16 matmuls; fp32 weights, optimizer, softmax and loss)
+    # a nan/inf loss: stop (keeping the last good resume state) | continue (recorded)
+    on_nonfinite: Literal["stop", "continue"] = "stop"
+    precision: Literal[PRECISIONS] = "fp32"  # bf16: autocast (bf16 matmuls; fp32 weights, optimizer, softmax and loss)
     compile: bool = False  # torch.compile the training forward; a failed compile trains on in eager mode
-    compile_mode: str = "default"  # torch.compile's mode (COMPILE_MODES), when compile is on
+    compile_mode: Literal[COMPILE_MODES] = "default"  # torch.compile's mode, when compile is on
 
     def validate(self, where: str = "train") -> None:
-        """The bounds declared above (a config built in code is checked here, one from params also when
-        it is loaded), then the rules a bound cannot say."""
+        """The bounds and choices declared above (a config built in code is checked here, one from params
+        also when it is loaded), then the rules they cannot say."""
         if problems := field_problems(self, where):
             raise PipelineError("\n".join(problems))
 
@@ -93,15 +94,10 @@ class TrainConfig:
 
         betas_ok = isinstance(self.betas, tuple) and len(self.betas) == 2
         check("betas", betas_ok and all(is_num(b) and 0 <= b < 1 for b in self.betas), "must be two numbers in [0, 1)")
-        check("optimizer", self.optimizer in ("adamw", "sgd"), "must be adamw or sgd")
-        check("schedule", self.schedule in SCHEDULES, f"must be one of {', '.join(SCHEDULES)}")
         check("warmup_steps", self.warmup_steps <= self.steps, "must be <= steps")
         device_ok = isinstance(self.device, str) and (self.device in ("auto", "cpu") or self.device.startswith("cuda"))
         check("device", device_ok, "must be auto, cpu or cuda[:N]")
-        check("on_nonfinite", self.on_nonfinite in ("stop", "continue"), "must be stop or continue")
-        check("precision", self.precision in PRECISIONS, f"must be one of {', '.join(PRECISIONS)}")
         check("compile", isinstance(self.compile, bool), "must be true or false")
-        check("compile_mode", self.compile_mode in COMPILE_MODES, f"must be one of {', '.join(COMPILE_MODES)}")
 
 
 def train(

@@ -126,7 +126,7 @@ def read_text_documents(path: str | os.PathLike) -> list[str]:
 class CorpusConfig:
     vocab_size: Annotated[int, Ge(2)]
     seq_len: Annotated[int, Ge(1)]
-    tokenizer: str = "word"
+    tokenizer: Literal[TOKENIZERS] = "word"
     max_sequences: Annotated[int, Ge(0)] = 0  # 0 = keep all
     sequences: Literal["stories", "windows"] = "windows"  # one per long-enough document, or every window
     min_count: Annotated[int, Ge(1)] = 1  # types seen fewer times are never in the vocabulary
@@ -137,16 +137,10 @@ class CorpusConfig:
     )
 
     def validate(self, where: str = "corpus") -> None:
-        """The bounds declared above, then the rules they cannot say; build_corpus checks a config built in
-        code here, so the choices are checked here too (from_dict checks them only where params load)."""
+        """The bounds and choices declared above (build_corpus checks a config built in code here), then the
+        rules they cannot say."""
         if problems := field_problems(self, where):
             raise PipelineError("\n".join(problems))
-        if self.tokenizer not in TOKENIZERS:
-            raise PipelineError(f"{where}.tokenizer: must be one of {TOKENIZERS}, got {self.tokenizer!r}")
-        if self.sequences not in ("stories", "windows"):
-            raise PipelineError(f"{where}.sequences: must be stories or windows, got {self.sequences!r}")
-        if self.story_filter not in ("prefix", "whole"):
-            raise PipelineError(f"{where}.story_filter: must be prefix or whole, got {self.story_filter!r}")
         if self.bpe_specials and self.tokenizer != "bpe":
             raise PipelineError(f"{where}.bpe_specials: only with tokenizer: bpe, got tokenizer {self.tokenizer!r}")
         if self.bpe_specials and self.min_count != 1:

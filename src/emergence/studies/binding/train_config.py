@@ -8,7 +8,7 @@ from typing import Annotated
 
 from annotated_types import Ge
 
-from emergence.core.config import from_dict, section
+from emergence.core.config import load_beside, section
 from emergence.core.io import PipelineError
 from emergence.core.train import TrainConfig
 from emergence.studies.binding.batches import Format
@@ -66,19 +66,7 @@ class BindingTrainKeys:
 
 def train_params(params: dict, seed: int, device: str) -> tuple[str, int, Stream, TrainConfig]:
     """(format, number of validation programs, stream, TrainConfig) from binding_train."""
-    values = dict(section(params, "binding_train"))
-    own = {f.name: values.pop(f.name) for f in dataclasses.fields(BindingTrainKeys) if f.name in values}
-    problems = [] if "seed" not in values else ["binding_train.seed: seeds come from base.seeds, remove it here"]
-    values.pop("seed", None)
-    try:  # both schemas' problems at once, not the second's only after the first's are fixed
-        keys = from_dict(BindingTrainKeys, own, "binding_train")
-    except PipelineError as e:
-        problems.append(str(e))
-    try:
-        cfg = from_dict(TrainConfig, {**values, "seed": seed, "device": device}, "binding_train")
-    except PipelineError as e:
-        problems.append(str(e))
-    if problems:
-        raise PipelineError("\n".join(problems))
+    fixed = {"seed": ("base.seeds", seed), "device": ("base.device", device)}
+    cfg, keys = load_beside(section(params, "binding_train"), "binding_train", TrainConfig, BindingTrainKeys, fixed)
     stream = Stream(keys.stream, keys.stream_hop_weight_power, keys.stream_distractor, keys.stream_links)
     return keys.format, keys.eval_programs, stream, cfg

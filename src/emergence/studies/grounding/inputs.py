@@ -29,6 +29,16 @@ from emergence.studies.grounding.tokens import (
 )
 
 DEFAULT_SEQ_LEN = 64
+
+
+@dataclass(frozen=True)
+class WindowKeys:
+    """What a grounding setting's training section holds beside TrainConfig: the length of the windows it
+    trains on (None: its corpus's default, settings.py SEQ_LEN)."""
+
+    seq_len: Annotated[int, Ge(2)] | None = None
+
+
 RUN_KEYS = {"model": "O", "seed": "i", "step": "i"}  # the key columns of every per-run table
 
 

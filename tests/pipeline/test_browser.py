@@ -9,6 +9,7 @@ import os
 import pytest
 from browser import CHROMIUM, Browser, BrowserError, check_page, problems
 from conftest import copy_run, run
+from refusals import refuses
 
 PAGES = {"index.html", "binding.html", "associations.html", "grounding.html", "grounding_visual.html"}
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="  # 1x1 PNG
@@ -78,5 +79,5 @@ def test_checker_finds_each_kind_of_breakage(tmp_path, browser):
 
 
 def test_missing_chromium_is_one_line(tmp_path):
-    with pytest.raises(BrowserError, match="install Debian's package chromium"):
+    with refuses(tmp_path / "chromium", "apt-get install chromium", error=BrowserError):  # the path, and the fix
         Browser(tmp_path / "chromium")

@@ -13,6 +13,14 @@ from pathlib import Path
 
 import pytest
 from faults import ENV, assert_only_changed, assert_outcome, fault_copy, run_command, set_params, snapshot
+from refusals import assert_names
+
+
+def error_naming(proc: subprocess.CompletedProcess, says: str) -> str:
+    """The first error line of `proc` that names `says`."""
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:") and says in line]
+    assert lines, f"no error line names {says!r}:\n{proc.stderr[-3000:]}"
+    return lines[0]
 
 
 @pytest.fixture
@@ -29,14 +37,15 @@ def test_the_index_page_pointed_at_the_reports_folder_deletes_nothing(root):
     set_params(root, paths__index_report="reports")  # a folder of files git tracks: refused at the start
     before = snapshot(root)
     proc = run_command(root, "python", "-m", "stages.index_report")
-    assert_outcome(proc, "error", "paths.index_report: 'reports' resolves to ")
+    assert_outcome(proc, "error", "paths.index_report: 'reports'")
     assert_only_changed(root, before)
     set_params(root, paths__index_report="data/binding")  # other stages' outputs: refused by the writer
     proc = run_command(root, "python", "-m", "stages.index_report")
-    assert_outcome(
-        proc, "error", "data/binding: a folder, but stage index_report (${paths.index_report}) writes a file"
-    )
-    assert "nothing was changed" in proc.stderr and "re-run" not in proc.stderr
+    # the folder, the stage and its output's key; refused as a folder a file would replace, nothing changed
+    assert_outcome(proc, "error", "data/binding: ")
+    line = error_naming(proc, "data/binding: ")
+    assert_names(line, "stage index_report (${paths.index_report})", "folder", "nothing")
+    assert "re-run" not in proc.stderr
     assert_only_changed(root, before, ("params.yaml",))
     assert not list((root / "data").glob(".*.tmp"))
 
@@ -45,8 +54,9 @@ def test_a_folder_output_pointed_at_a_folder_of_other_outputs_deletes_nothing(ro
     set_params(root, paths__visual_scenes="data/binding")
     before = snapshot(root)
     proc = run_command(root, "python", "-m", "stages.grounding.visual_scenes")
-    assert_outcome(proc, "error", "data/binding: holds data/binding/")
-    assert "an output of stage" in proc.stderr
+    # the folder, the other stage's output it holds, and the stage that would replace it
+    assert_outcome(proc, "error", "data/binding: ")
+    assert_names(error_naming(proc, "data/binding: "), "data/binding/", "stage binding_", "stage visual_scenes")
     assert_only_changed(root, before)
 
 
@@ -61,28 +71,31 @@ def test_the_index_page_at_its_own_path_is_still_written(root):
 
 
 @pytest.mark.parametrize(
-    "module, argv, says",
+    "module, argv, flag, named",  # the option and its value; the params list it is not in, and its file
     [
-        ("stages.binding.train", ["--seed", "7"], "--seed 7: not a value of base.seeds [0, 1] in params.yaml"),
-        ("stages.assoc.train", ["--layers", "5", "--seed", "0"], "--layers 5: not a value of assoc_runs.layers [1, 2]"),
+        ("stages.binding.train", ["--seed", "7"], "--seed 7", ["base.seeds [0, 1]", "params.yaml"]),
+        ("stages.assoc.train", ["--layers", "5", "--seed", "0"], "--layers 5", ["assoc_runs.layers [1, 2]"]),
         (
             "stages.grounding.gain",
             ["--setting", "childes", "--model", "gpt9", "--seed", "0"],
-            "--model gpt9: not a value of grounding_runs.models [transformer4, mamba4, lstm4] in params.yaml",
+            "--model gpt9",
+            ["grounding_runs.models [transformer4, mamba4, lstm4]", "params.yaml"],
         ),
         (
             "stages.grounding.train",
             ["--setting", "audio", "--model", "transformer4", "--seed", "0"],
-            "--setting audio: not a value of visual_runs.settings [caption, image] in params.yaml",
+            "--setting audio",
+            ["visual_runs.settings [caption, image]", "params.yaml"],
         ),
     ],
 )
-def test_a_matrix_value_params_does_not_list_is_refused(root, module, argv, says):
+def test_a_matrix_value_params_does_not_list_is_refused(root, module, argv, flag, named):
     """Such a run would write an output no engine tracks, unchecked against any declaration."""
     before = snapshot(root)
     proc = run_command(root, "python", "-m", module, *argv)
-    assert_outcome(proc, "error", says)
+    assert_outcome(proc, "error", f"error: {flag}: ")
     assert len(proc.stderr.strip().splitlines()) == 1
+    assert_names(proc.stderr.strip(), *named)
     assert_only_changed(root, before)
 
 
@@ -129,7 +142,9 @@ def test_params_edited_while_a_stage_runs_fail_it_and_keep_its_outputs(root):
     transcript folder built with the old one, and `dvc status` would call it up to date."""
     before = snapshot(root)
     proc = run_editing_params_midway(root, lambda r: set_params(r, childes_synth__turns_per_file=151))
-    assert_outcome(proc, "error", "params.yaml: childes_synth.turns_per_file changed while stage childes_synth ran")
+    # the file, the key edited, and the stage that ran
+    assert_outcome(proc, "error", "params.yaml: childes_synth.turns_per_file")
+    assert_names(error_naming(proc, "childes_synth.turns_per_file"), "changed", "stage childes_synth")
     assert_only_changed(root, before, ("params.yaml",))  # data/grounding/chat as it was
     assert not list((root / "data/grounding").glob(".*.tmp"))
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-import pytest
 from conftest import copy_run, project_copy, run
+from refusals import assert_names, refuses
 from ssh_round_trip import point_remote, round_trip
 from ssh_server import ssh_server
 
-from emergence.core.io import PipelineError
 from emergence.core.remote import check_remote
 
 
@@ -40,19 +39,20 @@ def test_unreachable_or_absent_ssh_remote_is_one_line_saying_how_to_set_it(tmp_p
     with ssh_server(tmp_path / "sshd") as server:
         env, login = server.env(), {"keyfile": str(server.key), "user": server.user}
         cases = {  # the reachable one last: it stays configured for the check after the server stops
-            server.url(tmp_path / "absent"): "does not exist, nothing to pull",
-            server.url(tmp_path / "store").replace(f":{server.port}/", ":1/"): "cannot reach it",
+            server.url(tmp_path / "absent"): [str(tmp_path / "absent"), "pull"],  # the folder, and for what
+            server.url(tmp_path / "store").replace(f":{server.port}/", ":1/"): ["reach"],
             server.url(tmp_path / "store"): None,
         }
-        for url, problem in cases.items():
+        for url, named in cases.items():
             point_remote(source, "shared", "--local", {"url": url, **login}, env)
             proc = run(["python", "-m", "emergence", "remote", "--for", "pull"], source, check=False, env=env)
-            if problem is None:
+            if named is None:
                 assert proc.returncode == 0, proc.stderr
                 continue
             assert proc.returncode == 1 and proc.stdout == ""
             lines = proc.stderr.strip().splitlines()
-            assert len(lines) == 1 and problem in lines[0], proc.stderr
-            assert "dvc remote modify --local shared url" in lines[0]
-    with pytest.raises(PipelineError, match="cannot reach it"):
+            assert len(lines) == 1, proc.stderr
+            # the remote by name and URL, what is wrong, and the command that sets it for this clone
+            assert_names(lines[0], f"DVC remote 'shared' ({url}): ", *named, "dvc remote modify --local shared url")
+    with refuses("DVC remote 'shared'", "reach"):
         check_remote(source, "pull")  # the same URL once the server has been stopped

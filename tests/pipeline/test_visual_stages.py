@@ -14,6 +14,7 @@ import pytest
 import torch
 import yaml
 from conftest import ROOT
+from refusals import assert_names
 from safetensors.torch import load_file
 
 from emergence.core.pipeline import stage_command
@@ -109,7 +110,9 @@ def break_and_run(workspace: Path, tmp_path: Path, edit) -> tuple[subprocess.Com
 def test_missing_image_names_it_and_writes_nothing(workspace, tmp_path):
     proc, root = break_and_run(workspace, tmp_path, lambda r: (r / SCENES / "images" / "000000000003.png").unlink())
     assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1].startswith("error: ") and "image_id 3" in proc.stderr
+    # the folder searched, the image without a file, and the key that would leave it out
+    line = proc.stderr.strip().splitlines()[-1]
+    assert_names(line, f"error: {SCENES}: ", "image_id 3", "dino_features.skip_bad_images")
     assert not (root / FEATURES).exists()
 
 
@@ -119,7 +122,8 @@ def test_corrupt_image_names_the_file_unless_skipping_is_asked(workspace, tmp_pa
         shutil.rmtree(root / "data/cache", ignore_errors=True)
 
     proc, root = break_and_run(workspace, tmp_path, corrupt)
-    assert proc.returncode == 1 and "000000000002.png" in proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1
+    assert_names(proc.stderr.strip().splitlines()[-1], "000000000002.png: ", "dino_features.skip_bad_images")
     assert not (root / FEATURES).exists()
     set_param(root, "dino_features.skip_bad_images", True)
     run_ok(root, "dino_features")
@@ -137,7 +141,8 @@ def test_dialog_with_a_bad_answer_index_is_named(workspace, tmp_path):
     (root / "data/visual/dialogs.parquet").unlink()
     proc = stage(root, "visdial_extract")
     line = proc.stderr.strip().splitlines()[-1]
-    assert proc.returncode == 1 and "dialog 4 (image_id 5)" in line and "answer index 10000" in line
+    assert proc.returncode == 1
+    assert_names(line, "visdial_synthetic.json: dialog 4 (image_id 5)", "round 1", "answer index 10000")
     assert not (root / "data/visual/dialogs.parquet").exists()
 
 

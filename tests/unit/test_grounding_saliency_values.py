@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from refusals import assert_refused
+from refusals import assert_refused, refuses
 
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
@@ -251,9 +251,8 @@ def test_rise_over_init_of_a_share_already_at_one():
 
 def test_rise_over_init_needs_step_0():
     table = pd.DataFrame({"step": [5], "layer": 0, "head": 0, "metric": "gather_share", "value": [0.5]})
-    with pytest.raises(PipelineError) as err:
+    with refuses("saliency: ", "step-0"):
         rise_over_init(table)
-    assert str(err.value) == "saliency: no step-0 checkpoint (random init) to measure the heads' rise from"
 
 
 SAL = pd.DataFrame(
@@ -310,9 +309,8 @@ def test_find_heads_by_baseline():
     assert find_heads(table, 0.35)[["step", "head"]].values.tolist() == [[0, 0], [5, 0], [5, 1]]
     assert find_heads(table, 0.35, "none")[["step", "head"]].values.tolist() == [[0, 0], [5, 0], [5, 1]]
     assert find_heads(table, 0.35, "init")[["step", "head", "share"]].values.tolist() == [[5, 1, 0.4]]
-    with pytest.raises(ValueError) as err:
+    with refuses("baseline", "'first'", "('none', 'init')", error=ValueError):
         find_heads(table, 0.35, "first")
-    assert str(err.value) == "baseline must be one of ('none', 'init'), got 'first'"
 
 
 def test_head_summary_counts_and_mean_layers():

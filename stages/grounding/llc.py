@@ -21,7 +21,8 @@ def main(argv: list[str] | None = None) -> None:
     setting = Setting("childes")
     _, index = setting.corpus.vocab_index(params)
     held_out = set(setting.corpus.eval_set(params)["turn"].tolist())
-    windows = training_windows(setting.corpus.table(params), held_out, index, setting.corpus.seq_len(params))
+    seq_len, key = setting.corpus.seq_len(params), f"{setting.key('train')}.seq_len"
+    windows = training_windows(setting.corpus.table(params), held_out, index, seq_len, key)
     rows, loss_fn = next_token(torch.as_tensor(windows, dtype=torch.long))
     run = run_name(args.model, args.seed)
     ckpts = every_kth(list_checkpoints(path_of(params, "grounding_runs") / run), p.every)

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     index = {t: i for i, t in enumerate(vocab)}
     held_out = set(eval_all["turn"].tolist())
     seq_len = Corpus("childes").seq_len(params)
-    windows = training_windows(table, held_out, index, seq_len)
+    windows = training_windows(table, held_out, index, seq_len, "grounding_train.seq_len")
     values = {k: v for k, v in section(params, "grounding_train").items() if k != "seq_len"}
     cfg = from_dict(TrainConfig, {**values, **load_base(params).train_keys(), "seed": p.seed}, "grounding_train")
     if cfg.batch_size > len(windows):

@@ -32,7 +32,7 @@ def training_data(params: dict, setting: Setting, index: dict[str, int], batch_s
     table, seq_len = setting.corpus.table(params), setting.corpus.seq_len(params)
     held_out = set(setting.corpus.eval_set(params)["turn"].tolist())
     if setting.name != "image":
-        windows = training_windows(table, held_out, index, seq_len)
+        windows = training_windows(table, held_out, index, seq_len, f"{setting.key('train')}.seq_len")
         return epoch_batches(windows, batch_size, seed), {"n_ctx": seq_len}, len(windows), None
     feats, image_row, _ = visual_inputs.features(params)
     ids, image_ids = dialog_sequences(table, held_out, index, seq_len)

@@ -125,6 +125,7 @@ def test_all_problems_of_all_sections_are_listed():
         (dict(assoc_words__n_layers=2), "assoc_words", ["n_layers 2", "seed 0", "assoc_runs", "[1, 3]"]),
         (dict(visual_runs__settings=["caption", "audio"]), "visual_runs.settings", ["'audio'", "['caption', 'image']"]),
         (dict(grounding_train__seq_len=1), "grounding_train.seq_len", [">= 2", "got 1"]),
+        (dict(grounding_models__odd=3), "grounding_models.odd", ["mapping", "got 3"]),  # there, but not a model
         (dict(visual_train__seed=3), "visual_train.seed", ["base.seeds"]),
         (dict(grounding_lens__n_checkpoints=0), "grounding_lens.n_checkpoints", [">= 1", "got 0"]),
         (dict(grounding_lens__kl_windows=True), "grounding_lens.kl_windows", ["integer", "got True"]),

@@ -69,19 +69,21 @@ def test_evaluation_contexts_come_in_word_order_and_none_is_an_empty_table():
 
 def test_training_windows_leave_out_the_held_out_turns():
     index = {t: i for i, t in enumerate(build_vocab(token_counts(TURNS["tokens"]), [], 1))}
-    windows = training_windows(TURNS, {0, 2}, index, seq_len=3)
+    windows = training_windows(TURNS, {0, 2}, index, seq_len=3, key="k.seq_len")
     assert windows.shape == (2, 4)  # a.cha keeps 2 + 3 = 5 tokens -> one window; b.cha 6 -> one
     assert index["look<LAN>"] not in windows
-    with refuses("51 tokens", "seq_len"):
-        training_windows(TURNS, set(), index, seq_len=50)
+    longest = max(len([t for toks in g["tokens"] for t in toks]) for _, g in TURNS.groupby("file"))
+    with refuses("k.seq_len: 50", "51 tokens", f"has {longest})"):  # the key to lower, and the longest file's
+        training_windows(TURNS, set(), index, seq_len=50, key="k.seq_len")
 
 
 def test_training_windows_come_in_file_name_order():
     index = {t: i for i, t in enumerate(build_vocab(token_counts(TURNS["tokens"]), [], 1))}
     b_first = pd.concat([TURNS.iloc[4:], TURNS.iloc[:4]])  # b.cha's turns first, their index kept
-    assert np.array_equal(training_windows(b_first, {0, 2}, index, 3), training_windows(TURNS, {0, 2}, index, 3))
+    windows = training_windows(b_first, {0, 2}, index, 3, "k")
+    assert np.array_equal(windows, training_windows(TURNS, {0, 2}, index, 3, "k"))
     first_a = [index[t] for t in ["<CHI>", "ball<LAN>", "<CHI>", "dog<ENV>"]]  # turns 1 and 3 (0, 2 held out)
-    assert training_windows(b_first, {0, 2}, index, 3)[0].tolist() == first_a
+    assert windows[0].tolist() == first_a
 
 
 class Lookup(torch.nn.Module):

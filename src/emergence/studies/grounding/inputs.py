@@ -91,7 +91,7 @@ def seq_len(params: dict) -> int:
 def train_windows(params: dict, index: dict[str, int]) -> np.ndarray:
     """(N, seq_len + 1) token windows of the transcripts with the held-out turns removed."""
     held_out = set(eval_set(params)["turn"].tolist())
-    return training_windows(turns(params), held_out, index, seq_len(params))
+    return training_windows(turns(params), held_out, index, seq_len(params), "grounding_train.seq_len")
 
 
 @dataclass

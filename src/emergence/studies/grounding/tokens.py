@@ -56,8 +56,10 @@ def model_entry(models: dict, name: str, where: str = "grounding_models") -> tup
     """(arch, config values) of the model called `name` in the grounding_models section."""
     if not MODEL_NAME.fullmatch(name):
         raise PipelineError(f"{where}.{name}: model names are lower-case letters and digits, got {name!r}")
-    if not isinstance(models.get(name), dict):
+    if name not in models:
         raise PipelineError(f"{where}.{name}: no such model (have {sorted(models)})")
+    if not isinstance(models[name], dict):
+        raise PipelineError(f"{where}.{name}: must be a mapping (arch: and its config), got {models[name]!r}")
     values = dict(models[name])
     arch = values.pop("arch", None)
     if arch not in ARCHS:
@@ -226,17 +228,23 @@ def encode(tokens: Sequence[str], index: dict[str, int]) -> list[int]:
     return [index.get(t, 0) for t in tokens]  # 0 = <unk>
 
 
-def training_windows(turns: pd.DataFrame, held_out: set[int], index: dict[str, int], seq_len: int) -> np.ndarray:
-    """(N, seq_len + 1) int32 windows cut from each file's token stream, held-out turns removed."""
-    windows = []
+def training_windows(
+    turns: pd.DataFrame, held_out: set[int], index: dict[str, int], seq_len: int, key: str
+) -> np.ndarray:
+    """(N, seq_len + 1) int32 windows cut from each file's token stream, held-out turns removed; `key`:
+    the params key seq_len comes from (grounding_train.seq_len), named when no file holds one window."""
+    windows, longest = [], 0
     for _, group in turns.groupby("file", sort=True):
         stream = [t for i, toks in zip(group.index, group["tokens"]) if i not in held_out for t in toks]
         ids = np.asarray(encode(stream, index), dtype=np.int32)
-        n = len(ids) // (seq_len + 1)
+        n, longest = len(ids) // (seq_len + 1), max(longest, len(ids))
         if n:
             windows.append(ids[: n * (seq_len + 1)].reshape(n, seq_len + 1))
     if not windows:
-        raise PipelineError(f"no file has {seq_len + 1} tokens for one training window (lower seq_len)")
+        raise PipelineError(
+            f"{key}: {seq_len}, but no file has the {seq_len + 1} tokens of one training window (the longest, "
+            f"held-out turns removed, has {longest}): lower it"
+        )
     return np.concatenate(windows)
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from faults import assert_only_changed, assert_outcome, fault_copy, run_command, snapshot
 from params_edits import batches_outside, declared_rules
-from refusals import assert_refused
+from refusals import assert_names, assert_refused
 
 from emergence.core.declared import GUARD, instances, interpolate, read_stages
 
@@ -159,3 +159,18 @@ def named(proc: subprocess.CompletedProcess, keys: set[str]) -> None:
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     for key in sorted(keys):
         assert_refused(errors, key)
+
+
+def test_dvc_repro_single_item_names_what_dvc_removed_and_checkout_puts_it_back(root):
+    """`dvc repro -s` skips the params check that runs first, and DVC removes a stage's outputs before it
+    starts it: the stage still refuses at its start, names the outputs gone and the command that restores
+    them from DVC's cache, and that command leaves everything as it was."""
+    instance, _, output = first_instance(root, "binding_train")
+    set_value(root, "binding_train.lr", -1.0)
+    before = snapshot(root)
+    proc = run_command(root, "dvc", "repro", "-s", instance, timeout=300)
+    refused(proc, "binding_train.lr")
+    assert_names(next(line for line in proc.stderr.splitlines() if "dvc checkout" in line), output, instance)
+    assert not (root / output).exists()
+    run_command(root, "dvc", "checkout", instance, timeout=300).check_returncode()
+    assert_only_changed(root, before)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import yaml
 from tqdm import tqdm
 
 from emergence.core import reads
@@ -94,12 +95,31 @@ def refuse_bad_params(params: dict, instance: Instance) -> None:
     however it was started. The rules are loaded by name: they can refuse a run but never change an
     artifact's bytes, so they are no stage's code dep (editing one must not rerun training), and they
     import every study's schemas, which core may not import."""
-    with reads.unrecorded():
+    with reads.unrecorded():  # dvc.lock too: read only to say what DVC removed
         problems = importlib.import_module(GUARD).stage_problems(
             params, project_root(), instance.reads.sections, instance.reads.paths
         )
+        problems += removed_by_dvc(instance, dict(os.environ)) if problems else []
     if problems:
         raise PipelineError("\nerror: ".join(problems))
+
+
+def removed_by_dvc(instance: Instance, env: dict[str, str]) -> list[str]:
+    """Started by `dvc repro -s` (which skips the params_check stage), a stage refusing its params finds
+    its outputs gone: DVC removes them before it starts a stage. Name them and how to put them back, when
+    dvc.lock records them (DVC's cache then holds them)."""
+    if env.get("DVC_STAGE") != instance.name:
+        return []
+    try:
+        recorded = yaml.safe_load(Path("dvc.lock").read_text(encoding="utf-8"))["stages"][instance.name]["outs"]
+    except (OSError, KeyError, TypeError, UnicodeDecodeError, yaml.YAMLError):
+        return []
+    gone = [str(out["path"]) for out in recorded if isinstance(out, dict) and not Path(str(out["path"])).exists()]
+    return (
+        [f"{', '.join(gone)}: removed by DVC before this stage ran; `dvc checkout {instance.name}` puts them back"]
+        if gone
+        else []
+    )
 
 
 def hold_writes(instance: Instance, params: dict, params_file: str) -> None:

@@ -97,9 +97,9 @@ def test_build_corpus_refuses_a_config_outside_its_bounds_under_corpus(cfg, key,
 @pytest.mark.parametrize(
     "cfg, key, value, rule",
     [
-        (CorpusConfig(8, 4, tokenizer="char"), "corpus.tokenizer", "'char'", "'word', 'bpe'"),
-        (CorpusConfig(8, 4, sequences="chunks"), "corpus.sequences", "'chunks'", "stories or windows"),
-        (CorpusConfig(8, 4, story_filter="all"), "corpus.story_filter", "'all'", "prefix or whole"),
+        (CorpusConfig(8, 4, tokenizer="char"), "corpus.tokenizer", "'char'", "one of word, bpe"),
+        (CorpusConfig(8, 4, sequences="chunks"), "corpus.sequences", "'chunks'", "one of stories, windows"),
+        (CorpusConfig(8, 4, story_filter="all"), "corpus.story_filter", "'all'", "one of prefix, whole"),
         (CorpusConfig(8, 4, bpe_specials=True), "corpus.bpe_specials", "'word'", "tokenizer: bpe"),
         # bpe_specials keeps every type: min_count 2 would leave some out
         (CorpusConfig(8, 4, tokenizer="bpe", bpe_specials=True, min_count=2), "corpus.min_count", 2, "min_count: 1"),

@@ -171,7 +171,7 @@ def test_from_params():
     assert_refused(str(e.value).splitlines(), "train.lr", rule="missing")
     with pytest.raises(PipelineError) as e:
         from_dict(TrainConfig, {"steps": 5, "batch_size": 2, "lr": 0.1, "optimizer": "adam"}, "train")
-    assert_refused(str(e.value).splitlines(), "train.optimizer", "'adam'", "adamw or sgd")
+    assert_refused(str(e.value).splitlines(), "train.optimizer", "'adam'", "one of adamw, sgd")
 
 
 # ---- the loop ---------------------------------------------------------------

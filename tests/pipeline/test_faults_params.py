@@ -148,7 +148,7 @@ def test_every_declared_bound_is_refused_at_every_door_with_nothing_changed(root
 
 def hydra(value: object) -> str:
     """`value` as DVC's -S (Hydra's grammar) reads it back: a float with its decimal point (-1e-06 is a string)."""
-    if isinstance(value, int):
+    if not isinstance(value, float):
         return str(value)
     text = f"{value:.9f}".rstrip("0")
     return text + "0" if text.endswith(".") else text

@@ -10,7 +10,8 @@ tokenizer of the study's vocabulary, so `AutoTokenizer.from_pretrained(OUT_DIR)`
 folder appears, the export is loaded back with `from_pretrained` and its logits compared with ours on
 random sequences (max difference <= 1e-5); nothing is written when that, or anything before, fails.
 `--to transformer-lens` also loads the export into TransformerLens 4's TransformerBridge (the optional
-extra `.[interp]`) and compares its logits alike.
+extra `.[interp]`) and compares its logits alike, and those of the bridge in compatibility mode, which
+centres the unembedding, after centring ours (export_lens.py).
 
 OUT gets a marker, `.emergence-export.json` (the source, the target, the files written). An existing OUT
 is replaced only when it is empty or (--force) holds a previous export and nothing else, and never when
@@ -109,11 +110,13 @@ def tokenizer_for(step_dir: Path, given: str | None) -> str:
 
 
 @torch.no_grad()
-def max_logit_difference(ours: torch.nn.Module, theirs, d_vocab: int, n_ctx: int | None, seed: int = 0) -> float:
-    """Max |logit difference| on 4 random sequences of min(n_ctx, 32) tokens."""
+def max_logit_difference(
+    ours: torch.nn.Module, theirs, d_vocab: int, n_ctx: int | None, seed: int = 0, view=lambda logits: logits
+) -> float:
+    """Max |logit difference| on 4 random sequences of min(n_ctx, 32) tokens, of both sides' `view` of them."""
     g = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, d_vocab, (4, min(n_ctx or 32, 32)), generator=g)  # (B, T)
-    return float((ours(idx)[0] - theirs(idx)).abs().max())  # ours: (logits, loss)
+    return float((view(ours(idx)[0]) - view(theirs(idx))).abs().max())  # ours: (logits, loss)
 
 
 def export(checkpoint: Path, out: Path, to: str = "hf", tokenizer: str | None = None, force: bool = False) -> float:
@@ -244,9 +247,11 @@ def _check(model: torch.nn.Module, folder: Path, to: str, cfg: dict) -> float:
     AutoTokenizer.from_pretrained(folder, local_files_only=True)
     diff = max_logit_difference(model, lambda idx: loaded(idx).logits, cfg["d_vocab"], cfg.get("n_ctx"))
     if to == "transformer-lens":
-        from emergence.export_lens import bridge_logits
+        from emergence.export_lens import bridge_logits, centred
 
         diff = max(diff, max_logit_difference(model, bridge_logits(folder), cfg["d_vocab"], cfg.get("n_ctx")))
+        compatible = bridge_logits(folder, compatibility=True)  # logits moved by a constant per position
+        diff = max(diff, max_logit_difference(model, compatible, cfg["d_vocab"], cfg.get("n_ctx"), view=centred))
     if not diff <= TOLERANCE:
         raise PipelineError(f"export check: loaded back, the logits differ from ours by {diff:.2e} (> {TOLERANCE})")
     return diff

@@ -9,6 +9,7 @@ import pandas as pd
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
+from emergence.core.report.interactive import bundle_src
 from emergence.core.report.provenance import provenance
 from emergence.studies.assoc.compare import AssocRuns, CompareParams
 from emergence.studies.assoc.report import assoc_metrics, associations_page, plot_table
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         words,
         provenance(params, runs_params.seeds, inputs, ("assoc",)),
         other=other,
+        plotly_src=bundle_src(path_of(params, "assoc_report"), path_of(params, "plotly_js")),
     )
     with atomic_path(path_of(params, "assoc_plots")) as tmp:
         plot_table(cosines).to_csv(tmp, index=False)

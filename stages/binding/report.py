@@ -9,6 +9,7 @@ import pandas as pd
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, load_base, path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
+from emergence.core.report.interactive import bundle_src
 from emergence.core.report.provenance import provenance
 from emergence.studies.binding.ablation import rank_routing_heads
 from emergence.studies.binding.aid_table import DEFAULT, aid_rows, aids_metrics
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         tables["binding_llc"],
         record,
         n_examples=n_examples,
+        plotly_src=bundle_src(path_of(params, "binding_report"), path_of(params, "plotly_js")),
     )
     metrics = binding_metrics(
         tables["binding_trajectory"],

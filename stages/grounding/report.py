@@ -7,6 +7,7 @@ import json
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
+from emergence.core.report.interactive import bundle_src
 from emergence.core.report.provenance import provenance
 from emergence.studies.grounding import inputs
 from emergence.studies.grounding import report_mech as mech
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         template_curve,
         seed_table(gain, template_gain),
         (rules, f"{first['model']} seed {first['seed']}"),
+        plotly_src=bundle_src(path_of(params, "grounding_report"), path_of(params, "plotly_js")),
     )
     with atomic_path(path_of(params, "grounding_plots")) as tmp:
         plot_table(curve).to_csv(tmp, index=False)

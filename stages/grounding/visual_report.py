@@ -8,6 +8,7 @@ import json
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, read_parquet, write_json, write_text
+from emergence.core.report.interactive import bundle_src
 from emergence.core.report.provenance import provenance
 from emergence.studies.grounding import visual_inputs as inputs
 from emergence.studies.grounding.inputs import RUN_KEYS, per_run
@@ -58,13 +59,14 @@ def main(argv: list[str] | None = None) -> None:
         *abl_files,
     ]
     record = provenance(params, runs.seeds, used, ("visual", "visdial", "dino", "grounding_models"))
+    plotly_src = bundle_src(path_of(params, "visual_report"), path_of(params, "plotly_js"))
     write_json(
         {"encoder_pretrained": bool(encoder.get("pretrained")), **visual_metrics(curve, ablation)},
         path_of(params, "visual_metrics"),
     )
     mechanisms = mechanism_sections(saliency, heads, ablation, head_params.threshold, head_params.image_baseline)
     write_text(
-        visual_page(counts, targets, inputs.eval_set(params), encoder, curve, mechanisms, record),
+        visual_page(counts, targets, inputs.eval_set(params), encoder, curve, mechanisms, record, plotly_src),
         path_of(params, "visual_report"),
     )
 

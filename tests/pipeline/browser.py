@@ -1,8 +1,9 @@
 """Headless Chromium (Debian's `chromium`) driven over the DevTools protocol through a pipe
 (`--remote-debugging-pipe`: messages are JSON, each ended by a NUL byte, on file descriptors 3 and
 4), so no driver package is needed. `check_page` opens one page from disk and reports what a reader
-would see break: console errors, images that did not decode, requests leaving the machine, and the
-page's links and anchors; `problems` resolves every internal link and anchor across the pages."""
+would see break: console errors, images that did not decode, requests leaving the machine, scripts
+loaded from files, and the page's links and anchors; `problems` resolves every internal link, anchor
+and script file across the pages."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ INSPECT = """(async () => {
   return {
     images: images.map(i => ({src: (i.getAttribute('src') || '').slice(0, 80), width: i.naturalWidth})),
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
+    scripts: [...document.scripts].filter(s => s.src).map(s => s.src),
     ids: [...document.querySelectorAll('[id]')].map(e => e.id)
       .concat([...document.querySelectorAll('a[name]')].map(a => a.name)),
     plots: await plots(),
@@ -169,6 +171,7 @@ class PageReport:
     broken_images: list[str] = field(default_factory=list)
     external_requests: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)  # as the browser resolves them (absolute URLs)
+    scripts: list[str] = field(default_factory=list)  # <script src>, resolved likewise (plotly.js beside the page)
     ids: set[str] = field(default_factory=set)
     plots: list[dict] = field(default_factory=list)  # id, drawn, series, legend, hidden (after a legend click)
 
@@ -225,15 +228,16 @@ def check_page(browser: Browser, path: Path, screenshot: Path) -> PageReport:
         broken_images=[i["src"] for i in seen["images"] if i["width"] == 0],
         external_requests=[u for u in requests if urlsplit(u).scheme not in LOCAL_SCHEMES],
         links=seen["links"],
+        scripts=seen["scripts"],
         ids=set(seen["ids"]),
         plots=seen["plots"],
     )
 
 
 def problems(reports: list[PageReport]) -> list[str]:
-    """One line per problem: console errors, undecoded images, requests off the machine, and every
-    internal link whose file does not exist or whose anchor is not an id of the page it points to
-    (a linked page must be among `reports`, so its ids are known)."""
+    """One line per problem: console errors, undecoded images, requests off the machine, a script whose
+    file does not exist, and every internal link whose file does not exist or whose anchor is not an id
+    of the page it points to (a linked page must be among `reports`, so its ids are known)."""
     pages = {r.path: r for r in reports}
     out = []
     for r in reports:
@@ -241,6 +245,11 @@ def problems(reports: list[PageReport]) -> list[str]:
         out += [f"{name}: console error: {e}" for e in r.console_errors]
         out += [f"{name}: image not decoded: {src}" for src in r.broken_images]
         out += [f"{name}: request off the machine: {u}" for u in r.external_requests]
+        out += [
+            f"{name}: script file missing: {s}"
+            for s in r.scripts
+            if urlsplit(s).scheme == "file" and not Path(unquote(urlsplit(s).path)).is_file()
+        ]
         for p in r.plots:
             if not p["drawn"]:
                 out.append(f"{name}: plot not drawn: {p['id']}")

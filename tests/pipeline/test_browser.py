@@ -1,9 +1,11 @@
 """Every generated page of the tiny run, opened from disk in headless Chromium: no console error,
-every image decoded, every internal link and anchor resolves, nothing fetched off the machine; a
-screenshot per page under the run's reports/screenshots/ (git-ignored)."""
+every image decoded, every internal link and anchor resolves, every plot drawn by the one plotly.js
+beside the pages, nothing fetched off the machine; a screenshot per page under the run's
+reports/screenshots/ (git-ignored)."""
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 
 import pytest
@@ -39,6 +41,13 @@ def test_every_generated_page_opens_clean_from_disk(tiny_run, tmp_path, browser)
         "plot-grounding-local-learning-coefficient",
     ]
     assert plots["grounding_visual.html"] == ["plot-visual-gain-per-setting"]
+    # each page with a plot drew it with the one shared file, the wheel's plotly.js, loaded from disk;
+    # the pages carry their figures only (each held the 4.8 MB library inline before)
+    bundle = root / "reports" / "plotly.min.js"
+    assert bundle.read_bytes() == (importlib.resources.files("plotly") / "package_data" / "plotly.min.js").read_bytes()
+    scripts = {r.path.name: r.scripts for r in reports}
+    assert scripts == {name: [bundle.resolve().as_uri()] if ids else [] for name, ids in plots.items()}
+    assert all(page.stat().st_size < 2_000_000 < bundle.stat().st_size for page in pages)
     index = next(r for r in reports if r.path.name == "index.html")
     internal = [link for link in index.links if link.startswith("file:") and "#" in link]
     assert {link.split("#")[0].rsplit("/", 1)[1] for link in internal} >= PAGES  # claims link into every page
@@ -57,7 +66,7 @@ def test_checker_finds_each_kind_of_breakage(tmp_path, browser):
         '<img alt="far" src="http://127.0.0.1:9/far.png">'
         '<a href="#top">ok</a><a href="#nowhere">x</a><a href="b.html#there">ok</a><a href="b.html#gone">x</a>'
         '<a href="missing.html">x</a><a href="https://arxiv.org/abs/2510.13796">paper</a>'
-        '<div id="broken" class="plotly-graph-div"></div>'
+        '<div id="broken" class="plotly-graph-div"></div><script src="gone.js"></script>'
         '<script>console.error("boom")</script></body></html>'
     )
     reports = [check_page(browser, tmp_path / n, tmp_path / "shots" / f"{n}.png") for n in ("a.html", "b.html")]
@@ -72,9 +81,10 @@ def test_checker_finds_each_kind_of_breakage(tmp_path, browser):
         f"a.html: link to a missing anchor: {uri}/b.html#gone",
         f"a.html: link to a missing file: {uri}/missing.html",
         "a.html: plot not drawn: broken",
+        f"a.html: script file missing: {uri}/gone.js",
     }
     assert expected <= set(found)
-    assert all("Failed to load resource" in e for e in set(found) - expected)  # the two images, as logged
+    assert all("Failed to load resource" in e for e in set(found) - expected)  # two images, the script, as logged
     assert os.path.getsize(tmp_path / "shots" / "a.html.png") > 0
 
 

@@ -168,7 +168,7 @@ def test_attention_stages_run_on_both_settings_and_feed_the_report(workspace, tm
     chain = ("visual_train", "visual_gain", "visual_saliency", "visual_heads", "visual_ablation")
     for setting in ("caption", "image"):
         run_ok(root, *chain, args=("--setting", setting, "--model", "transformer4", "--seed", "0"))
-    run_ok(root, "visual_report")
+    run_ok(root, "plotly_js", "visual_report")  # the page's plots load plotly.js, which that stage writes
     n_eval = len(pd.read_parquet(root / "data/visual/eval.parquet"))
     for setting in ("caption", "image"):
         run = f"{setting}_transformer4_seed0.parquet"

@@ -95,6 +95,17 @@ def test_the_whole_filter_applies_to_every_window_of_a_document():
     assert len(corpus.sequences) == 2  # the second document's two windows; none of the first's
 
 
+def test_tied_counts_keep_the_order_first_seen_as_the_authors_vocabulary_does():
+    # the authors' word vocabulary is Counter.most_common (tiny-tokenize-natural.py): most frequent first, equal
+    # counts in the order first seen. Here "the" 3 times; dog, saw, a, cat 2 times each, first seen in that order
+    # (alphabetically: a, cat, dog, saw); zz once, under min_count 2, so the whole filter drops the third story.
+    docs = ["the dog saw a cat", "a cat saw the dog", "zz the"]
+    cfg = CorpusConfig(vocab_size=10, seq_len=2, sequences="stories", min_count=2, story_filter="whole")
+    corpus = build_corpus(docs, cfg, "docs")
+    assert corpus.vocab == ["the", "dog", "saw", "a", "cat"]  # ids 0-4
+    assert corpus.sequences.tolist() == [[0, 1, 2], [3, 4, 2]]  # "the dog saw", "a cat saw"
+
+
 def test_story_filter_is_checked():
     with pytest.raises(PipelineError) as e:
         CorpusConfig(vocab_size=10, seq_len=2, story_filter="all").validate()

@@ -1,6 +1,7 @@
 """`python -m emergence export`: a checkpoint as a folder `from_pretrained` loads with no network, each
 exportable architecture round-tripped to a max logit difference of 1e-5, TransformerLens 4's hooks
-beside ours, and every refusal one line with nothing written."""
+beside ours, its compatibility mode's logits ours up to a constant per position, and every refusal one
+line with nothing written."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from refusals import assert_names
+from refusals import assert_names, refuses
 from test_hf_equivalence import TINY, VOCAB, perturbed
 
 from emergence.core.models import build_model
@@ -121,6 +122,37 @@ def test_transformer_lens_loads_the_export_with_our_hook_values(name, tmp_path):
               "blocks.0.ln1.hook_normalized", "ln_final.hook_normalized"}  # fmt: skip
     assert shared <= diffs.keys()
     assert all(d is not None and d <= 1e-5 for d in diffs.values()), diffs
+
+
+@pytest.mark.parametrize("name", ["gpt2_learned", "gpt2_rope"])
+def test_transformer_lens_compatibility_mode_moves_each_positions_logits_by_their_mean(name, tmp_path):
+    """enable_compatibility_mode() centres the unembedding: its logits are ours less their mean over the
+    vocabulary at each position (raw, 0.14-0.17 apart here), so its log-probs are ours."""
+    from emergence.core.train import load_checkpoint
+    from emergence.export_lens import bridge_logits, centred
+
+    step = checkpoint(tmp_path, *ARCHS[name])
+    out = tmp_path / "tl"
+    export(step, out, "transformer-lens", str(vocab_json(tmp_path)))
+    ours, _ = load_checkpoint(step)
+    idx = torch.randint(VOCAB, (2, 9), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        mine, compatible = ours(idx)[0], bridge_logits(out, compatibility=True)(idx)
+    assert (compatible - mine).abs().max() > 1e-2  # the raw logits are not ours
+    assert (compatible - centred(mine)).abs().max() <= 1e-5  # ours, less each position's mean
+    assert (compatible.log_softmax(-1) - mine.log_softmax(-1)).abs().max() <= 1e-5
+
+
+def test_the_export_check_holds_compatibility_mode_to_our_logits_up_to_the_constant(tmp_path, monkeypatch):
+    """Compared raw (no centring), compatibility mode's logits fail the check: the check covers that bridge."""
+    import emergence.export_lens as lens
+
+    monkeypatch.setattr(lens, "centred", lambda logits: logits)
+    with refuses("export check", "1e-05"):
+        export(
+            checkpoint(tmp_path, *ARCHS["gpt2_rope"]), tmp_path / "tl", "transformer-lens", str(vocab_json(tmp_path))
+        )
+    assert not (tmp_path / "tl").exists()
 
 
 def damaged(tmp_path: Path) -> Path:

@@ -41,9 +41,9 @@ def test_word_tokens_rules():
 # --- vocabulary and windows -----------------------------------------------------------------
 
 
-def test_top_k_ties_broken_by_string():
+def test_top_k_ties_keep_the_order_first_seen():
     c = word_corpus(["d b a c b a c b a e e"], vocab_size=3)
-    assert c.vocab == ["a", "b", "c"]  # a=b=3 by string, then c(2) beats e(2); d(1) is out
+    assert c.vocab == ["b", "a", "c"]  # b=a=3, b seen first; then c(2) beats e(2), seen later; d(1) is out
     assert (c.n_types, c.n_tokens) == (5, 11)
     assert c.coverage == pytest.approx(8 / 11)
 

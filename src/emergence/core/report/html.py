@@ -1,9 +1,9 @@
 """Building blocks for self-contained, offline HTML report pages.
 
 Every function returns an HTML fragment (a str). Text is always escaped here,
-so callers pass plain strings; figures are embedded as base64 PNG data URIs, and
-a page with interactive curves carries plotly.js inline (interactive.py), so a
-page has no external CSS, JS, fonts or images and opens from disk.
+so callers pass plain strings; figures are embedded as base64 PNG data URIs. A
+page with interactive curves loads plotly.js from the one copy beside it
+(interactive.py): its only file besides itself, so it opens from disk with its folder.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import pandas as pd
 import yaml
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from emergence.core.report import interactive
 
 CSS = """
 body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto;
@@ -106,7 +108,7 @@ def figure(fig: Figure, alt: str, dpi: int = 100) -> str:
 
 def curves(df: pd.DataFrame, ylabel: str, legend_title: str, alt: str) -> str:
     """A curve figure (df: step, cls, value) twice: the PNG for print, then its interactive twin."""
-    from emergence.core.report import interactive, plots
+    from emergence.core.report import plots
 
     png = figure(plots.lines_by_class(df, ylabel, legend_title), alt)
     return png + "\n" + interactive.lines(df, alt, ylabel, legend_title)
@@ -139,14 +141,13 @@ def provenance_block(provenance: dict) -> str:
     )
 
 
-def page(title: str, sections: list[tuple[str, str]], intro: str = "") -> str:
+def page(title: str, sections: list[tuple[str, str]], intro: str = "", plotly_src: str = interactive.BUNDLE) -> str:
     """A complete HTML document: title, optional intro, a table of contents, then each
-    (heading, body fragment) section with a linkable id."""
+    (heading, body fragment) section with a linkable id. A page holding an interactive plot loads
+    plotly.js from `plotly_src` (relative to the page: interactive.bundle_src), once."""
     nav = "<nav><ul>" + "".join(f'<li><a href="#{anchor(t)}">{esc(t)}</a></li>' for t, _ in sections) + "</ul></nav>"
     body = [f'<section id="{anchor(t)}">\n<h2>{esc(t)}</h2>\n{b}\n</section>' for t, b in sections]
-    from emergence.core.report import interactive
-
-    plotly = interactive.script() if any(interactive.MARK in b for _, b in sections) else ""
+    plotly = interactive.script(plotly_src) if any(interactive.MARK in b for _, b in sections) else ""
     return "\n".join(
         [
             "<!DOCTYPE html>",

@@ -1,18 +1,26 @@
 """Interactive twins of the pages' curves (plotly): hover shows the series, step and value, and a
-click on a legend entry hides that series. The PNGs stay for print; a page holding one of these
-carries plotly.js inline, once, from the plotly wheel, so it still opens from disk with no network.
+click on a legend entry hides that series. The PNGs stay for print. plotly.js (~4.8 MB) is not in
+the pages: the `plotly_js` stage writes it once per reports/ folder from the installed plotly wheel
+(`bundle`), and a page holding a plot loads it by a relative <script src> (`bundle_src`), so the pages
+still open from disk with no network.
 
 Output is byte-reproducible: the div id comes from the caller's name (no random uuid), the data are
-plain lists.
+plain lists, and the bundle is the wheel's file as shipped.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 
+from emergence.core.io import PipelineError
+
 MARK = 'class="plotly-graph-div"'  # what plotly's div carries: a page holding one needs plotly.js
+BUNDLE = "plotly.min.js"  # the bundle's name beside the pages (paths.plotly_js)
 
 
 def lines(df: pd.DataFrame, name: str, ylabel: str, legend_title: str, x: str = "step") -> str:
@@ -44,8 +52,24 @@ def lines(df: pd.DataFrame, name: str, ylabel: str, legend_title: str, x: str = 
     )
 
 
-def script() -> str:
-    """plotly.js, inline (from the installed wheel: nothing is fetched)."""
+def bundle() -> bytes:
+    """plotly.js as the installed wheel ships it (nothing is fetched): the same wheel, the same bytes."""
     from plotly.offline import get_plotlyjs
 
-    return f"<script>{get_plotlyjs()}</script>"
+    return get_plotlyjs().encode("utf-8")
+
+
+def bundle_src(page: Path, bundle_file: Path) -> str:
+    """The bundle's address relative to `page`'s folder, as a URL path, so it resolves from disk
+    (file://) and from any server alike. The bundle must be there: a page without it draws no plot."""
+    if not bundle_file.is_file():
+        raise PipelineError(
+            f"paths.plotly_js: {bundle_file} is missing, and {page.name}'s plots load it "
+            "(run the plotly_js stage first: python -m stages.plotly_js, or dvc repro)"
+        )
+    return quote(Path(os.path.relpath(bundle_file, page.parent)).as_posix())
+
+
+def script(src: str) -> str:
+    """The tag that loads the bundle (`src`: a URL path, already quoted), once per page."""
+    return f'<script src="{src}"></script>'

@@ -12,7 +12,9 @@ interchangeability statistics". Ours:
   instead cuts every document into consecutive non-overlapping windows of
   T + 1 (more sequences from few or long documents);
 - the vocabulary is the K most frequent types among those seen at least
-  `min_count` times; a sequence is kept only if all its tokens are in it
+  `min_count` times, most frequent first and equal counts in the order first
+  seen in the corpus, as the authors' `Counter.most_common` orders them (the
+  ids are theirs too); a sequence is kept only if all its tokens are in it
   (ours: "filtered samples" read as samples inside the vocabulary; the paper
   excludes rare tokens from the statistics only; why: the model has no <unk>
   token, so a token left out of the statistics could not be trained on either);
@@ -211,8 +213,8 @@ def build_corpus(documents: list[str], cfg: CorpusConfig, source: str) -> Corpus
         raise PipelineError(f"{source}: empty corpus, no tokens in {len(documents)} documents")
     if len(counts) == 1:
         raise PipelineError(f"{source}: vocabulary of one type ({next(iter(counts))!r}), need at least two")
-    ranked = sorted(counts, key=lambda t: (-counts[t], t))  # ties broken by the string: deterministic
-    vocab = [t for t in ranked if counts[t] >= cfg.min_count][: cfg.vocab_size]
+    # equal counts keep the order first seen (a Counter iterates in insertion order; most_common is a stable sort)
+    vocab = [t for t, n in counts.most_common() if n >= cfg.min_count][: cfg.vocab_size]
     if cfg.bpe_specials:  # the authors': the tokenizer's every token, unused ones too (V counts them in R = Y - 1/V)
         vocab = bpe_vocab
     if len(vocab) < 2:

@@ -264,8 +264,10 @@ def associations_page(
     words: pd.DataFrame,
     provenance: dict,
     other: pd.DataFrame | None = None,
+    plotly_src: str = interactive.BUNDLE,
 ) -> str:
-    """The page; `cosines` against the leading basis, `other` (if given) the same runs against the other."""
+    """The page; `cosines` against the leading basis, `other` (if given) the same runs against the other;
+    plotly.js loaded from `plotly_src`."""
     tokenizer = corpus_summary.get("tokenizer", "word")
     sections = [
         ("Corpus", _corpus_section(corpus_summary)),
@@ -279,4 +281,4 @@ def associations_page(
         "Early in training, every weight of an attention-only model trained from zero by SGD equals a "
         "closed form built from corpus statistics (Im et al., arXiv 2601.19208)."
     )
-    return H.page("Token associations: gradient leading terms", sections, intro=intro)
+    return H.page("Token associations: gradient leading terms", sections, intro=intro, plotly_src=plotly_src)

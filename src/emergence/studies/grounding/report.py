@@ -257,9 +257,10 @@ def grounding_page(
     template_curve: pd.DataFrame,
     seed_gains: pd.DataFrame,
     rules: tuple[pd.DataFrame, str],
+    plotly_src: str = interactive.BUNDLE,
 ) -> str:
     """The page: data, gain curves (template G, natural G), the word-rule ablation (its table and which
-    run), then the mechanistic sections (title, html)."""
+    run), then the mechanistic sections (title, html); plotly.js loaded from `plotly_src`."""
     sections = [
         ("Data", _data_section(counts, targets, eval_set)),
         ("Template grounding: every mismatch", template_section(templates, template_curve, seed_gains)),
@@ -280,4 +281,4 @@ def grounding_page(
         f"{rule} A model is grounded when v<ENV> in the context makes v<LAN> less surprising than "
         "another word's u<ENV> does (Wu et al., arXiv 2510.13796)."
     )
-    return H.page("Symbol grounding from child-directed speech", sections, intro=intro)
+    return H.page("Symbol grounding from child-directed speech", sections, intro=intro, plotly_src=plotly_src)

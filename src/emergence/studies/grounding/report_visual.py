@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from emergence.core.report import html as H
+from emergence.core.report.interactive import BUNDLE
 from emergence.studies.grounding import report_mech as mech
 from emergence.studies.grounding.report import final_table, gain_by_checkpoint, gain_section, targets_part
 
@@ -107,8 +108,10 @@ def visual_page(
     curve: pd.DataFrame,
     mechanisms: list[tuple[str, str]],
     provenance: dict,
+    plotly_src: str = BUNDLE,
 ) -> str:
-    """The page: data and encoder, gain curves, then the mechanistic sections (title, html) as given."""
+    """The page: data and encoder, gain curves, then the mechanistic sections (title, html) as given;
+    plotly.js loaded from `plotly_src`."""
     sections = [
         ("Data and encoder", _data_section(counts, targets, eval_set, encoder)),
         (
@@ -132,4 +135,4 @@ def visual_page(
         "saliency, aggregate/gather heads and their ablation show where the environment reaches the "
         "prediction."
     )
-    return H.page("Symbol grounding in visual dialogue", sections, intro=intro)
+    return H.page("Symbol grounding in visual dialogue", sections, intro=intro, plotly_src=plotly_src)

@@ -174,3 +174,18 @@ def test_dvc_repro_single_item_names_what_dvc_removed_and_checkout_puts_it_back(
     assert not (root / output).exists()
     run_command(root, "dvc", "checkout", instance, timeout=300).check_returncode()
     assert_only_changed(root, before)
+
+
+NAMELESS = [("reprot:\n  n_examples: 5\n", "reprot"), ("? [a, b]\n: 1\n", "params.yaml")]  # a section, a key
+
+
+@pytest.mark.parametrize(("text", "named"), NAMELESS, ids=["section", "key"])
+def test_dvc_repro_refuses_what_no_schema_names_before_removing_anything(root, text, named):
+    """A misspelt section changes no value the params check tracks, and a list as a key is no name: the
+    check still runs first (it depends on the file whole), and stops DVC before any stage reading the
+    file whole removes its outputs."""
+    (root / "params.yaml").write_text((root / "params.yaml").read_text() + text)
+    before = snapshot(root)
+    proc = run_command(root, "dvc", "repro", timeout=600)
+    assert_outcome(proc, "error", named)
+    assert_only_changed(root, before, (STAMP,))

@@ -13,7 +13,7 @@ import torch
 import yaml
 from conftest import ROOT, project_copy, run
 from params_edits import SHIPPED, declared_rules, edited
-from refusals import assert_not_refused, assert_refused
+from refusals import assert_not_refused, assert_refused, refuses
 
 from emergence import check
 from emergence.check import outputs_stay_in_the_checkout, problems_of, stage_problems
@@ -221,3 +221,24 @@ def test_a_stage_run_by_hand_refuses_at_its_start_before_reading_any_input(tmp_p
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert_refused(errors, "binding_train.steps", 10**12)
     assert not (root / "data/binding/runs/seed0").exists() and not (root / "data/scratch").exists()
+
+
+# ---- files that are not what a params reader expects ------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["[a, b]", "{a: 1}"])
+def test_a_key_that_is_not_a_name_is_one_line_naming_the_line(tmp_path, key):
+    path = tmp_path / "params.yaml"
+    path.write_text(f"base:\n  seeds: [0]\n? {key}\n: 1\n")
+    with refuses(str(path), "line 3"):
+        read_params(path)
+
+
+def test_a_folder_where_a_params_or_profile_file_goes_is_one_line(tmp_path):
+    from emergence.core.profile import profile_path
+
+    (tmp_path / "d.yaml").mkdir()
+    with refuses(str(tmp_path)):
+        read_params(tmp_path)
+    with refuses(str(tmp_path / "d.yaml"), "not a file"):
+        profile_path(str(tmp_path / "d.yaml"))

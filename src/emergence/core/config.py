@@ -48,6 +48,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
+            if not isinstance(key, (str, int, float, bool)) and key is not None:  # `? [a, b]`: a list as a key
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a {type(key).__name__} as a key (keys are names)", key_node.start_mark
+                )
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r} (first on line {seen[key]})", key_node.start_mark
@@ -69,6 +73,8 @@ def read_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise PipelineError(f"{path}: params file not found")
+    if not path.is_file():
+        raise PipelineError(f"{path}: not a file (a params file is YAML)")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from emergence.core.config import did_you_mean
+from emergence.core.config import PARAMS_FILE, did_you_mean
 from emergence.core.io import PipelineError
 
 DECLARATION = "pipeline.yaml"
@@ -140,7 +140,10 @@ def completed(decl: dict[str, Any]) -> dict[str, Any]:
     stages = decl.get("stages")
     if not isinstance(stages, dict) or GUARD not in stages:
         return decl
+    # the file itself too: a section no schema names (a misspelt `reprot:`) changes no tracked params value,
+    # and DVC would go on to the stages reading the file whole, removing their outputs before they refuse it
     guard = {**stages[GUARD], "params": list(decl.get("schemas") or {})}
+    guard["deps"] = [PARAMS_FILE, *[d for d in guard.get("deps", []) if d != PARAMS_FILE]]
     outs = [out for out in outputs_of(guard) if out not in guard.get("deps", [])]
     stages = {
         name: guard if name == GUARD else {**stage, "deps": [*outs, *stage.get("deps", [])]}

@@ -37,9 +37,9 @@ def profile_path(name: str) -> Path:
     path = Path(name)
     if path.suffix not in (".yaml", ".yml"):
         path = PROFILES_DIR / f"{name}.yaml"
-    if not path.exists():
-        known = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")))
-        raise PipelineError(f"{path}: profile not found (known: {known})")
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.yaml") if p.is_file()))
+        raise PipelineError(f"{path}: {'not a file' if path.exists() else 'profile not found'} (known: {known})")
     return path
 
 

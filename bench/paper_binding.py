@@ -76,7 +76,7 @@ def generate_programs(
     return table, {"programs": n, "processes": workers, "s": wall, "programs_per_s": n / wall}
 
 
-def setup(params: dict, device: str, smoke: bool) -> tuple[ProgramConfig, TrainConfig, str, str, dict, dict]:
+def setup(params: dict, device: str, smoke: bool) -> tuple[ProgramConfig, TrainConfig, str, dict, dict, PhaseParams]:
     """(program config, training config, arch, model config, sizes, phase params) of the paper profile
     (seed 0), with its base precision and compile; --smoke: tiny model, easy programs, few steps."""
     base = params["base"]
@@ -106,7 +106,7 @@ def setup(params: dict, device: str, smoke: bool) -> tuple[ProgramConfig, TrainC
 def train_until(model: torch.nn.Module, cfg: TrainConfig, batch_fn, deadline: float, device: str):
     """The training loop's own step under the whole run's lr schedule, until cfg.steps or `deadline`
     (perf_counter); a copy of the weights at every step of the checkpoint plan and at the last step
-    reached. Returns (copies {step: state}, metrics rows, seconds of the first 50 steps: compile)."""
+    reached. Returns (copies {step: state}, metrics, seconds of the first 50 steps: compile, the forward's path)."""
     plan = CheckpointPlan(cfg.steps, cfg.dense_until, cfg.n_log_checkpoints, cfg.checkpoint_every)
     forward, optimizer = StepForward(model, cfg, device, "paper_binding"), _make_optimizer(model, cfg, device)
     copies, rows, step, start, warm = {}, [], 0, time.perf_counter(), None

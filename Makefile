@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PROFILE ?=
 
-.PHONY: repro test unit paper-smoke lint check snakemake push pull bench gpu-check profile mutation clean-venv
+.PHONY: repro test unit paper-smoke lint check snakemake push pull bench gpu-check gpu-wheels profile mutation clean-venv
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -68,6 +68,12 @@ bench: $(STAMP)
 GPU_PYTHON ?= python3
 gpu-check:
 	PYTHONPATH="$(CURDIR)/src:$(CURDIR)" $(GPU_PYTHON) -m bench.gpu $(GPU_ARGS)
+
+## gpu-wheels: here, the pinned pure-Python wheels the GPU check imports (bench/pins.py), into $(GPU_WHEELS)
+## (git-ignored): a GPU call carries that folder and runs bench/with_pins.sh $(GPU_WHEELS) python3 -m bench.gpu ...
+GPU_WHEELS ?= .gpu-wheels
+gpu-wheels: $(STAMP)
+	PYTHONPATH="$(CURDIR)/src:$(CURDIR)" $(BIN)/python -m bench.pins wheels $(GPU_WHEELS)
 
 ## mutation: which mutants of the science core the unit suite kills (mutmut; hours on 2 cores, not in CI);
 ## writes the per-module table into docs/testing.md. `mutants/` keeps the results, tests/mutation_ledger.tsv keeps

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from bench import paper_binding
 from bench.gpu_rows import (
     BINDING_STEPS,
     arch_row,
@@ -43,12 +44,17 @@ from bench.gpu_rows import (
     torch_path_row,
     worker,
 )
+from bench.pins import unpinned, version_record
 from emergence.core.io import atomic_path
 
 MARKERS = ("<!-- gpu-check:start -->", "<!-- gpu-check:end -->")
 ACT_NAMES = {"gelu": "erf GELU", "gelu_tanh": "tanh GELU", "relu": "ReLU"}
 TASKS = ("binding_run", "hf_gpt2", "mamba_kernels", "step_profile", "seeds_per_device", "architectures")
 LISTS = ("binding_run", "architectures")  # one row per mode or shape; the others are one measurement each
+OPT_IN = ("paper_binding",)  # a whole GPU call of its own: run only when --only names it
+# The pinned packages a row's numbers go through besides torch (HF's models): a row is marked on the page
+# when one of them is not at its pin on the machine.
+THROUGH_HF = ("transformers",)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,12 +69,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--doc", type=Path, help="the page whose section is written (default docs/bench.md; none with --smoke)"
     )
-    ap.add_argument("--only", help=f"comma-separated measurements, of {','.join(TASKS)} (default: all)")
+    ap.add_argument(
+        "--only", help=f"comma-separated measurements, of {','.join(TASKS + OPT_IN)} (default: all but {OPT_IN[0]})"
+    )
     ap.add_argument("--seed-counts", default="1,2,4,6", help="K of the seeds-per-device rows (--smoke: 1,2)")
     ap.add_argument(
         "--compile-modes",
         default="default,reduce-overhead",
         help="torch.compile modes of the binding run, one run each (--smoke: none, it runs eager)",
+    )
+    ap.add_argument("--paper-s", type=float, default=540.0, help="paper_binding: seconds of the whole run")
+    ap.add_argument(
+        "--analysis-s", type=float, default=120.0, help="paper_binding: of those, seconds kept for the analyses"
+    )
+    ap.add_argument(
+        "--tables", type=Path, help="paper_binding: its tables (default reports/paper_binding; none with --smoke)"
     )
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one of K seeds sharing the device
     return ap.parse_args(argv)
@@ -86,16 +101,6 @@ def _cpuinfo() -> list[str]:
         return []
 
 
-def versions() -> dict:
-    out = {"python": platform.python_version(), "torch": torch.__version__}
-    for name in ("transformers", "triton", "mamba_ssm", "causal_conv1d"):
-        try:
-            out[name] = __import__(name).__version__
-        except Exception as e:  # noqa: BLE001 - not importable is the answer, whatever the reason
-            out[name] = f"not importable ({type(e).__name__})"
-    return out
-
-
 def run(a: argparse.Namespace, save: Callable[[dict], None] = lambda result: None) -> dict:
     """Every measurement, in priority order, until the budget is spent; `save` gets the result so far
     after each one (a device call cut off at its limit still leaves the rows it finished)."""
@@ -106,7 +111,7 @@ def run(a: argparse.Namespace, save: Callable[[dict], None] = lambda result: Non
     peak, peak_from = peak_flops(device)
     result = {
         "device": torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else cpu_name(),
-        "versions": versions(),
+        "versions": version_record(),
         "peak_bf16_tflops": peak / 1e12 if peak else None,
         "peak_from": peak_from,
         "smoke": a.smoke,
@@ -136,6 +141,18 @@ def run(a: argparse.Namespace, save: Callable[[dict], None] = lambda result: Non
             "seeds_per_device",
             lambda: seeds_on_one_device(a, device, (1, 2) if a.smoke else tuple(map(int, a.seed_counts.split(",")))),
         ),
+        (
+            "paper_binding",
+            "paper_binding",
+            lambda: paper_binding.run(
+                params,
+                a.paper_s,
+                a.analysis_s,
+                device,
+                a.smoke,
+                a.tables or (None if a.smoke else Path("reports/paper_binding")),
+            ),
+        ),
     ]
     for precision, compiled in combos:
         for spec in all_specs:
@@ -152,8 +169,9 @@ def run(a: argparse.Namespace, save: Callable[[dict], None] = lambda result: Non
             label = f"{mamba.name} (torch path) bf16 eager"
             tasks.append(("architectures", label, lambda: torch_path_row(mamba, a, device, peak)))
     only = set(a.only.split(",")) if a.only else set(TASKS)
-    if unknown := only - set(TASKS):
-        raise SystemExit(f"--only: unknown measurement(s) {', '.join(sorted(unknown))}; known: {', '.join(TASKS)}")
+    if unknown := only - set(TASKS + OPT_IN):
+        known = ", ".join(TASKS + OPT_IN)
+        raise SystemExit(f"--only: unknown measurement(s) {', '.join(sorted(unknown))}; known: {known}")
     for key, label, task in tasks:
         if key not in only:
             continue
@@ -192,6 +210,43 @@ def _fmt(x: float | None, spec: str = ",.0f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def versions_line(v: dict) -> str:
+    """The machine's versions against constraints.txt: every difference named, torch's as expected."""
+    diffs = "; ".join(
+        f"{d['package']} {d['machine'] or 'absent'} (pinned {d['pinned']}"
+        + (f"; expected: {d['expected']})" if d["expected"] else ")")
+        for d in v["differences"]
+    )
+    same = len(v["packages"]) - len(v["differences"])
+    extras = ", ".join(f"{k} {val}" for k, val in v["extras"].items())
+    return (
+        f"Versions: Python {v['python']}; {same} pinned packages at their pins (constraints.txt); "
+        f"not at their pins: {diffs or 'none'}; unpinned: {extras}."
+    )
+
+
+def _unpinned(result: dict, packages: tuple[str, ...]) -> str:
+    """' [unpinned: ...]' for a row measured through a package the machine has at another version than its pin."""
+    names = unpinned(result["versions"], packages)
+    return f" [unpinned: {', '.join(names)}]" if names else ""
+
+
+def paper_binding_line(pb: dict) -> str:
+    """One line of the page for the paper binding run (its tables hold the results)."""
+    phases = ", ".join(
+        f"{p['name']} " + ("not reached" if p["start_step"] < 0 else f"from step {p['start_step']:,}")
+        for p in pb.get("phases", [])
+    )
+    g, step_ms = pb["generator"], _fmt(pb["step_ms"], ".1f")
+    return (
+        f"- Paper binding run (seed {pb['seed']}, {pb['precision']}, {pb['forward']}): {pb['steps']:,} of "
+        f"{pb['schedule_steps']:,} steps in {pb['train_s']:.0f} s ({step_ms} ms a step after "
+        f"{_fmt(pb['compile_s'], '.0f')} s for the first 50); {len(pb['checkpoints'])} checkpoints, "
+        f"{len(pb['patched'])} patched; phases: {phases or 'not detected'}; {g['programs']:,} programs drawn at "
+        f"{g['programs_per_s']:,.0f}/s by {g['processes']} processes."
+    )
+
+
 def render(result: dict) -> str:
     """The docs/bench.md section: the targets first, then every architecture row."""
     lines = [
@@ -200,8 +255,8 @@ def render(result: dict) -> str:
         f"## GPU check: {result['device']}{' (smoke: code path only)' if result['smoke'] else ''}",
         "",
     ]
-    v = result["versions"]
-    lines.append("Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".")
+    lines.append(versions_line(result["versions"]))
+    hf = _unpinned(result, THROUGH_HF)
     peak = result["peak_bf16_tflops"]
     lines += ["", f"MFU is against {_fmt(peak, '.0f')} TFLOP/s dense bf16 ({result['peak_from']}).", ""]
     for b in result.get("binding_run", []):
@@ -217,7 +272,7 @@ def render(result: dict) -> str:
             f"- Paper-shape GPT-2, bf16 {'compiled' if r['compiled'] else 'eager'}: ours {r['ours_tokens_per_s']:,.0f} "
             f"tokens/s vs HF GPT2LMHeadModel (same function: {ACT_NAMES[r.get('act', 'gelu')]}, "
             f"{'tied' if r.get('tied') else 'untied'}, learned positions) "
-            f"{r['hf_tokens_per_s']:,.0f}: {r['ratio']:.2f}x (target >= 1.2x){_run(r)}."
+            f"{r['hf_tokens_per_s']:,.0f}: {r['ratio']:.2f}x (target >= 1.2x){_run(r)}{hf}."
         )
     if p := result.get("step_profile"):
         busy = (
@@ -242,8 +297,10 @@ def render(result: dict) -> str:
         paths = ", ".join(f"{k} {val}" for k, val in m["kernels"].items())
         lines.append(
             f"- Mamba-2 kernels ({paths}) against HF's torch path, fp32: max |logit difference| "
-            f"{m['max_abs_logit_diff']:.2e}, training-loss difference {m['loss_diff']:.2e}{_run(m)}."
+            f"{m['max_abs_logit_diff']:.2e}, training-loss difference {m['loss_diff']:.2e}{_run(m)}{hf}."
         )
+    if pb := result.get("paper_binding"):
+        lines.append(paper_binding_line(pb))
     for c in result.get("calls", []):  # a report put together from several runs says which gave what
         lines.append(f"- Run {c['call']} ({c['wall_s']:.0f} s): {', '.join(c['measured'])}; {c['note']}.")
     if note := result.get("model_note"):
@@ -257,8 +314,9 @@ def render(result: dict) -> str:
             "|---|---|---|---|---|---|---|---|---|",
         ]
     for r in result["architectures"]:
+        model = r["model"] + (hf if "Mamba-2" in r["model"] else "")  # HF's Mamba-2 mixer
         lines.append(
-            f"| {r['model']} | {r['precision']} | {'yes' if r['compiled'] else 'no'} | {r['batch']} x {r['seq']} | "
+            f"| {model} | {r['precision']} | {'yes' if r['compiled'] else 'no'} | {r['batch']} x {r['seq']} | "
             f"{_fmt(r['tokens_per_s'])} | {_fmt(r['tflops'], '.3g')} | {_fmt(r['mfu'], '.1%')} | "
             f"{_fmt(r['peak_mem_mib'])} | {_fmt(r['estimate_mib'])} |"
         )

@@ -5,7 +5,7 @@
 #
 #   bench/gpu_node.sh CARRY OUT [bench.gpu args...]
 #
-# CARRY holds pure-Python wheels the machine lacks (ruamel.yaml) and the sdists
+# CARRY holds the pinned pure-Python wheels (`make gpu-wheels`, installed by bench/with_pins.sh) and the sdists
 # mamba_ssm-2.3.2.post1.tar.gz and causal_conv1d-1.7.0.tar.gz. GPU_CHECK_S (default 540) is the
 # seconds the whole script may take: the check's --budget-s is what the build leaves, less a margin
 # for the row in flight and the page. Exits with the check's status.
@@ -20,11 +20,6 @@ cd "$(dirname "$(realpath "$0")")/.." || exit 1 # the checkout: bench.gpu reads 
 site=/tmp/emergence-site build=/tmp/emergence-build
 mkdir -p "$site" "$build" "$out" || exit 1
 t0=$SECONDS
-shopt -s nullglob
-wheels=("$carry"/*.whl)
-if [ ${#wheels[@]} -gt 0 ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "${wheels[@]}" || exit 1
-fi
 export PYTHONPATH="$site:$PWD/src:$PWD" PYTHONUNBUFFERED=1
 
 # Each sdist compiles for every card its CUDA knows (nine archs under CUDA 13: many minutes);
@@ -73,7 +68,7 @@ if [ "$budget" -lt 30 ]; then
     exit 1
 fi
 cp docs/bench.md "$out/bench.md"
-python3 -m bench.gpu --budget-s "$budget" --out "$out/gpu_check.json" --doc "$out/bench.md" "$@" 2>&1 |
+bench/with_pins.sh "$carry" python3 -m bench.gpu --budget-s "$budget" --out "$out/gpu_check.json" --doc "$out/bench.md" "$@" 2>&1 |
     tee "$out/check.log"
 rc=${PIPESTATUS[0]}
 echo "gpu_node: $((SECONDS - t0)) s in all, check exit $rc"

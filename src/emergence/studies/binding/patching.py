@@ -125,7 +125,7 @@ def _patched_logits(
         return x
 
     with model.hooks([(name, patch)]):
-        logits, _ = model(idx)
+        logits, _ = model(idx.to(source.device))
     return logits  # (B, T, V)
 
 
@@ -148,9 +148,14 @@ def patch_residual(
     return _patched_logits(model, base_idx, name, positions, cf_resid)
 
 
+def _device(model: HookedModel) -> torch.device:
+    """Where the model's weights are: the programs go there, the tallies stay on the host."""
+    return next(model.parameters()).device
+
+
 def answer_digits(logits: torch.Tensor, answer_pos: torch.Tensor, tok: CharTokenizer) -> np.ndarray:
     """Argmax token at each row's answer position as a digit, -1 if not a digit."""
-    top = logits[torch.arange(len(logits)), answer_pos].argmax(-1).numpy()
+    top = logits[torch.arange(len(logits)), answer_pos].argmax(-1).cpu().numpy()
     digit_of = np.full(logits.shape[-1], -1, dtype=np.int64)
     digit_of[list(tok.digit_ids)] = np.arange(10)
     return digit_of[top]
@@ -178,10 +183,10 @@ def _patch_batch(model: HookedModel, batch: pd.DataFrame, tok: CharTokenizer, ta
     """Patch every (layer, position) for one batch of pairs; returns how many pairs count."""
     enc_b = encode_programs(batch["base"].tolist(), batch["base_answer"].tolist(), tok)
     enc_c = encode_programs(batch["cf"].tolist(), batch["cf_answer"].tolist(), tok)
-    n_layers = model.config.n_layers
+    n_layers, device = model.config.n_layers, _device(model)
     names = [resid_hook_name(n_layers, layer) for layer in range(n_layers + 1)]
-    logits_b, cache_b = model.run_with_cache(enc_b.idx, names)
-    logits_c, cache_c = model.run_with_cache(enc_c.idx, names)
+    logits_b, cache_b = model.run_with_cache(enc_b.idx.to(device), names)
+    logits_c, cache_c = model.run_with_cache(enc_c.idx.to(device), names)
     ok = torch.from_numpy(
         (answer_digits(logits_b, enc_b.answer_pos, tok) == enc_b.answers.numpy())
         & (answer_digits(logits_c, enc_c.answer_pos, tok) == enc_c.answers.numpy())
@@ -205,7 +210,7 @@ def _patch_batch(model: HookedModel, batch: pd.DataFrame, tok: CharTokenizer, ta
             # keeps its (correct) base answer without a forward pass. Causality makes this
             # every position before the root constant, and all but it at layer 0. The last
             # block's output reaches the answer only through the answer position itself.
-            moved = (src[:, pos] != own[:, pos]).any(-1)
+            moved = (src[:, pos] != own[:, pos]).any(-1).cpu()
             if layer == n_layers:
                 moved &= answer_pos == pos
             pred = base_ans.copy()
@@ -311,12 +316,13 @@ def head_step_table(
     hits = np.zeros((n_layers, n_heads, max_hops + 1), dtype=np.int64)
     counts = np.zeros(max_hops + 1, dtype=np.int64)
     names = [f"blocks.{layer}.attn.hook_z" for layer in range(n_layers)]
+    device = _device(model)
     for s in tqdm(range(0, len(pairs), batch_size), desc="head steps", disable=None):
         batch = pairs.iloc[s : s + batch_size].reset_index(drop=True)
         enc_b = encode_programs(batch["base"].tolist(), batch["base_answer"].tolist(), tok)
         enc_c = encode_programs(batch["cf"].tolist(), batch["cf_answer"].tolist(), tok)
-        logits_b, _ = model(enc_b.idx)
-        logits_c, cache_c = model.run_with_cache(enc_c.idx, names)
+        logits_b, _ = model(enc_b.idx.to(device))
+        logits_c, cache_c = model.run_with_cache(enc_c.idx.to(device), names)
         ok = (answer_digits(logits_b, enc_b.answer_pos, tok) == enc_b.answers.numpy()) & (
             answer_digits(logits_c, enc_c.answer_pos, tok) == enc_c.answers.numpy()
         )
@@ -326,7 +332,7 @@ def head_step_table(
                 continue
             line = np.array([list(reversed(batch.at[r, "chain_lines"]))[k] for r in rows])
             pos = torch.from_numpy(np.stack([LINE * line + 2, LINE * line + 3], axis=1))  # (B_k, 2): rhs, newline
-            idx, answer_pos = enc_b.idx[rows], enc_b.answer_pos[rows]
+            idx, answer_pos = enc_b.idx[rows].to(device), enc_b.answer_pos[rows]
             cf_ans = enc_c.answers[rows].numpy()
             counts[k] += len(rows)
             for layer, name in enumerate(names):

@@ -13,7 +13,6 @@ import argparse
 import math
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -21,13 +20,13 @@ from typing import Any
 
 from emergence.bounds import CHECKS as SIZE_CHECKS
 from emergence.core.config import PARAMS_FILE, read_params, spans
-from emergence.core.declared import DECLARATION, PATH_KEY, unknown_section
+from emergence.core.declared import unknown_section
 from emergence.core.io import PipelineError
-from emergence.core.pipeline import read_declaration
 from emergence.core.train.loop import SEED_MAX
 from emergence.core.train.schedule import CheckpointPlan
 from emergence.machine import jobs_fit_the_device, missing_device, where_it_runs
 from emergence.params import Checker, load_schemas
+from emergence.paths_rules import path_problems
 from emergence.studies.grounding.tokens import model_entry
 
 
@@ -239,53 +238,6 @@ CROSS_CHECKS: list[Callable[[dict], list[str]]] = [
 CROSS_CHECKS += SIZE_CHECKS  # eval sets, top_k, probe words and image sizes against what they draw on
 
 
-def written_paths(root: Path) -> set[str]:
-    """The `paths:` keys some stage writes: an out, a metric, its scratch."""
-    written = set()
-    for stage in read_declaration(root)["stages"].values():
-        written |= {k for f in [*stage.get("outs", []), *stage.get("metrics", [])] for k in PATH_KEY.findall(str(f))}
-        written |= set((stage.get("meta") or {}).get("untracked", []))
-    return written
-
-
-def tracked_files(root: Path) -> set[str]:
-    """The files git tracks in the checkout (none outside a git checkout), but the .gitignore files DVC
-    writes into its outputs' folders."""
-    try:
-        proc = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, text=True)
-    except OSError:  # no git on PATH: nothing known to be tracked
-        return set()
-    files = proc.stdout.split("\0") if proc.returncode == 0 else []
-    return {f for f in files if f and not f.endswith(".gitignore")}
-
-
-def outputs_stay_in_the_checkout(params: dict, root: Path) -> list[str]:
-    """A `paths:` key some stage writes must resolve inside the checkout (outside it DVC cannot track
-    the output: `dvc status` then fails with "unexpected error"), outside .git and .dvc, and must not
-    name a file git tracks or a folder holding one (params.yaml, README.md, the code): a stage replaces
-    its outputs, and those are not its to replace. Inputs may lie anywhere."""
-    paths, checkout = params.get("paths"), root.resolve()
-    if not isinstance(paths, dict) or not (root / DECLARATION).is_file():
-        return []
-    tracked, problems = tracked_files(root), []
-    for key in sorted(written_paths(root)):
-        value = paths.get(key)
-        if not isinstance(value, str) or not value:
-            continue  # check_paths names it
-        where = (root / os.path.expanduser(value)).resolve()
-        rel = where.relative_to(checkout).as_posix() if where.is_relative_to(checkout) else None
-        if rel is None or rel == ".":
-            why = f"outside the checkout {checkout}; DVC tracks only outputs inside it"
-        elif rel.split("/")[0] in (".git", ".dvc"):
-            why = f"inside {rel.split('/')[0]}/, which git or DVC keeps"
-        elif rel in tracked or any(t.startswith(rel + "/") for t in tracked):
-            why = "a file git tracks (or a folder holding them), which a stage writing it would replace"
-        else:
-            continue
-        problems.append(f"paths.{key}: {value!r} resolves to {where}, {why}; a stage writes it")
-    return problems
-
-
 def problems_of(
     params: dict[str, Any],
     schemas: dict[str, Checker] | None = None,
@@ -318,7 +270,9 @@ def problems_of(
         except (AttributeError, TypeError):  # a malformed section, already reported above
             pass
     if "paths" in wanted:
-        problems.extend(outputs_stay_in_the_checkout(params, root))
+        problems.extend(path_problems(params, root))
+    unknown = {line.split(":")[0] for line in problems if ": unknown key" in line}
+    problems = [line for line in problems if line.split(":")[0] not in unknown or ": unknown key" in line]  # once
     if sections is not None:  # a line is a stage's problem when its key lies in a section the stage reads
         return [line for line in dict.fromkeys(problems) if re.split(r"[.:@ \[]", line, maxsplit=1)[0] in wanted]
     if not problems:  # jobs are sized only from params that passed every other check

@@ -16,13 +16,14 @@ from params_edits import SHIPPED, declared_rules, edited
 from refusals import assert_not_refused, assert_refused, refuses
 
 from emergence import check
-from emergence.check import outputs_stay_in_the_checkout, problems_of, stage_problems
+from emergence.check import problems_of, stage_problems
 from emergence.core import config
 from emergence.core.config import read_params
 from emergence.core.declared import GUARD, completed, read_stages
 from emergence.core.io import PipelineError
 from emergence.core.pipeline import read_declaration
 from emergence.machine import missing_device, where_it_runs
+from emergence.paths_rules import outputs_stay_in_the_checkout
 
 TRAIN_SECTIONS = {"base", "binding_programs", "binding_model", "binding_train"}  # binding_train@0's reads
 
@@ -131,6 +132,33 @@ def test_outputs_must_resolve_inside_the_checkout_and_inputs_may_lie_anywhere(tm
     params = copy.deepcopy(SHIPPED)
     params["dino_features"]["local_dir"] = str(tmp_path)  # an input: anywhere
     assert outputs_stay_in_the_checkout(params, ROOT) == []
+
+
+def test_a_paths_key_no_stage_names_is_a_misspelling_and_one_it_names_is_required():
+    params = copy.deepcopy(SHIPPED)
+    params["paths"]["childes_sorce"] = "data/user/eve"  # beside the real one: the stage would read the default
+    assert_refused(problems_of(params, root=ROOT), "paths.childes_sorce", rule="childes_source?")
+    del params["paths"]["childes_source"]
+    assert_refused(problems_of(params, root=ROOT), "paths.childes_source", rule="childes_extract")
+    assert_refused(stage_problems(params, ROOT, {"childes_extract"}, {"childes_source"}), "paths.childes_source")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "other", "how"),
+    [
+        ("binding_heuristics", "reports/metrics/binding.json", "binding_metrics", "is also"),  # two stages' one file
+        ("binding_scratch", "data/binding/runs", "binding_runs", "is also"),  # cleared after a run: the runs go
+        ("binding_scratch", "data/binding/runs/tmp", "binding_runs", "lies inside"),
+        ("binding_scratch", "data/binding", "binding_runs", "holds"),
+    ],
+)
+def test_two_paths_keys_stages_write_name_different_places_neither_inside_the_other(key, value, other, how):
+    params = edited(**{f"paths__{key}": value})
+    problems = problems_of(params, root=ROOT)
+    assert_refused(problems, f"paths.{key}", value, rule=f"{how} paths.{other}")
+    assert_refused(problems, f"paths.{other}")  # either stage, started alone, refuses
+    assert_refused(stage_problems(params, ROOT, {"binding_train"}, {key}), f"paths.{key}")
+    assert problems_of(SHIPPED, root=ROOT) == []
 
 
 def test_a_gpu_that_is_not_there_is_named(monkeypatch):

@@ -16,7 +16,7 @@ centres the unembedding, after centring ours (export_lens.py).
 OUT gets a marker, `.emergence-export.json` (the source, the target, the files written). An existing OUT
 is replaced only when it is empty or (--force) holds a previous export and nothing else, and never when
 it is the current folder or a parent of it, a checkout, data/, reports/, .git, .dvc, or a folder that
-params.yaml's paths name or hold.
+params.yaml's paths name or hold; nor is OUT ever a stage's declared output or inside one.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from safetensors import SafetensorError
 from transformers.utils import logging as hf_logging
 
 from emergence.core.config import PARAMS_FILE, read_params, section
+from emergence.core.declared import DECLARATION, declared_outputs
 from emergence.core.io import PipelineError, remove_tree
 from emergence.core.models.hf import to_hf
 from emergence.core.train import list_checkpoints, load_checkpoint
@@ -168,6 +169,8 @@ def _mark(folder: Path, step_dir: Path, to: str) -> None:
 def _may_write(out: Path, force: bool) -> None:
     """Refuse, in one line and before anything is written, an `out` whose replacing could lose anything
     but an empty folder or a previous export."""
+    if stage := _stage_holding(out):
+        raise PipelineError(f"{out}: {stage}; export never writes there (DVC tracks that folder), nothing was changed")
     if not (out.exists() or out.is_symlink()):
         return
     if why := _protected(out):
@@ -217,13 +220,34 @@ def _protected(out: Path) -> str | None:
     return _kept_folders().get(where)
 
 
+def _stage_holding(out: Path) -> str | None:
+    """Which stage's declared output `out` is or lies in (pipeline.yaml's outs and metrics, resolved with
+    params.yaml, of the current folder and of its checkout); None when none. A folder added inside a
+    tracked output makes DVC see it modified, and the stage's next run deletes it with the output."""
+    where = out.resolve()
+    for base in _bases():
+        if not (base / DECLARATION).is_file() or not (base / PARAMS_FILE).is_file():
+            continue
+        for instance, declared in declared_outputs(base, read_params(base / PARAMS_FILE)):
+            held = (base / declared).resolve()
+            if where == held or where.is_relative_to(held):
+                how = "is" if where == held else "lies inside"
+                return f"{how} {os.path.relpath(held)}, an output of stage {instance} in {DECLARATION}"
+    return None
+
+
+def _bases() -> list[Path]:
+    """The current folder and the checkout holding it (the nearest with .git), where the pipeline runs."""
+    here = Path.cwd().resolve()
+    root = next((p for p in (here, *here.parents) if (p / ".git").exists()), here)
+    return list(dict.fromkeys((here, root)))
+
+
 def _kept_folders() -> dict[Path, str]:
     """data/, reports/ and every folder params.yaml's paths name or hold, resolved, each with why: of the
     current folder and of the checkout holding it (the nearest with .git), where the pipeline runs."""
-    here = Path.cwd().resolve()
-    root = next((p for p in (here, *here.parents) if (p / ".git").exists()), here)
     kept = {}
-    for base in dict.fromkeys((here, root)):
+    for base in _bases():
         kept |= {base / name: f"the checkout's {name}/ folder" for name in KEPT}
         for key, value in _paths(base / PARAMS_FILE).items():
             named = (base / value).resolve()

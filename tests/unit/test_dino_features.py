@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import warnings
@@ -434,7 +435,9 @@ def test_the_weights_are_read_offline_as_float32_safetensors(tiny_dir, monkeypat
 
     monkeypatch.setattr(Dinov2Model, "from_pretrained", classmethod(spy))
     enc = dino.load_pretrained(tiny_dir, "x")
-    assert calls == [(tiny_dir, (), {"local_files_only": True, "dtype": torch.float32, "use_safetensors": True})]
+    [(path, args, kwargs)] = calls
+    assert path == tiny_dir and args == ()
+    assert kwargs.items() >= {"local_files_only": True, "dtype": torch.float32, "use_safetensors": True}.items()
     assert {p.dtype for p in enc.model.parameters()} == {torch.float32}
 
 
@@ -450,6 +453,62 @@ def test_an_unreadable_config_is_named_with_the_error(tmp_path, content, error):
     (tmp_path / "config.json").write_bytes(content)
     with refuses(f"{tmp_path / 'config.json'}: ", f"({error})"):
         dino.load_pretrained(tmp_path, "x")
+
+
+def set_config(**values):
+    def edit(d: Path) -> None:
+        config = json.loads((d / "config.json").read_text())
+        (d / "config.json").write_text(json.dumps({**config, **values}))
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "damage, at_fault, named",
+    [
+        (lambda d: (d / "model.safetensors").write_bytes(b"0123456789"), "model.safetensors", ["SafetensorError"]),
+        (lambda d: truncate_file(d / "model.safetensors", 100), "model.safetensors", ["SafetensorError"]),
+        (set_config(hidden_size="big"), "config.json", ["hidden_size", "'big'"]),
+        (set_config(num_attention_heads=0), "config.json", ["ZeroDivisionError"]),
+        (set_config(hidden_act="nope"), "config.json", ["hidden_act", "'nope'"]),
+        (set_config(hidden_size=64), "config.json", ["model.safetensors", "[1, 1, 32]", "[1, 1, 64]"]),
+        (lambda d: (d / "model.safetensors").rename(d / "dino.safetensors"), "", ["model.safetensors"]),
+    ],
+)
+def test_a_local_dir_with_broken_files_is_one_line_naming_the_file(damage, at_fault, named, tiny_dir, tmp_path):
+    d = shutil.copytree(tiny_dir, tmp_path / "dino")
+    damage(d)
+    with refuses(f"{d / at_fault if at_fault else d}: ", *named):
+        load_encoder(params(d), "cpu")
+
+
+def truncate_file(path: Path, cut: int) -> None:
+    path.write_bytes(path.read_bytes()[:-cut])  # a valid header, its tensors' bytes short
+
+
+def test_weights_missing_from_the_safetensors_are_named_in_one_warning(tiny_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    d = shutil.copytree(tiny_dir, tmp_path / "dino")
+    weights = load_file(d / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if k != "layernorm.bias"}, d / "model.safetensors")
+    with pytest.warns(UserWarning) as seen:
+        assert load_encoder(params(d), "cpu").pretrained
+    assert_names(str(seen[0].message), d, "layernorm.bias")
+
+
+def test_a_pickled_bin_checkpoint_is_named_as_not_read(tiny_dir, tmp_path):
+    """Only safetensors are read (a .bin is a pickle, which can run code): said, not silently passed over."""
+    d = tmp_path / "dino"
+    d.mkdir()
+    shutil.copy(tiny_dir / "config.json", d)
+    (d / "pytorch_model.bin").write_bytes(b"a pickle")
+    with refuses(d / "pytorch_model.bin", "safetensors", "dino_features.local_dir"):
+        load_encoder(params(d), "cpu")
+    with pytest.warns(UserWarning) as seen:
+        enc = load_encoder(params(d, allow_random_init=True, name="facebook/dinov2-small"), "cpu")
+    assert not enc.pretrained
+    assert_names(str(seen[0].message), d / "pytorch_model.bin", "safetensors")
 
 
 def test_load_image_names_a_missing_file(tmp_path):

@@ -297,6 +297,43 @@ def test_force_never_replaces_the_checkout_its_folders_or_the_current_folder(
     assert files(tmp_path) == before
 
 
+STAGES = """stages:
+  binding_train:
+    matrix:
+      seed: ${base.seeds}
+    cmd: python -m stages.binding.train --seed ${item.seed}
+    outs:
+      - ${paths.binding_runs}/seed${item.seed}
+"""
+
+
+@pytest.mark.parametrize(
+    "cwd, target, stage",
+    [
+        ("co", "data/binding/runs/seed0/hf", "binding_train@0"),  # a new folder inside a tracked output
+        ("co", "data/binding/runs/seed1", "binding_train@1"),  # the output itself, before its stage ran
+        ("co/src", "../data/binding/runs/seed0/deep/hf", "binding_train@0"),  # from inside the checkout
+    ],
+)
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_an_export_inside_a_stage_output_is_refused_naming_the_stage(
+    cwd, target, stage, force, tmp_path, capsys, monkeypatch
+):
+    """DVC would see the output modified, and the stage's next run would delete the export."""
+    step = checkpoint(tmp_path, *ARCHS["gpt2_rope"])
+    vocab = vocab_json(tmp_path)
+    checkout_like(tmp_path / "co")
+    (tmp_path / "co/pipeline.yaml").write_text(STAGES)
+    with open(tmp_path / "co/params.yaml", "a") as f:
+        f.write("base:\n  seeds: [0, 1]\n")
+    before = files(tmp_path)
+    monkeypatch.chdir(tmp_path / cwd)
+    assert main([str(step), "--to", "hf", target, "--tokenizer", str(vocab), *force]) == 1
+    assert_names(one_error_line(capsys), f"error: {target}: ", stage)
+    assert files(tmp_path) == before
+    assert main([str(step), "--to", "hf", "exports", "--tokenizer", str(vocab)]) == 0  # beside the outputs: fine
+
+
 def test_force_onto_an_empty_folder_writes_the_export(tmp_path):
     args = [str(checkpoint(tmp_path, *ARCHS["gpt2_rope"])), "--to", "hf", "--tokenizer", str(vocab_json(tmp_path))]
     for name, force in (("empty", ["--force"]), ("empty2", [])):  # no one's work: --force or not

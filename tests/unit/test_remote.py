@@ -146,3 +146,26 @@ def test_the_probe_reads_host_and_port_through_the_ssh_config(tmp_path, monkeypa
     assert remote.ssh_address({"host": "store", "port": 2200}) == ("127.0.0.1", 2200)  # the URL's port wins
     assert remote.ssh_address({"host": "elsewhere.example.org"}) == ("elsewhere.example.org", 22)
     assert remote.ssh_address({"host": "hidden"}) is None
+
+
+@pytest.mark.parametrize(
+    "url, wrong",
+    [
+        ("ssh://store.example:99999/srv/x", "Port out of range"),
+        ("ssh://store.example:port/srv/x", "'port'"),
+        ("ssh:///srv/x", "no host"),
+    ],
+)
+def test_a_malformed_url_is_one_line_naming_the_remote_the_url_and_the_fault(url, wrong, repo):
+    run(["dvc", "remote", "modify", "--local", "shared", "url", url], repo)
+    assert_names(one_line_error(repo, "push"), f"DVC remote 'shared' ({url})", wrong)
+
+
+@pytest.mark.parametrize("url", ["", ".", "data/store", ".."])
+def test_a_local_store_in_the_checkout_or_holding_it_is_refused(url, repo):
+    """`url ''` stores `..` (from .dvc/): the checkout itself, which `dvc push` would fill with files/."""
+    run(["dvc", "remote", "modify", "--local", "shared", "url", url], repo)
+    (repo / "data").mkdir()
+    store = (repo / url).resolve()  # `remote modify` run at the root: DVC stores the url relative to .dvc/
+    for action in ("push", "pull"):
+        assert_names(one_line_error(repo, action), "DVC remote 'shared'", f" {store}", repo)

@@ -135,6 +135,16 @@ def test_a_stage_instance_runs_once_per_checkout_and_kill_9_frees_it(tmp_path):
     assert (tmp_path / LOCKS).is_dir()
 
 
+@pytest.mark.parametrize("make", [lambda p: p.write_text("x"), lambda p: p.symlink_to(p.parent / "nowhere")])
+def test_a_file_where_the_lock_folder_goes_is_one_line_naming_it(make, tmp_path):
+    from emergence.core.cli import LOCKS, hold_stage_lock
+
+    make(tmp_path / LOCKS)
+    with refuses(tmp_path / LOCKS, "folder"):
+        hold_stage_lock(tmp_path, "stages.binding.train", ["--seed", "0"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCKS]  # nothing else made, the file left alone
+
+
 # ---- the stage instance a command runs, and params edited under it ---------------------------------
 
 

@@ -181,7 +181,12 @@ def hold_stage_lock(root: Path, module: str, argv: list[str]) -> None:
     path = root / LOCKS / f"{name}.lock"
     if path in _held:  # this process runs the stage again (a test calling main twice)
         return
-    path.parent.mkdir(exist_ok=True)
+    try:
+        path.parent.mkdir(exist_ok=True)
+    except FileExistsError:  # exist_ok covers a folder only: a file, or a link to nothing, is in the way
+        raise PipelineError(
+            f"{path.parent}: not a folder; the stage locks go in a folder of that name: remove the file and run again"
+        ) from None
     f = open(path, "a+")  # held open for the life of the process
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -50,8 +50,14 @@ def check_remote(root: Path, action: str) -> str:
             remote = repo.cloud.get_remote(name, action)
         except (DvcException, ImportError) as e:  # e.g. s3:// without dvc-s3 installed
             raise PipelineError(f"{where}: {str(e).splitlines()[0]}; {how_to_set(name)}") from e
+        except ValueError as e:  # urllib parsing the URL: a port out of range or not a number
+            raise PipelineError(f"{where}: not a valid URL ({e}); {how_to_set(name)}") from e
         if remote.fs.protocol == "ssh":
+            if not remote.fs.config.get("host"):  # else fs_args raises KeyError
+                raise PipelineError(f"{where}: no host in the URL (ssh://host/path); {how_to_set(name)}")
             ssh_answers(ssh_address(remote.fs.fs_args), where, name)
+        if remote.fs.protocol == "local":
+            inside_checkout(Path(remote.path), Path(repo.root_dir), where, name)
         path = remote.path if action == "pull" else remote.fs.parent(remote.path)
         try:
             found = remote.fs.exists(path)
@@ -61,6 +67,19 @@ def check_remote(root: Path, action: str) -> str:
         if not found:
             raise PipelineError(f"{where}: {path} does not exist, nothing to {action}; {how_to_set(name)}")
         return f"{name} ({url})"
+
+
+def inside_checkout(store: Path, root: Path, where: str, name: str) -> None:
+    """PipelineError, one line, for a local store that is the checkout, lies in it or holds it: `url ''`
+    resolves to the checkout root, where `dvc push` would write files/ beside the code, and a store in
+    the checkout's folders mixes DVC's copies with its artifacts."""
+    store, root = store.resolve(), root.resolve()
+    if store.is_relative_to(root) or root.is_relative_to(store):
+        how = "is" if store == root else "lies inside" if store.is_relative_to(root) else "holds"
+        raise PipelineError(
+            f"{where}: resolves to {store}, which {how} the checkout {root}; "
+            f"a store must be outside it: {how_to_set(name)}"
+        )
 
 
 def ssh_address(fs_args: dict) -> tuple[str, int] | None:

@@ -75,7 +75,22 @@ def weight_files(d: Path) -> list[Path]:
     return sorted(d.glob("*.safetensors"))
 
 
-def find_weights(params: EncoderParams) -> tuple[Path | None, str]:
+def pickled_only(d: Path, params: EncoderParams, where: str) -> None:
+    """A folder with a .bin checkpoint and no safetensors: refused, or with allow_random_init a warning
+    naming the file; else the random init that follows would pass over the user's weights unsaid."""
+    bins = sorted(d.glob("*.bin")) if d.is_dir() and not weight_files(d) else []
+    if not bins:
+        return
+    why = f"{bins[0]}: not read, only safetensors are (a .bin is a pickle, which can run code)"
+    if not params.allow_random_init:
+        raise PipelineError(
+            f"{where}: {why}; place the model.safetensors of {params.name or 'the model'} in the directory "
+            f"{where}.local_dir names"
+        )
+    warnings.warn(f"{where}: {why}", stacklevel=3)
+
+
+def find_weights(params: EncoderParams, where: str = "dino_features") -> tuple[Path | None, str]:
     """(directory holding config.json + weights or None, where we looked)."""
     if params.local_dir:
         d = Path(params.local_dir)
@@ -89,12 +104,11 @@ def find_weights(params: EncoderParams) -> tuple[Path | None, str]:
             d = Path(snapshot_download(params.name, local_files_only=True))
         except (LocalEntryNotFoundError, HFValidationError):
             return None, looked
+    pickled_only(d, params, where)
     return (d if (d / "config.json").is_file() and weight_files(d) else None), looked
 
 
 def load_pretrained(d: Path, label: str) -> Encoder:
-    from transformers import Dinov2Model
-
     config = d / "config.json"
     try:
         model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
@@ -105,8 +119,77 @@ def load_pretrained(d: Path, label: str) -> Encoder:
     h = hashlib.sha256()
     for f in [config, *weight_files(d)]:  # the bytes define the features, not the path or the name
         h.update(f"{f.name}:{file_sha256(f)}\n".encode())
-    model = Dinov2Model.from_pretrained(d, local_files_only=True, dtype=torch.float32, use_safetensors=True)
+    model = from_local_dir(d)
     return Encoder(model, f"{label}@{h.hexdigest()[:12]}", pretrained=True)
+
+
+def from_local_dir(d: Path) -> torch.nn.Module:
+    """Dinov2Model.from_pretrained(d), offline, float32, safetensors only; a file it cannot use is one line
+    naming it. Its load report (a table of keys) is kept off stderr: what it says is that line."""
+    from huggingface_hub.errors import StrictDataclassError
+    from transformers import Dinov2Model
+    from transformers.utils import logging as hf_logging
+
+    config, level = d / "config.json", hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model, info = Dinov2Model.from_pretrained(
+            d,
+            local_files_only=True,
+            dtype=torch.float32,
+            use_safetensors=True,
+            ignore_mismatched_sizes=True,  # reported as info, refused below with the key and both shapes
+            output_loading_info=True,
+        )
+    except SafetensorError as e:
+        raise PipelineError(
+            f"{unreadable_weights(d)}: not readable safetensors (SafetensorError: {one_line(e)})"
+        ) from e
+    except StrictDataclassError as e:  # transformers checks config.json's values against Dinov2Config's types
+        raise PipelineError(f"{config}: not a valid DINOv2 config ({one_line(e)})") from e
+    except OSError as e:  # from_pretrained's own file lookup: no model.safetensors (or index) by that name
+        raise PipelineError(f"{d}: {one_line(e)}") from e
+    except KeyError as e:  # a name transformers has no entry for (hidden_act): say which key gave it
+        values = json.loads(config.read_text(encoding="utf-8"))
+        keys = [k for k, v in values.items() if e.args and v == e.args[0]] or ["a value"]
+        raise PipelineError(f"{config}: {', '.join(keys)}: {e.args[0]!r} is not a name transformers knows") from e
+    except (ZeroDivisionError, ValueError) as e:
+        # building the model from config.json's values: a size of 0, heads not dividing hidden_size
+        raise PipelineError(f"{config}: no DINOv2 can be built from it ({type(e).__name__}: {one_line(e)})") from e
+    finally:
+        hf_logging.set_verbosity(level)
+    if info["mismatched_keys"]:
+        key, theirs, ours = min(info["mismatched_keys"])  # a set: the first by name
+        raise PipelineError(
+            f"{config}: {key} has shape {list(ours)} by it, {list(theirs)} in the weights "
+            f"({', '.join(f.name for f in weight_files(d))}); config and weights are of different models"
+        )
+    if missing := info["missing_keys"]:
+        warnings.warn(
+            f"{d}: {len(missing)} DINOv2 weight(s) not in its safetensors (e.g. {sorted(missing)[0]}), "
+            "left at random init",
+            stacklevel=3,
+        )
+    return model
+
+
+def unreadable_weights(d: Path) -> Path | str:
+    """The first weight file of `d` whose header safetensors refuses, else all of them (the error was in
+    their tensors' bytes)."""
+    from safetensors import safe_open
+
+    files = weight_files(d)
+    for f in files:
+        try:
+            with safe_open(f, "pt"):
+                pass
+        except SafetensorError:
+            return f
+    return ", ".join(map(str, files))
+
+
+def one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
 
 
 def random_init(name: str, seed: int, where: str) -> Encoder:
@@ -134,7 +217,7 @@ def random_init(name: str, seed: int, where: str) -> Encoder:
 
 def load_encoder(params: EncoderParams, device: str | torch.device = "cpu", where: str = "dino_features") -> Encoder:
     params.validate(where)
-    d, looked = find_weights(params)
+    d, looked = find_weights(params, where)
     if d is not None:
         enc = load_pretrained(d, params.name or d.name)
     elif params.allow_random_init:

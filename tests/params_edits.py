@@ -11,7 +11,7 @@ import yaml
 from conftest import ROOT
 
 from emergence.core.pipeline import read_declaration
-from emergence.core.rules import bounds_of, choices_of, just_outside
+from emergence.core.rules import bounds_of, choices_of, just_outside, matches_of
 
 SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
 
@@ -29,8 +29,8 @@ NOT_A_CHOICE = "no_such_choice"
 
 
 def declared_rules(root=ROOT) -> list[tuple[str, str, object]]:
-    """(section, field, a value just outside its rule) for every bound and every choice (`Literal`) declared
-    on a field of a section's schema (core/rules.py): a new rule is tried by construction."""
+    """(section, field, a value just outside its rule) for every bound, choice (`Literal`) and form (`Matches`)
+    declared on a field of a section's schema (core/rules.py): a new rule is tried by construction."""
     found = []
     for section, ref in read_declaration(root)["schemas"].items():
         module, _, name = ref.partition(":")
@@ -40,7 +40,9 @@ def declared_rules(root=ROOT) -> list[tuple[str, str, object]]:
             for f in dataclasses.fields(cls):
                 base, bounds = bounds_of(hints[f.name])
                 found += [(section, f.name, just_outside(base, bound)) for bound in bounds]
-                found += [(section, f.name, NOT_A_CHOICE)] if choices_of(hints[f.name]) else []
+                found += (
+                    [(section, f.name, NOT_A_CHOICE)] if choices_of(hints[f.name]) or matches_of(hints[f.name]) else []
+                )
     return found
 
 

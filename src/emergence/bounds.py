@@ -12,14 +12,17 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
-from emergence.core.config import from_dict, path_of, section, spans
+from emergence.core.config import from_dict, load_beside, path_of, section, spans
 from emergence.core.io import PipelineError
+from emergence.core.train import TrainConfig
+from emergence.core.train.schedule import CheckpointPlan
 from emergence.studies.assoc.compare import CausalParams, OrderParams
 from emergence.studies.assoc.corpus import CorpusParams, WordsParams, build_corpus, missing_probes
 from emergence.studies.assoc.stories import StoryConfig, generate_stories
@@ -28,7 +31,10 @@ from emergence.studies.binding.patching import PatchingParams
 from emergence.studies.binding.sets import DataParams, split_sizes
 from emergence.studies.binding.train_config import train_params
 from emergence.studies.binding.trajectory import PhaseParams
+from emergence.studies.grounding.childes_synth import SynthConfig
 from emergence.studies.grounding.dino_features import RANDOM_INIT_SHAPES, EncoderParams
+from emergence.studies.grounding.inputs import WindowKeys
+from emergence.studies.grounding.lens import GroundingLensParams
 from emergence.studies.grounding.scenes import SceneParams
 
 
@@ -202,7 +208,55 @@ def scenes_are_readable(params: dict) -> list[str]:
     ]
 
 
+# Upper estimates of what each generator writes per item, in bytes (measured on the tiny profile's files,
+# rounded up): the point is a size off by orders of magnitude (n_images: 1000000000), not the last GB.
+STORY_FRAME_BYTES, CHAT_TURN_BYTES, ROUND_BYTES = 1_000, 200, 300
+
+
+@spans("visual_scenes", "assoc_stories", "childes_synth")
+def generated_data_fits_the_disk(params: dict) -> list[str]:
+    """The embedded generators write their data before anything trains: a count a few orders too large
+    would fill the disk (or memory) for hours before failing, so it is weighed against the free disk."""
+    free, problems = shutil.disk_usage(".").free, []
+    scenes = _typed(SceneParams, params, "visual_scenes")
+    stories = _typed(StoryConfig, params, "assoc_stories")
+    synth = _typed(SynthConfig, params, "childes_synth")
+    sizes = [
+        ("visual_scenes.n_images", scenes, lambda p: p.n_images * (3 * p.image_size**2 + p.rounds * ROUND_BYTES)),
+        ("assoc_stories.n_stories", stories, lambda p: p.n_stories * p.frames * STORY_FRAME_BYTES),
+        ("childes_synth.n_files", synth, lambda p: p.n_files * p.turns_per_file * CHAT_TURN_BYTES),
+    ]
+    for key, p, size in sizes:
+        if p is not None and (need := size(p)) > free:
+            problems.append(
+                f"{key}: {getattr(p, key.split('.')[1])} would write about {need / 1e9:,.1f} GB, more than the "
+                f"{free / 1e9:,.1f} GB free here (lower it)"
+            )
+    return problems
+
+
+@spans("grounding_lens", "grounding_train")
+def lens_checkpoints_exist(params: dict) -> list[str]:
+    """The tuned lens trains on n_checkpoints of each run: more than a run saves would be clipped to
+    what is there without a word."""
+    lens = _typed(GroundingLensParams, params, "grounding_lens")
+    fixed = {"seed": ("base.seeds", 0), "device": ("base.device", "cpu")}
+    loaded = _loaded(lambda: load_beside(section(params, "grounding_train"), "", TrainConfig, WindowKeys, fixed))
+    if lens is None or loaded is None:
+        return []
+    train = loaded[0]
+    saved = CheckpointPlan(train.steps, train.dense_until, train.n_log_checkpoints, train.checkpoint_every).count()
+    if lens.n_checkpoints <= saved:
+        return []
+    return [
+        f"grounding_lens.n_checkpoints: {lens.n_checkpoints}, more than the {saved} checkpoints a grounding_train "
+        "run saves"
+    ]
+
+
 CHECKS = [
+    lens_checkpoints_exist,
+    generated_data_fits_the_disk,
     eval_sets_fit_their_splits,
     assoc_sizes_fit_the_corpus,
     probes_in_embedded_corpus,

@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> None:
     table = corpus.table(params)
     targets, _ = corpus.vocab_index(params)
     source = str(path_of(params, corpus.table_key))
-    out = evaluation_set(table, targets, p, where, source, max_len=corpus.seq_len(params))
+    longest = (corpus.seq_len(params), f"{corpus.key('train')}.seq_len")  # a context fits one training window
+    out = evaluation_set(table, targets, p, where, source, max_len=longest)
     if corpus.name == "visdial":
         out["image_id"] = table["image_id"].to_numpy()[out["turn"].to_numpy()]
         n_env = table["env"].map(len).to_numpy()[out["turn"].to_numpy()]

@@ -126,6 +126,13 @@ def test_all_problems_of_all_sections_are_listed():
         (dict(visual_runs__settings=["caption", "audio"]), "visual_runs.settings", ["'audio'", "['caption', 'image']"]),
         (dict(grounding_train__seq_len=1), "grounding_train.seq_len", [">= 2", "got 1"]),
         (dict(grounding_models__odd=3), "grounding_models.odd", ["mapping", "got 3"]),  # there, but not a model
+        (dict(binding_patching__checkpoint="latest"), "binding_patching.checkpoint", ["final or step<N>", "'latest'"]),
+        (dict(llc__batch_size=5000), "llc.batch_size", ["5000", "n_sequences"]),  # whole batches of them
+        (dict(dino_features__pool_grid=100), "dino_features.pool_grid", ["100", "image_size"]),
+        (dict(dino_features__image_size=13), "dino_features.image_size", [">= 14", "got 13"]),  # under one patch
+        (dict(assoc_corpus__seq_len=1), "assoc_corpus.seq_len", [">= 2", "got 1"]),
+        (dict(grounding_lens__n_checkpoints=500), "grounding_lens.n_checkpoints", ["500", "grounding_train"]),
+        (dict(visual_scenes__n_images=10**9), "visual_scenes.n_images", ["1000000000", "GB free"]),
         (dict(visual_train__seed=3), "visual_train.seed", ["base.seeds"]),
         (dict(grounding_lens__n_checkpoints=0), "grounding_lens.n_checkpoints", [">= 1", "got 0"]),
         (dict(grounding_lens__kl_windows=True), "grounding_lens.kl_windows", ["integer", "got True"]),

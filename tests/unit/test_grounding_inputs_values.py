@@ -430,9 +430,11 @@ def test_evaluation_set_bounds():
         evaluation_set(eval_turns(), [*targets, "dog"], EvalParams(n_mismatched=1), "e", "src")
     assert key_of(str(e.value)) == "src"
     # max_len: the ball context's v<LAN> sits at position 2, eligible at max_len 2 and not at 1
-    assert len(evaluation_set(eval_turns(), ["ball", "hat"], EvalParams(n_mismatched=1), "e", "s", max_len=2)) == 2
-    with refuses("s: ", "'ball'", "held-out"):
-        evaluation_set(eval_turns(), ["ball", "hat"], EvalParams(n_mismatched=1), "e", "s", max_len=1)
+    two, one = (2, "t.seq_len"), (1, "t.seq_len")
+    assert len(evaluation_set(eval_turns(), ["ball", "hat"], EvalParams(n_mismatched=1), "e", "s", max_len=two)) == 2
+    with refuses("t.seq_len: 1", "'ball'", "raise") as e:  # a longer context exists: the key to raise, not the table
+        evaluation_set(eval_turns(), ["ball", "hat"], EvalParams(n_mismatched=1), "e", "s", max_len=one)
+    assert key_of(str(e.value)) == "t.seq_len"
 
 
 # --- visdial: image files and the dialog file -------------------------------

@@ -95,6 +95,15 @@ def test_a_diverging_chain_is_named_with_its_step_and_checkpoint(trained):
     assert str(e.value).startswith("llc: ")
 
 
+def test_a_batch_larger_than_the_sequences_there_are_is_refused(trained):
+    """The sampler draws whole batches: fewer sequences than one batch would stop it on an empty one."""
+    rows, loss_fn = next_token(windows(8, seed=1))
+    with refuses("llc.batch_size", "16", "only 8"):
+        estimate(trained, rows, loss_fn, P, 0)
+    with refuses("llc.batch_size", "n_sequences"):
+        from_dict(LLCParams, {"batch_size": 64, "n_sequences": 32}, "llc")
+
+
 def test_the_chains_read_the_loss_without_dropout(trained):
     """devinterp puts the model in train mode for its chains; a checkpoint trained with dropout is still
     measured on its deterministic loss. With a step too small to move the weights, on rows that all hold

@@ -1,4 +1,5 @@
-"""Bounds declared on a params field: `steps: Annotated[int, Ge(1)]`; choices: `Literal["stop", "continue"]`.
+"""Bounds declared on a params field: `steps: Annotated[int, Ge(1)]`; choices: `Literal["stop", "continue"]`;
+a string's form: `Annotated[str, Matches(...)]`.
 
 The bound is written once, beside the field, in annotated-types' vocabulary (Ge, Gt, Le, Lt: the one
 pydantic reads too). `from_dict` checks it wherever a section is loaded (every stage, `emergence
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from typing import Any
@@ -20,6 +22,29 @@ from annotated_types import Ge, Gt, Le, Lt
 
 BOUNDS = (Ge, Gt, Le, Lt)
 Bound = Ge | Gt | Le | Lt
+
+
+@dataclasses.dataclass(frozen=True)
+class Matches:
+    """A string field's form, with the words its message uses:
+    `Annotated[str, Matches(r"final|step\\d+", "final or step<N>")]`."""
+
+    pattern: str
+    says: str
+
+
+# a params key naming a checkpoint of a run (core/train/checkpoint.py find_checkpoint): its form is checked
+# wherever the section loads, before DVC removes an output; whether that step exists, once the run is there
+CheckpointName = typing.Annotated[str, Matches(r"final|step\d+", "final or step<N>")]
+
+
+def matches_of(hint: Any) -> Matches | None:
+    """The `Matches` declared on a field (inside `X | None` too), or None."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return next((m for arg in typing.get_args(hint) if (m := matches_of(arg)) is not None), None)
+    if typing.get_origin(hint) is typing.Annotated:
+        return next((m for m in typing.get_args(hint)[1:] if isinstance(m, Matches)), None)
+    return None
 
 
 def bounds_of(hint: Any) -> tuple[Any, list[Bound]]:
@@ -81,6 +106,12 @@ def bound_problems(value: Any, hint: Any, key: str) -> list[str]:
         return []
     if (choices := choices_of(hint)) is not None:
         return [] if value in choices else [f"{key}: must be one of {', '.join(map(str, choices))}, got {value!r}"]
+    if (form := matches_of(hint)) is not None:
+        return (
+            []
+            if isinstance(value, str) and re.fullmatch(form.pattern, value)
+            else [f"{key}: must be {form.says}, got {value!r}"]
+        )
     base, bounds = bounds_of(hint)
     return [f"{key}: must be {rule(base, bounds)}, got {value!r}"] if bounds and not holds(value, base, bounds) else []
 

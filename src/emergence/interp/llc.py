@@ -49,6 +49,10 @@ class LLCParams:
     n_sequences: Annotated[int, Ge(1)] = 1024  # training sequences the chains draw their batches from
     every: Annotated[int, Ge(1)] = 1  # every k-th saved checkpoint (the last one always)
 
+    def validate(self, where: str = "llc") -> None:
+        if self.batch_size > self.n_sequences:  # the sampler draws whole batches of them
+            raise PipelineError(f"{where}.batch_size: {self.batch_size}, more than n_sequences ({self.n_sequences})")
+
 
 def every_kth(checkpoints: list, k: int) -> list:
     """Every k-th of the saved checkpoints, the first and the last always."""
@@ -87,6 +91,8 @@ def estimate(model: torch.nn.Module, rows: torch.Tensor, loss_fn: LossFn, p: LLC
     from devinterp.slt.llc import compute_llc
     from devinterp.slt.sampling import sample
 
+    if len(rows) < p.batch_size:  # fewer than n_sequences exist: the sampler would stop on an empty batch
+        raise PipelineError(f"llc.batch_size: {p.batch_size}, but only {len(rows)} sequences exist to draw from")
     data = Dataset.from_dict({"input_ids": rows.tolist()}).with_format("torch")
 
     def deterministic_loss(model: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:

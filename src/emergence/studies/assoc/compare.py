@@ -19,6 +19,7 @@ import torch
 from annotated_types import Ge, Gt
 
 from emergence.core.io import PipelineError
+from emergence.core.rules import CheckpointName
 from emergence.studies.assoc.theory import Basis, chunks, first_nonzero_step, leading_coefficient
 
 
@@ -265,7 +266,7 @@ def first_batch_rows(n: int, batch: int, p: CompareParams, seed: int) -> tuple[n
 
 @dataclasses.dataclass
 class CausalParams:
-    checkpoint: str = "final"  # final | step{N}
+    checkpoint: CheckpointName = "final"  # final | step{N}
     n_sequences: Annotated[int, Ge(0)] = 0  # 0 = the whole corpus
 
 

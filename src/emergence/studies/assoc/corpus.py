@@ -46,7 +46,7 @@ from safetensors.numpy import save
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 
 from emergence.core.io import PipelineError, atomic_path, inside
-from emergence.core.rules import field_problems
+from emergence.core.rules import CheckpointName, field_problems
 from emergence.studies.assoc.stories import DOC_SEPARATOR
 
 TOKENIZERS = ("word", "bpe")
@@ -127,7 +127,7 @@ def read_text_documents(path: str | os.PathLike) -> list[str]:
 @dataclass(frozen=True)
 class CorpusConfig:
     vocab_size: Annotated[int, Ge(2)]
-    seq_len: Annotated[int, Ge(1)]
+    seq_len: Annotated[int, Ge(2)]  # T = 1 has no earlier position: the positional terms, and the cosines, are nan
     tokenizer: Literal[TOKENIZERS] = "word"
     max_sequences: Annotated[int, Ge(0)] = 0  # 0 = keep all
     sequences: Literal["stories", "windows"] = "windows"  # one per long-enough document, or every window
@@ -304,7 +304,7 @@ class WordsParams:
     top_k: Annotated[int, Ge(1)] = 8
     n_layers: int = 3
     seed: int = 0
-    checkpoint: str = "final"
+    checkpoint: CheckpointName = "final"
 
     def validate(self, where: str) -> None:
         if not self.probes:

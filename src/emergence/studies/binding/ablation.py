@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from emergence.core.io import PipelineError
 from emergence.core.models.hooks import HookedModel
+from emergence.core.rules import CheckpointName
 from emergence.interp.ablation import MODES, ablation_hook, mean_head_activations
 from emergence.studies.binding.batches import EncodedPrograms, predict_answers
 from emergence.studies.binding.tokenizer import CharTokenizer
@@ -124,7 +125,7 @@ def heads_by_hop(table: pd.DataFrame, top: int = 3) -> pd.DataFrame:
 class BindingAblationParams:
     n_programs: Annotated[int, Ge(1)] = 500
     modes: list[str] = dataclasses.field(default_factory=lambda: list(MODES))
-    checkpoint: str = "final"  # final | step{N}
+    checkpoint: CheckpointName = "final"  # final | step{N}
 
     def validate(self, where: str) -> None:
         if not self.modes or set(self.modes) - set(MODES):

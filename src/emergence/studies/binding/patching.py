@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from emergence.core.io import PipelineError
 from emergence.core.models.hooks import HookedModel
+from emergence.core.rules import CheckpointName
 from emergence.studies.binding.batches import encode_programs, parse_program
 from emergence.studies.binding.programs import trace
 from emergence.studies.binding.tokenizer import CharTokenizer
@@ -352,4 +353,4 @@ def head_step_table(
 @dataclasses.dataclass
 class PatchingParams:
     n_pairs: Annotated[int, Ge(1)] = 200
-    checkpoint: str = "final"  # final | step{N}
+    checkpoint: CheckpointName = "final"  # final | step{N}

@@ -20,6 +20,7 @@ from annotated_types import Ge
 from tqdm import tqdm
 
 from emergence.core.io import PipelineError
+from emergence.core.rules import CheckpointName
 from emergence.studies.binding.balanced import sample_balanced
 from emergence.studies.binding.batches import encode_programs, predict_answers
 from emergence.studies.binding.paper import Shape, fits, sample_shaped
@@ -88,7 +89,7 @@ def stress_table(rng: np.random.Generator, cfg: ProgramConfig, n_per_hop: int, p
 
 @dataclass
 class StressParams:
-    checkpoint: str = "final"  # final | step{N}: the checkpoint the report's tables and metrics read
+    checkpoint: CheckpointName = "final"  # final | step{N}: the checkpoint the report's tables and metrics read
     # also score every checkpoint at a multiple of N steps (0: none, the named checkpoint only): the frontier
     curve_every: Annotated[int, Ge(0)] = 0
 

@@ -43,13 +43,16 @@ RANDOM_INIT_SHAPES = {
 }
 
 
+PATCH = 14  # every DINOv2 checkpoint's patch, in pixels: a smaller image holds none
+
+
 @dataclass
 class EncoderParams:
     name: str = "facebook/dinov2-small"  # HF id, looked up in the local HF cache only
     local_dir: str = ""  # a directory with config.json + weights; wins over name
     allow_random_init: bool = False  # only then fall back to a seeded random DINOv2 of the same shape
     seed: Annotated[int, Ge(0)] = 0
-    image_size: Annotated[int, Ge(1)] = 224  # images resized (bicubic) to this square
+    image_size: Annotated[int, Ge(PATCH)] = 224  # images resized (bicubic) to this square
     # patch grid average-pooled to pool_grid x pool_grid tokens (0 = keep all patches)
     pool_grid: Annotated[int, Ge(0)] = 4
     batch_size: Annotated[int, Ge(1)] = 16
@@ -61,6 +64,11 @@ class EncoderParams:
             raise PipelineError("\n".join(problems))
         if not self.name and not self.local_dir:
             raise PipelineError(f"{where}.name: set a DINOv2 model name or {where}.local_dir")
+        if self.pool_grid > (grid := self.image_size // PATCH):  # known before the encoder loads: say it first
+            raise PipelineError(
+                f"{where}.pool_grid: {self.pool_grid} exceeds the {grid}x{grid} patch grid of image_size "
+                f"{self.image_size} (raise image_size or lower pool_grid)"
+            )
 
 
 @dataclass

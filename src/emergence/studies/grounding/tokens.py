@@ -199,18 +199,26 @@ def target_vocabulary(
 
 
 def evaluation_set(
-    turns: pd.DataFrame, targets: Sequence[str], p: EvalParams, where: str, source: str, max_len: int | None = None
+    turns: pd.DataFrame,
+    targets: Sequence[str],
+    p: EvalParams,
+    where: str,
+    source: str,
+    max_len: tuple[int, str] | None = None,
 ) -> pd.DataFrame:
-    """Held-out contexts (evaluation_turns) of every target, each with n_mismatched other targets."""
+    """Held-out contexts (evaluation_turns) of every target, each with n_mismatched other targets;
+    `max_len`: (the longest context, the params key it comes from)."""
     if p.n_mismatched > len(targets) - 1:
         raise PipelineError(
             f"{where}.n_mismatched: at most {len(targets) - 1} other targets exist, got {p.n_mismatched}"
         )
-    table = evaluation_turns(turns, targets, p.max_per_word, p.seed, max_len)
+    length, key = max_len or (None, "")
+    table = evaluation_turns(turns, targets, p.max_per_word, p.seed, length)
     if missing := sorted(set(targets) - set(table["word"])):
-        raise PipelineError(
-            f"{source}: no held-out context for target '{missing[0]}' ({len(missing)} targets lack one)"
-        )
+        lack = f"no held-out context for target '{missing[0]}' ({len(missing)} targets lack one)"
+        if length is not None and not set(missing) - set(evaluation_turns(turns, missing, 1, p.seed)["word"]):
+            raise PipelineError(f"{key}: {length}, and {lack} that short: raise it")  # longer ones exist
+        raise PipelineError(f"{source}: {lack}")
     rng = np.random.default_rng(p.seed)
     table["others"] = [
         sorted(rng.choice([u for u in targets if u != w], p.n_mismatched, replace=False).tolist())

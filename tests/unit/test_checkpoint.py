@@ -71,6 +71,27 @@ def test_a_run_that_recorded_its_divergence_loads_its_nan_weights(tmp_path):
     assert info["meta"]["diverged_at"] == 3 and torch.isnan(loaded.emb.weight).all()
 
 
+@pytest.mark.parametrize(
+    ("odd", "meta"),
+    [
+        (dict(d=8), {"data_fingerprint": "corpus A"}),  # another model
+        (dict(), {"data_fingerprint": "corpus B"}),  # the same model trained on other data
+    ],
+    ids=["model", "data"],
+)
+def test_a_step_copied_in_from_another_run_is_named(tmp_path, odd, meta):
+    run = tmp_path / "run"
+    for step in (0, 10, 20):  # one run; its later steps recorded a divergence, on purpose
+        save_checkpoint(
+            tiny(seed=step), run, step, {"data_fingerprint": "corpus A", **({"diverged_at": 9} if step else {})}
+        )
+    assert [s for s, _ in list_checkpoints(run)] == [0, 10, 20]
+    other = save_checkpoint(tiny(**odd), tmp_path / "other", 30, meta)
+    shutil.copytree(other, run / "step30")
+    with refuses(run / "step30", "another run", "3"):  # the odd one, and how many agree
+        list_checkpoints(run)
+
+
 def test_save_replaces_existing_step(tmp_path):
     save_checkpoint(tiny(seed=1), tmp_path, 3, {})
     newer = tiny(seed=2).eval()

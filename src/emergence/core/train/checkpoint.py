@@ -108,8 +108,30 @@ def list_checkpoints(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise PipelineError(f"{run_dir}: run directory not found")
-    found = [(int(m.group(1)), p) for p in run_dir.iterdir() if p.is_dir() and (m := _STEP_DIR.fullmatch(p.name))]
-    return sorted(found)
+    found = sorted((int(m.group(1)), p) for p in run_dir.iterdir() if p.is_dir() and (m := _STEP_DIR.fullmatch(p.name)))
+    _one_run(found)
+    return found
+
+
+def _one_run(ckpts: list[tuple[int, Path]]) -> None:
+    """The checkpoints of a run share its model, training config and data (config.json): a step folder
+    copied in from another run (another model, another corpus) would be analysed as this run's."""
+    runs: dict[str, list[Path]] = {}
+    for _, path in ckpts:
+        try:
+            info = json.loads((path / CONFIG).read_text())
+            meta = {k: v for k, v in info["meta"].items() if k != "diverged_at"}  # set from a step on, on purpose
+            key = json.dumps([info["arch"], info["config"], meta], sort_keys=True)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # unreadable: load_checkpoint names it when it is read
+        runs.setdefault(key, []).append(path)
+    if len(runs) > 1:
+        odd = min(runs.values(), key=len)
+        most = max(len(paths) for paths in runs.values())
+        raise PipelineError(
+            f"{odd[0] / CONFIG}: from another run (model, training config or data differ from the other {most} "
+            f"checkpoints of {odd[0].parent}): remove it, or rerun the stage that trains the run"
+        )
 
 
 def find_checkpoint(run_dir: str | os.PathLike, name: str, where: str = "checkpoint") -> tuple[int, Path]:

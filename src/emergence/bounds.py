@@ -88,12 +88,18 @@ def eval_sets_fit_their_splits(params: dict) -> list[str]:
 
 @spans("assoc_corpus", "assoc_words", "assoc_order", "assoc_causal")
 def assoc_sizes_fit_the_corpus(params: dict) -> list[str]:
-    """top_k ranks the vocabulary (at most assoc_corpus.vocab_size types); assoc_order and assoc_causal
-    take the corpus's first n_sequences (at most max_sequences, when that is set)."""
+    """The study compares positions (seq_len >= 2); top_k ranks the vocabulary (at most
+    assoc_corpus.vocab_size types); assoc_order and assoc_causal take the corpus's first n_sequences
+    (at most max_sequences, when that is set)."""
     corpus, words = _typed(CorpusParams, params, "assoc_corpus"), _typed(WordsParams, params, "assoc_words")
     if corpus is None:
         return []
     problems = []
+    if corpus.seq_len < 2:  # a corpus of one-token windows is one, but the study's positional terms need two
+        problems.append(
+            f"assoc_corpus.seq_len: {corpus.seq_len}: the theory's positional terms (and so every cosine) need "
+            "two positions; at least 2"
+        )
     if words is not None and words.top_k > corpus.vocab_size:
         problems.append(
             f"assoc_words.top_k: {words.top_k} is more than the vocabulary it ranks "

@@ -19,6 +19,7 @@ from safetensors.torch import save_file
 from emergence.core.io import PipelineError
 from emergence.studies.grounding import dino_features as dino
 from emergence.studies.grounding.dino_features import (
+    PATCH,
     EncoderParams,
     encode_batch,
     encode_images,
@@ -264,12 +265,12 @@ def test_bad_images_name_the_file_unless_skipped(tiny_dir, tmp_path):
         encode_images([bad], params(tiny_dir, skip_bad_images=True), enc, tmp_path / "cache")
 
 
-# pool_grid 0 keeps every patch and seed 0 is a seed; image_size and batch_size count pixels and images
-@pytest.mark.parametrize("key, low", [("seed", 0), ("image_size", 1), ("pool_grid", 0), ("batch_size", 1)])
+# pool_grid 0 keeps every patch and seed 0 is a seed; an image holds one DINOv2 patch at least; batch_size counts images
+@pytest.mark.parametrize("key, low", [("seed", 0), ("image_size", PATCH), ("pool_grid", 0), ("batch_size", 1)])
 def test_validate_takes_each_lower_bound_and_names_the_key_one_below(key, low):
-    EncoderParams(**{key: low}).validate("grounding_images")  # the bound itself passes
+    EncoderParams(**{"pool_grid": 0, key: low}).validate("grounding_images")  # the bound itself passes
     with pytest.raises(PipelineError) as e:
-        EncoderParams(**{key: low - 1}).validate("grounding_images")
+        EncoderParams(**{"pool_grid": 0, key: low - 1}).validate("grounding_images")
     assert_refused(str(e.value).splitlines(), f"grounding_images.{key}", low - 1)
 
 

@@ -162,7 +162,7 @@ def test_model_entry_reads_the_arch_and_refuses_unknown_names():
     for name, key, named in [
         ("t_f", "grounding_models.t_f", ["'t_f'", "lower-case"]),
         ("lstm", "grounding_models.lstm", [have]),
-        ("odd", "grounding_models.odd", [have]),
+        ("odd", "grounding_models.odd", ["mapping", "['x']"]),  # there, but no model
         ("bare", "grounding_models.bare.arch", ["None", "['transformer', 'mamba2', 'lstm']"]),
     ]:
         with refuses(*named) as err:

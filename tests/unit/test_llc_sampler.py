@@ -48,7 +48,7 @@ P = LLCParams(num_chains=3, num_draws=7, lr=2e-4, n_beta=30.0, localization=50.0
     "n_rows, init_batches",
     [
         (40, 2),  # 40 // 16 whole batches
-        (5, 1),  # fewer rows than one batch: still one
+        (16, 1),  # one whole batch (fewer rows than that are refused: the sampler would stop on an empty batch)
         (200, 8),  # 12 whole batches, capped at 8
     ],
 )

@@ -115,7 +115,7 @@ def estimate(model: torch.nn.Module, rows: torch.Tensor, loss_fn: LossFn, p: LLC
             batch_size=p.batch_size,
             localization=p.localization,
             init_seed=seed,
-            num_init_loss_batches=max(1, min(8, len(rows) // p.batch_size)),
+            num_init_loss_batches=min(8, len(rows) // p.batch_size),  # >= 1: refused above otherwise
             device="cpu" if next(model.parameters()).device.type == "cpu" else None,
             output_path=Path(tmp) / "samples.zarr",
             loss_fn=deterministic_loss,

@@ -127,7 +127,7 @@ def read_text_documents(path: str | os.PathLike) -> list[str]:
 @dataclass(frozen=True)
 class CorpusConfig:
     vocab_size: Annotated[int, Ge(2)]
-    seq_len: Annotated[int, Ge(2)]  # T = 1 has no earlier position: the positional terms, and the cosines, are nan
+    seq_len: Annotated[int, Ge(1)]
     tokenizer: Literal[TOKENIZERS] = "word"
     max_sequences: Annotated[int, Ge(0)] = 0  # 0 = keep all
     sequences: Literal["stories", "windows"] = "windows"  # one per long-enough document, or every window

@@ -104,13 +104,19 @@ def diverged_at(info: dict) -> int | None:
 
 
 def list_checkpoints(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
-    """All `step{N}` directories of a run, sorted by step."""
+    """All `step{N}` directories of a run, sorted by step; refused when they are not all of one run."""
+    found = step_dirs(run_dir)
+    _one_run(found)
+    return found
+
+
+def step_dirs(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+    """All `step{N}` directories in `run_dir`, sorted by step, whatever run wrote them (what the loop
+    publishes or clears from its own scratch)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise PipelineError(f"{run_dir}: run directory not found")
-    found = sorted((int(m.group(1)), p) for p in run_dir.iterdir() if p.is_dir() and (m := _STEP_DIR.fullmatch(p.name)))
-    _one_run(found)
-    return found
+    return sorted((int(m.group(1)), p) for p in run_dir.iterdir() if p.is_dir() and (m := _STEP_DIR.fullmatch(p.name)))
 
 
 def _one_run(ckpts: list[tuple[int, Path]]) -> None:
@@ -161,7 +167,7 @@ def publish_run(scratch_dir: Path, out_dir: Path, files: list[str]) -> None:
     """
     with atomic_path(out_dir) as tmp:
         tmp.mkdir()
-        for _, step_dir in list_checkpoints(scratch_dir):
+        for _, step_dir in step_dirs(scratch_dir):
             shutil.copytree(step_dir, tmp / step_dir.name, copy_function=_link_or_copy)
         for name in files:
             _link_or_copy(scratch_dir / name, tmp / name)
@@ -178,7 +184,7 @@ def clear_run_files(run_dir: Path, files: list[str]) -> None:
     """Remove the checkpoints and `files` of a run from `run_dir` (only what the loop writes)."""
     if not run_dir.is_dir():
         return
-    for _, step_dir in list_checkpoints(run_dir):
+    for _, step_dir in step_dirs(run_dir):
         remove_tree(step_dir)
     for name in files:
         target = run_dir / name

@@ -19,9 +19,8 @@ from typing import Any
 
 from PIL import Image
 
-from emergence.core.config import from_dict, load_beside, path_of, section, spans
+from emergence.core.config import from_dict, path_of, section, spans
 from emergence.core.io import PipelineError
-from emergence.core.train import TrainConfig
 from emergence.core.train.schedule import CheckpointPlan
 from emergence.studies.assoc.compare import CausalParams, OrderParams
 from emergence.studies.assoc.corpus import CorpusParams, WordsParams, build_corpus, missing_probes
@@ -33,7 +32,7 @@ from emergence.studies.binding.train_config import train_params
 from emergence.studies.binding.trajectory import PhaseParams
 from emergence.studies.grounding.childes_synth import SynthConfig
 from emergence.studies.grounding.dino_features import RANDOM_INIT_SHAPES, EncoderParams
-from emergence.studies.grounding.inputs import WindowKeys
+from emergence.studies.grounding.inputs import train_section
 from emergence.studies.grounding.lens import GroundingLensParams
 from emergence.studies.grounding.scenes import SceneParams
 
@@ -246,8 +245,7 @@ def lens_checkpoints_exist(params: dict) -> list[str]:
     """The tuned lens trains on n_checkpoints of each run: more than a run saves would be clipped to
     what is there without a word."""
     lens = _typed(GroundingLensParams, params, "grounding_lens")
-    fixed = {"seed": ("base.seeds", 0), "device": ("base.device", "cpu")}
-    loaded = _loaded(lambda: load_beside(section(params, "grounding_train"), "", TrainConfig, WindowKeys, fixed))
+    loaded = _loaded(lambda: train_section(params, "grounding_train"))
     if lens is None or loaded is None:
         return []
     train = loaded[0]

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from emergence.core.config import from_dict, load_beside, section
+from emergence.core.config import from_dict, section
 from emergence.core.declared import DECLARATION
 from emergence.core.io import PipelineError
 from emergence.core.models import make_config
@@ -30,7 +30,7 @@ from emergence.core.pipeline import read_declaration, user_paths
 from emergence.core.train import TrainConfig
 from emergence.studies.assoc.corpus import CorpusParams
 from emergence.studies.binding.train_config import BindingTrainKeys, model_params, train_params
-from emergence.studies.grounding.inputs import WindowKeys
+from emergence.studies.grounding.inputs import WindowKeys, train_section
 from emergence.studies.grounding.lens import GroundingLensParams
 from emergence.studies.grounding.tokens import model_entry
 
@@ -81,14 +81,7 @@ def check_assoc_corpus(params: dict, name: str) -> None:
 
 @loads(TrainConfig, WindowKeys)
 def check_train_section(params: dict, name: str) -> None:
-    """A grounding setting's training section: TrainConfig (seed and device come from base) plus seq_len."""
-    load_beside(
-        section(params, name),
-        name,
-        TrainConfig,
-        WindowKeys,
-        {"seed": ("base.seeds", 0), "device": ("base.device", "cpu")},
-    )
+    train_section(params, name)
 
 
 def check_grounding_models(params: dict, name: str) -> None:

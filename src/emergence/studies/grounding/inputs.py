@@ -17,9 +17,9 @@ import torch
 from annotated_types import Ge
 from tqdm import tqdm
 
-from emergence.core.config import from_dict, path_of, section
+from emergence.core.config import from_dict, load_beside, path_of, section
 from emergence.core.io import PipelineError, read_parquet
-from emergence.core.train import list_checkpoints, load_checkpoint
+from emergence.core.train import TrainConfig, list_checkpoints, load_checkpoint
 from emergence.studies.grounding.tokens import (
     GroundingRuns,
     marked_table,
@@ -37,6 +37,13 @@ class WindowKeys:
     trains on (None: its corpus's default, settings.py SEQ_LEN)."""
 
     seq_len: Annotated[int, Ge(2)] | None = None
+
+
+def train_section(params: dict, name: str) -> tuple[TrainConfig, WindowKeys]:
+    """A grounding setting's training section (grounding_train, visual_train): TrainConfig, whose seed and
+    device come from base (refused here), plus seq_len; every problem of both at once."""
+    fixed = {"seed": ("base.seeds", 0), "device": ("base.device", "cpu")}
+    return load_beside(section(params, name), name, TrainConfig, WindowKeys, fixed)
 
 
 RUN_KEYS = {"model": "O", "seed": "i", "step": "i"}  # the key columns of every per-run table

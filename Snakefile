@@ -18,7 +18,12 @@ if check_params(["params.yaml"]) != 0:
 configfile: "params.yaml"
 
 RULES = snakemake_rules(config)
-GUARDED = {out for r in RULES if r.name == GUARD for out in r.outs}  # the check above guards the rules here
+GUARDED = [out for r in RULES if r.name == GUARD for out in r.outs]  # the check above guards the rules here
+
+
+def guarded(path):
+    """The guard's stamp, or a code digest in its folder: each rule has its digest as a param instead."""
+    return any(path == out or path.startswith(out + "/") for out in GUARDED)
 
 
 # One engine per checkout: the top-level run (not a dry run, not a job's own invocation: those have no
@@ -42,7 +47,7 @@ for r in RULES:
         name:
             r.name
         input:
-            [i for i in r.inputs if i not in GUARDED],
+            [i for i in r.inputs if not guarded(i)],
         output:
             [directory(out) if is_directory(out) else out for out in r.outs],
         params:

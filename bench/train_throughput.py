@@ -28,8 +28,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import GPT2Config, GPT2LMHeadModel, Mamba2ForCausalLM
 
 from bench.table import row
-from emergence.core.models import Transformer, TransformerConfig
 from emergence.core.models.mamba2 import Mamba2, Mamba2Config, hf_config
+from emergence.core.models.transformer import Transformer, TransformerConfig
 
 VOCAB = 41
 SAME_FUNCTION = "exact GELU, untied, learned positions, no dropout"

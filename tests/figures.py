@@ -1,7 +1,7 @@
 """What a report figure shows, read from the figure object instead of its pixels.
 
 Pages embed figures through `emergence.core.report.html.figure`; the `figures` fixture of
-tests/unit/test_grounding_report_values.py keeps each (figure, alt text) instead. `describe(fig)`
+tests/conftest.py keeps each (figure, alt text) instead. `describe(fig)`
 turns a figure into plain data a test can compare with what the page promises: its size, and per
 panel the title, axis labels and scales, each line's label, data (floats to 6 decimals), colour and
 style, each filled band's colour, alpha and edge width, and the legend's entries.

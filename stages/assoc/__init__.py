@@ -1,0 +1,1 @@
+"""Stage scripts of study A (token associations): thin CLIs over emergence.studies.assoc."""

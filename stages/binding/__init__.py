@@ -1,0 +1,1 @@
+"""Stage scripts of study B (variable binding): thin CLIs over emergence.studies.binding."""

@@ -1,0 +1,1 @@
+"""Stage scripts of study G (symbol grounding): thin CLIs over emergence.studies.grounding."""

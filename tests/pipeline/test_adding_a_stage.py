@@ -10,6 +10,9 @@ import yaml
 from conftest import project_copy, run
 from refusals import assert_refused
 
+from emergence.core.code_digest import instance_files
+from emergence.core.pipeline import read_declaration
+
 SCRIPT = '''\
 """Count the test programs of each hop class."""
 
@@ -75,9 +78,13 @@ def test_a_new_stage_is_one_script_one_entry_one_params_section(tmp_path):
     n_sections = len(yaml.safe_load(params)) + 1  # the shipped sections and the new one
     assert f"({n_sections} sections)" in run([sys.executable, "-m", "emergence", "check"], root).stdout
 
-    # its code deps were derived, and both engines run it with the same command
+    # its code digest was derived, and both engines run it with the same command
     deps = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]["binding_hop_counts"]["deps"]
-    assert {"stages/binding/hop_counts.py", "src/emergence/studies/binding/program_io.py"} <= set(deps)
+    assert "${paths.code_digests}/binding_hop_counts.txt" in deps
+    code = instance_files(read_declaration(root), yaml.safe_load((root / "params.yaml").read_text()), root)
+    assert {"stages/binding/hop_counts.py", "src/emergence/studies/binding/program_io.py"} <= set(
+        map(str, code["binding_hop_counts"])
+    )
     run(["dvc", "repro", "binding_hop_counts"], root)
     counts = pd.read_parquet(root / "data/binding/hop_counts.parquet")
     programs = pd.read_parquet(root / "data/binding/programs.parquet")

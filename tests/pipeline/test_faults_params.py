@@ -28,7 +28,8 @@ BOUNDS = [
     ("paths.binding_heuristics", OUTSIDE, "binding_data"),  # an output DVC could not track
     ("binding_model.n_layers", 0, "binding_train"),
 ]
-STAMP = "data/params_checked.txt"  # the params_check stage's output: the one DVC runs (and removes) first
+# the params_check stage's outputs, its stamp and the code digests: DVC runs that stage first, removing them
+GUARD_OUTS = ("data/params_checked.txt", "data/code")
 ENGINES = ("binding_train.lr", "base.threads", "paths.binding_heuristics")  # also through DVC and Snakemake
 
 
@@ -68,7 +69,7 @@ def test_a_bad_value_is_refused_at_every_door_and_nothing_changes(root, key, val
     if key in ENGINES:  # set by DVC itself: refused before DVC removes the stage's last good outputs
         proc = run_command(root, "dvc", "exp", "run", "-S", f"{key}={value}", instance, timeout=300)
         refused(proc, key)
-        assert_only_changed(root, before)  # params.yaml put back as it was, the guard's stamp too
+        assert_only_changed(root, before)  # params.yaml put back as it was, the guard's outputs too
     set_value(root, key, value)
     before = snapshot(root)
     doors = [("python", "-m", "emergence", "check"), tuple(cmd)]
@@ -76,7 +77,7 @@ def test_a_bad_value_is_refused_at_every_door_and_nothing_changes(root, key, val
         doors += [("dvc", "repro", instance), ("snakemake", "--cores", "1", output)]
     for door in doors:
         refused(run_command(root, *door, timeout=300), key)
-    assert_only_changed(root, before, (STAMP,))
+    assert_only_changed(root, before, GUARD_OUTS)
     assert not Path(OUTSIDE).exists()
 
 
@@ -143,7 +144,7 @@ def test_every_declared_bound_is_refused_at_every_door_with_nothing_changed(root
         doors.setdefault(tuple(first_instance(root, reader(root, key.split(".")[0]))[1]), set()).add(key)
     for door, keys in doors.items():
         named(run_command(root, *door, timeout=600), keys)
-    assert_only_changed(root, before, (STAMP,))
+    assert_only_changed(root, before, GUARD_OUTS)
 
 
 def hydra(value: object) -> str:
@@ -188,4 +189,4 @@ def test_dvc_repro_refuses_what_no_schema_names_before_removing_anything(root, t
     before = snapshot(root)
     proc = run_command(root, "dvc", "repro", timeout=600)
     assert_outcome(proc, "error", named)
-    assert_only_changed(root, before, (STAMP,))
+    assert_only_changed(root, before, GUARD_OUTS)

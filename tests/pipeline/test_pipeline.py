@@ -17,8 +17,9 @@ import yaml
 from artifacts import ARTIFACTS, digest, hash_table, ran_stages, set_param
 from conftest import copy_run, project_copy, run
 
+from emergence.core.code_digest import instance_files
 from emergence.core.declared import GUARD
-from emergence.core.pipeline import code_deps, read_declaration, resolve_jobs
+from emergence.core.pipeline import read_declaration, resolve_jobs
 from emergence.studies.binding.stress import REFERENCE, STRESS
 
 
@@ -110,8 +111,8 @@ def test_snakemake_after_dvc_leaves_dvc_clean(dvc_run):
     assert "up to date" in run(["dvc", "status"], dvc_run).stdout
 
 
-# One module of each study, an interpretability tool and a core model: editing any of them
-# must make both engines rerun exactly the stages whose import closure holds it.
+# One module of each study, an interpretability tool and a core model: a compute edit to any of them
+# must make both engines rerun exactly the stage instances whose code digest holds it.
 EDITED = [
     "src/emergence/studies/binding/heuristics.py",
     "src/emergence/studies/assoc/theory.py",
@@ -127,11 +128,9 @@ def jobs_of(root: Path) -> list:
 
 
 def importers(root: Path, rel: str) -> set[str]:
-    """DVC stage instances whose code deps (the static import closure of the stage module; the params
-    check's also every schema module) hold file `rel`."""
-    decl = read_declaration(root)
-    stage = {job.name: job.name.split("@")[0] for job in jobs_of(root)}
-    return {job for job, name in stage.items() if Path(rel) in code_deps(name, decl["stages"][name], decl, root)}
+    """DVC stage instances whose code digest (core/code_digest.py) holds file `rel`."""
+    files = instance_files(read_declaration(root), yaml.safe_load((root / "params.yaml").read_text()), root)
+    return {instance for instance, code in files.items() if Path(rel) in code and instance != GUARD}
 
 
 def downstream(root: Path, names: set[str]) -> set[str]:
@@ -162,28 +161,32 @@ def dry_run_jobs(root: Path, dry_run: str) -> dict[str, str]:
 def test_editing_a_module_reruns_exactly_its_importers(dvc_run, rel):
     """Runs after both engines have built dvc_run; the edit is undone, mtime included.
 
-    DVC lists the stages whose own deps changed: exactly the importers. Snakemake names the file
-    only for jobs no upstream job already triggers (it stops at the first reason), so it is held
-    to: the jobs it would run are the importers and what they feed, and each job it gives a file
-    reason for is an importer naming this file.
+    A comment reruns nothing but the guard (which depends on every code file and rewrites the digests).
+    A compute edit: after the guard has run, DVC lists exactly the instances whose digest holds the file.
+    Snakemake gives each job its digest as a param; it can compare params only for jobs it ran itself, so
+    here it is held to: at most the importers and what they feed (test_snakemake_alone_matches_dvc holds
+    a run Snakemake built to exactly those).
     """
     path = dvc_run / rel
     before, stat = path.read_bytes(), path.stat()
     expected = importers(dvc_run, rel)
     assert expected, f"no stage imports {rel}"
-    path.write_bytes(before + b"\n# an edit\n")
+    lock = (dvc_run / "dvc.lock").read_bytes()
     try:
+        path.write_bytes(before + b"\n# a comment\n")
+        assert set(json.loads(run(["dvc", "status", "--json"], dvc_run).stdout)) == {GUARD}
+        assert ran_stages(run(["dvc", "repro"], dvc_run).stdout) == [GUARD]
+        path.write_bytes(before + b"\n_EDITED = 1\n")
+        run(["dvc", "repro", GUARD], dvc_run)
         stale = json.loads(run(["dvc", "status", "--json"], dvc_run).stdout)
         dry = run(["snakemake", "--cores", "1", "--dry-run"], dvc_run)
     finally:
         path.write_bytes(before)
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        run(["dvc", "repro", GUARD], dvc_run)  # the digests as they were
+    assert (dvc_run / "dvc.lock").read_bytes() == lock
     assert set(stale) == expected
-    jobs = dry_run_jobs(dvc_run, dry.stdout + dry.stderr)
-    assert set(jobs) == downstream(dvc_run, expected)
-    by_file = {name for name, reason in jobs.items() if reason.startswith("Updated input files:")}
-    assert by_file and by_file <= expected
-    assert all(rel in jobs[name].split(": ", 1)[1].split(";")[0].split(", ") for name in by_file)
+    assert set(dry_run_jobs(dvc_run, dry.stdout + dry.stderr)) <= downstream(dvc_run, expected) | {GUARD}
 
 
 def test_snakemake_alone_matches_dvc(dvc_run, tmp_path):
@@ -200,6 +203,14 @@ def test_snakemake_alone_matches_dvc(dvc_run, tmp_path):
         "Nothing to be done"
         in run(["snakemake", "--cores", "2", "-n"], root).stdout + run(["snakemake", "--cores", "2", "-n"], root).stderr
     )
+    # a compute edit in the run Snakemake built (it holds each job's params): exactly the importers rerun
+    rel = "src/emergence/studies/assoc/theory.py"
+    (root / rel).write_text((root / rel).read_text() + "\n_EDITED = 1\n")
+    dry = run(["snakemake", "--cores", "1", "--dry-run"], root)
+    jobs, expected = dry_run_jobs(root, dry.stdout + dry.stderr), importers(root, rel)
+    assert expected and set(jobs) == downstream(root, expected)
+    fed = {name for name in expected if name in downstream(root, expected - {name})}  # rerun anyway
+    assert all("Params have changed" in jobs[name] for name in expected - fed)
 
 
 def test_push_then_fresh_clone_pulls_and_is_up_to_date(dvc_run, tmp_path):

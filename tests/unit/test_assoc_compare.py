@@ -1,6 +1,20 @@
-"""Cosines, windows, the causal projection and association tables of the association study."""
+"""Cosines, windows, the causal projection and association tables of the association study.
+
+Most cases run on one random model, read at several steps. The cosines and leading-order errors are
+pinned at values written down by hand: each checkpoint there is a different model whose weights sit at a
+known angle and a known distance from the theory's directions, the theory matrices are chosen by hand (not
+computed from a corpus), and the transposed theory is checked to give another, also hand-computed, cosine.
+
+Construction: with D the theory direction of a weight, U a unit matrix orthogonal to D
+(and to D^T), c the leading-order coefficient at the step, the learned weight is
+
+    c * (a D + b |D| U)   ->   cosine = a / sqrt(a^2 + b^2),   rel_error = sqrt((a - 1)^2 + b^2),
+                               norm = c |D| sqrt(a^2 + b^2).
+"""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -18,8 +32,11 @@ from emergence.studies.assoc.compare import (
     order_slopes,
     remove_direction,
     top_associations,
+    weight_rows,
 )
-from emergence.studies.assoc.theory import compute_basis
+from emergence.studies.assoc.theory import Basis, compute_basis
+
+# ---- a random model
 
 V, T = 6, 5
 
@@ -35,10 +52,125 @@ def setup():
     return corpus, model, compute_basis(corpus, V)
 
 
+# ---- checkpoints built at known angles and distances from the theory's directions
+
+CTX = 3  # context length: P and Delta have CTX entries
+ETA = 0.5
+
+
+def t(rows) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+B = t([[3, 0], [4, 0]])  # |B| = 5
+PHI = t([[0, 1], [0, 0]])  # B PHI = [[0, 3], [0, 4]], so (B PHI)^T = [[0, 0], [3, 4]], norm 5
+Q = t([[1, 2], [-2, 0]])  # |Q| = 3
+DELTA = t([2, -1, 2])  # |Delta| = 3
+BASIS = Basis(B=B, Phi=PHI, Sigma_B=B.T @ B, G=(B @ PHI).T @ B, Q=Q, Delta=DELTA)
+
+# Each weight's direction as the docstring of theory.py states it, its norm, and a unit U
+# orthogonal to it and to its transpose (checked in test_the_construction_is_what_it_claims).
+DIRECTIONS = {
+    "W_O": (B, 5.0, t([[0, 0], [0, 1]])),
+    "V": (t([[0, 0], [3, 4]]), 5.0, t([[1, 0], [0, 0]])),
+    "W": (Q, 3.0, t([[0, 0], [0, 1]])),
+    "P": (DELTA, 3.0, t([2, 2, -1]) / 3),
+}
+
+# Leading coefficients at eta = 1/2 (theory.py: W_O s eta, V C(s,2) eta^2, W and P
+# (3 C(s,4) + 2 C(s,3)) eta^4):
+#   s = 3: W_O 3/2, V 3/4, W/P (0 + 2)/16 = 1/8
+#   s = 4: W_O 2,   V 6/4, W/P (3 + 8)/16 = 11/16
+#   s = 6: W_O 3,   V 15/4, W/P (45 + 40)/16 = 85/16
+COEF = {
+    3: {"W_O": 1.5, "V": 0.75, "W": 0.125, "P": 0.125},
+    4: {"W_O": 2.0, "V": 1.5, "W": 11 / 16, "P": 11 / 16},
+    6: {"W_O": 3.0, "V": 3.75, "W": 85 / 16, "P": 85 / 16},
+}
+
+# (a, b) per checkpoint, and what they give:
+#   s = 3: (1, 0)       cosine 1,                                rel_error 0,                         norm c |D|
+#   s = 4: (1, 4/3)     cosine 1 / sqrt(1 + 16/9) = 3/5,         rel_error 4/3,                       norm c |D| 5/3
+#   s = 6: (1/2, 6/5)   cosine (1/2) / sqrt(1/4 + 36/25) = 5/13, rel_error sqrt(1/4 + 36/25) = 13/10, norm c |D| 13/10
+SHAPE = {3: (1.0, 0.0), 4: (1.0, 4 / 3), 6: (0.5, 1.2)}
+# (cosine, rel_error, norm / (c |D|)) per checkpoint, from the table above:
+EXPECTED = {3: (1.0, 0.0, 1.0), 4: (3 / 5, 4 / 3, 5 / 3), 6: (5 / 13, 13 / 10, 13 / 10)}
+
+
+def checkpoint(step: int) -> torch.nn.Module:
+    model = build_model("attn_only", dict(n_layers=1, d_vocab=2, n_ctx=CTX, dtype="float64"))
+    a, b = SHAPE[step]
+    with torch.no_grad():
+        for name, (D, norm, U) in DIRECTIONS.items():
+            model.weight(name, 0).copy_(COEF[step][name] * (a * D + b * norm * U))
+    return model
+
+
+def test_the_construction_is_what_it_claims():
+    for D, norm, U in DIRECTIONS.values():
+        assert float(D.norm()) == pytest.approx(norm) and float(U.norm()) == pytest.approx(1.0)
+        assert float((D * U).sum()) == 0.0
+        if D.dim() == 2:  # a matrix: U is orthogonal to its transpose as well
+            assert float((D.T * U).sum()) == 0.0
+
+
+# ---- cosine
+
+
 def test_cosine_is_scale_free_and_undefined_at_zero():
     a = torch.randn(4, 4)
     assert cosine(a, 3 * a) == pytest.approx(1.0) and cosine(a, -a) == pytest.approx(-1.0)
     assert np.isnan(cosine(torch.zeros(4, 4), a))
+
+
+def test_cosine_is_the_frobenius_cosine():
+    # <B, B^T> = 3 * 3 = 9 (only entry (0, 0) meets), |B| = |B^T| = 5: 9/25.
+    # (A Pearson correlation of the entries would be negative: not this.)
+    assert cosine(B, B.T) == pytest.approx(9 / 25, abs=1e-12)
+    assert cosine(DELTA, DIRECTIONS["P"][2]) == pytest.approx(0.0, abs=1e-12)
+    assert cosine(-3 * Q, Q) == pytest.approx(-1.0, abs=1e-12)
+
+
+# ---- weight rows: cosine, relative error and norm of each weight
+
+
+@pytest.mark.parametrize("step", [3, 4, 6])
+def test_weight_rows_give_the_built_cosine_and_relative_error(step):
+    rows = pd.DataFrame(weight_rows(checkpoint(step), BASIS, step, ETA)).set_index("weight")
+    cos, rel, norm = EXPECTED[step]
+    for name, (_, d_norm, _) in DIRECTIONS.items():
+        assert rows.loc[name, "cosine"] == pytest.approx(cos, abs=1e-12), name
+        assert rows.loc[name, "rel_error"] == pytest.approx(rel, abs=1e-12), name
+        assert rows.loc[name, "norm"] == pytest.approx(COEF[step][name] * d_norm * norm, abs=1e-12), name
+    assert rows.loc["W_O", "layer"] == -1 and (rows.drop(index="W_O")["layer"] == 0).all()
+
+
+def test_no_relative_error_before_the_theory_predicts_a_weight():
+    # at step 0 every leading coefficient is 0: the relative error is undefined (NaN), not |learned| / 0
+    rows = pd.DataFrame(weight_rows(checkpoint(3), BASIS, 0, ETA))
+    assert rows["rel_error"].isna().all() and (rows["norm"] > 0).all()
+
+
+def test_the_transposed_theory_gives_another_hand_computed_value():
+    # At s = 4 (a = 1, b = 4/3), learned / c = D + (4/3) |D| U, norm (5/3) |D|:
+    #   W_O: [[3, 0], [4, 20/3]] (norm 25/3) against B^T = [[3, 4], [0, 0]]: <, > = 9,
+    #        cosine 9 / (25/3 * 5) = 27/125; rel_error |[[0, -4], [4, 20/3]]| / 5 = sqrt(688/9) / 5.
+    #   V:   [[20/3, 0], [3, 4]] (norm 25/3) against B PHI = [[0, 3], [0, 4]]: <, > = 16,
+    #        cosine 16 / (25/3 * 5) = 48/125, where (B PHI)^T gives 3/5.
+    #   W:   [[1, 2], [-2, 4]] (norm 5) against Q^T = [[1, -2], [2, 0]]: <, > = 1 - 4 - 4 = -7,
+    #        cosine -7 / (5 * 3) = -7/15.
+    model = checkpoint(4)
+    transposed = Basis(B=B.T, Phi=PHI, Sigma_B=B @ B.T, G=BASIS.G, Q=Q.T, Delta=DELTA)
+    rows = pd.DataFrame(weight_rows(model, transposed, 4, ETA)).set_index("weight")
+    assert rows.loc["W_O", "cosine"] == pytest.approx(27 / 125, abs=1e-12)
+    assert rows.loc["W_O", "rel_error"] == pytest.approx(math.sqrt(688 / 9) / 5, abs=1e-12)
+    assert rows.loc["W", "cosine"] == pytest.approx(-7 / 15, abs=1e-12)
+    assert cosine(model.weight("V", 0), B @ PHI) == pytest.approx(48 / 125, abs=1e-12)
+    right = pd.DataFrame(weight_rows(model, BASIS, 4, ETA)).set_index("weight")
+    assert (right.loc[["W_O", "V", "W"], "cosine"] - 3 / 5).abs().max() < 1e-12
+
+
+# ---- the causal projection
 
 
 def test_remove_direction_removes_exactly_that_component():
@@ -62,6 +194,9 @@ def test_causal_table_restores_every_weight(setup):
     assert (table.loc[table["weight"] != "none", "loss"] != original).all()
 
 
+# ---- cosine table: bases, window and its minimum
+
+
 def test_window_keeps_epoch_ends_where_the_weight_exists(setup):
     _, model, basis = setup
     table = cosine_table(
@@ -75,6 +210,33 @@ def test_window_keeps_epoch_ends_where_the_weight_exists(setup):
     table["n_layers"], table["seed"] = 2, 0
     t1 = min_cosine_table(table)
     assert len(t1) == 2 * 3 + 1 and (t1["n_checkpoints"] >= 2).all()
+
+
+def test_each_row_names_the_basis_it_was_read_against():
+    table = cosine_table([(3, checkpoint(3))], {"corpus": BASIS, "twin": BASIS}, ETA, 1, window_epochs=6)
+    by_basis = {name: rows.drop(columns="basis").reset_index(drop=True) for name, rows in table.groupby("basis")}
+    assert list(by_basis) == ["corpus", "twin"] and len(by_basis["corpus"]) == 4  # P, V, W, W_O
+    pd.testing.assert_frame_equal(by_basis["corpus"], by_basis["twin"])
+
+
+def test_the_window_minimum_is_read_from_distinct_checkpoints():
+    # Cosines 1, 3/5, 5/13 at steps 3, 4, 6; every weight is non-zero from step 3 on, so with
+    # one step per epoch and a 6-epoch window all three count and the minimum is 5/13 at step 6.
+    table = cosine_table(
+        [(s, checkpoint(s)) for s in (3, 4, 6)], {"corpus": BASIS}, ETA, steps_per_epoch=1, window_epochs=6
+    )
+    assert table["in_window"].all() and (table["basis"] == "corpus").all()
+    for step, (cos, rel, _) in EXPECTED.items():
+        at = table[table["step"] == step]
+        assert (at["cosine"] - cos).abs().max() < 1e-12 and (at["rel_error"] - rel).abs().max() < 1e-12
+    table["n_layers"], table["seed"] = 1, 0
+    t1 = min_cosine_table(table)
+    assert sorted(t1["weight"]) == ["P", "V", "W", "W_O"]
+    assert (t1["min_cosine"] - 5 / 13).abs().max() < 1e-12
+    assert (t1["step_of_min"] == 6).all() and (t1["n_checkpoints"] == 3).all()
+
+
+# ---- order slopes and top associations
 
 
 def test_order_slopes_recover_a_power_law():

@@ -5,6 +5,7 @@ and what main(argv) prints for the row it measured."""
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
 import pytest
@@ -78,10 +79,11 @@ def test_saliency_main_measures_a_tiny_model(capsys, one_thread):
     setting, ours, loop, speed = capsys.readouterr().out.splitlines()
     assert setting == "1 layers, d_model 64, seq 4, batch 2, threads 1"
     rates = [
-        float(re.fullmatch(rf"{label}: +([\d.]+) examples/s", line)[1])
+        re.fullmatch(rf"{label}: +(\S+) examples/s", line)[1]
         for label, line in (("one backward pass", ours), ("per-layer loop, retain_grad", loop))
     ]
-    assert all(r > 0 for r in rates) and speed.startswith("speed-up: ") and speed.endswith("x")
+    ratio = re.fullmatch(r"speed-up: (\S+)x", speed)[1]
+    assert all(math.isfinite(float(x)) for x in (*rates, ratio))  # measured here: numbers, not a speed
 
 
 # --- bench/dino_cache.py ---------------------------------------------------
@@ -143,10 +145,11 @@ def test_assoc_basis_main_measures_a_tiny_corpus(capsys, one_thread):
     assoc_basis.main(["--T", "6", "--V", "9", "--sequences", "4", "--threads", "1"])
     head, fast, ref, last = capsys.readouterr().out.splitlines()
     assert head == "T=6 |V|=9 sequences=4 threads=1"
-    t_fast = float(re.fullmatch(r"O\(T\^2\) score gradient: +([\d.]+) s", fast)[1])
-    t_ref = float(re.fullmatch(r"T x T x T Jacobian method: +([\d.]+) s", ref)[1])
-    speed, diff = re.fullmatch(r"speed-up: ([\d.]+)x   max relative difference: (\S+)", last).groups()
-    assert t_fast >= 0 and t_ref >= 0 and float(speed) > 0
+    t_fast = re.fullmatch(r"O\(T\^2\) score gradient: +(\S+) s", fast)[1]
+    t_ref = re.fullmatch(r"T x T x T Jacobian method: +(\S+) s", ref)[1]
+    speed, diff = re.fullmatch(r"speed-up: (\S+)x   max relative difference: (\S+)", last).groups()
+    # the times and their ratio are whatever this machine measured (bench/ reads them): here only numbers
+    assert all(math.isfinite(float(x)) for x in (t_fast, t_ref, speed))
     assert float(diff) < 1e-9  # both methods give the same Q and Delta
 
 

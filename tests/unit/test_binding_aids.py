@@ -7,8 +7,8 @@ import copy
 import pandas as pd
 import pytest
 from refusals import refuses
-from test_binding_report_more import all_cells, drawn  # noqa: F401 (drawn: a fixture)
-from test_grounding_report_values import paras
+from test_binding_report import all_cells, drawn  # noqa: F401 (drawn: a fixture)
+from test_grounding_report import paras
 
 from emergence.check import aid_seeds_are_default_seeds
 from emergence.core.config import from_dict, read_params

@@ -124,43 +124,41 @@ def test_distractor_lhs():
     assert _lhs([0.0], defined="acx", pool="", p_fresh=1.0) == ("c", [], [])
 
 
-def _first_proposal_reading(seed, cfg, n, hops):
-    """sample_balanced's loop, redone: the answer and target bits are its first six draws."""
-    r = random.Random(seed)
-    answer = int(r.random() * 10)
-    target = sum(1 << i for i in range(5) if r.random() < cfg.heuristic_target)
-    for _ in range(cfg.max_tries):
-        prog = b._propose(r, cfg, n, hops, answer, target)
-        if match_pattern(prog, answer) == target:
-            return prog, answer, target, True
-    return prog, answer, target, False
+def _draws(answer: int, target: int) -> list[float]:
+    """The six draws sample_balanced reads first (docs: answer = floor(10u), bit i set iff its draw is below
+    heuristic_target), written down for an answer and a target pattern, at a heuristic_target of 0.5."""
+    return [(answer + 0.5) / 10, *(0.0 if target >> i & 1 else 0.9 for i in range(5))]
 
 
 @pytest.mark.parametrize(("n", "hops"), [(16, 0), (16, 1), (16, 4), (6, 3), (5, 2), (4, 3), (3, 1), (1, 0)])
 def test_sample_balanced_programs_are_valid_and_hit_their_target(n, hops):
     cfg = ProgramConfig(max_hops=max(hops, 0) if n <= 4 else 4, heuristic_target=0.5)
-    hits = 0
     for seed in range(40):
-        p = b.sample_balanced(random.Random(seed), cfg, n, hops)
-        want, answer, target, hit = _first_proposal_reading(seed, cfg, n, hops)
-        assert p == want
+        answer, target = seed % 10, seed % 32
+        p = b.sample_balanced(Scripted(_draws(answer, target), random.Random(seed)), cfg, n, hops)
         assert (len(p.lines), p.hops, p.answer) == (n, hops, answer)
         assert trace(p.lines, p.query) == (answer, p.chain_lines)
         assert run_program(p.text) == (answer, hops)
         assert all(rhs.isdigit() or rhs in dict(p.lines[:i]) for i, (_, rhs) in enumerate(p.lines))
-        assert (match_pattern(p, answer) == target) == hit
-        hits += hit
-    if n >= 16:
-        assert hits == 40
+        if n >= 16:  # room for every pattern: the program matches the heuristics the target names, no other
+            assert match_pattern(p, answer) == target
 
 
-def test_sample_balanced_keeps_the_first_proposal_with_one_try():
-    cfg = ProgramConfig(max_tries=1)
-    for seed in range(20):
-        r = random.Random(seed)
-        answer = int(r.random() * 10)
-        target = sum(1 << i for i in range(5) if r.random() < 0.1)
-        assert b.sample_balanced(random.Random(seed), cfg, 16, 2) == b._propose(r, cfg, 16, 2, answer, target)
+@pytest.mark.parametrize(("max_tries", "hit_at", "kept"), [(5, 3, 3), (5, 1, 1), (5, None, 5), (1, None, 1)])
+def test_sample_balanced_keeps_the_first_proposal_on_target_or_else_its_last(monkeypatch, max_tries, hit_at, kept):
+    """Up to max_tries proposals for the answer and target drawn first; the first whose pattern is the
+    target is kept, and when none is, the last one."""
+    proposals = []
+
+    def propose(r, cfg, n, hops, answer, target):
+        proposals.append((answer, target))
+        return len(proposals)  # the proposal's number stands for the program
+
+    monkeypatch.setattr(b, "_propose", propose)
+    monkeypatch.setattr(b, "match_pattern", lambda prog, answer: 0b00110 if prog == hit_at else 0b01000)
+    cfg = ProgramConfig(max_tries=max_tries, heuristic_target=0.5)
+    assert b.sample_balanced(Scripted(_draws(7, 0b00110)), cfg, 16, 2) == kept
+    assert proposals == [(7, 0b00110)] * kept
 
 
 def test_answer_and_target_draws_at_their_edges():

@@ -6,9 +6,13 @@ test_binding_paper.py.
 
 from __future__ import annotations
 
+import re
+from dataclasses import fields
+
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import ROOT
 from refusals import assert_refused, refuses
 
 from emergence.core.config import from_dict
@@ -20,35 +24,66 @@ from emergence.studies.binding.programs import ProgramConfig
 SETS = [f"stress_{name}" for name in S.STRESS] + ["ref_paper", "ref_balanced"]
 
 
-def _shapes(query_writes_max: int, many_vars_min: int) -> dict[str, Shape]:
-    return {
-        "links_spread": Shape(links="spread"),
-        "links_adjacent": Shape(links="adjacent"),
-        "const_line1": Shape(links="const_first"),
-        "const_late": Shape(links="const_last"),
-        "query_once": Shape(query_writes=(1, 1)),
-        "query_thrice": Shape(query_writes=(3, query_writes_max)),
-        "many_vars": Shape(n_vars=(many_vars_min, 26)),
-        "few_vars": Shape(n_vars=(1, 5)),
-        "twin_chain": Shape(distractor="twin"),
+def pinned(shape: Shape) -> dict:
+    """The fields of `shape` that differ from the paper distribution's (Shape(): nothing pinned)."""
+    return {f.name: getattr(shape, f.name) for f in fields(Shape) if getattr(shape, f.name) != getattr(Shape(), f.name)}
+
+
+def test_the_stress_sets_are_the_documented_ones_in_the_documented_order():
+    doc = (ROOT / "docs" / "binding.md").read_text()
+    documented = re.findall(
+        r"^\| `(\w+)` \|", doc.split("| distribution | pinned property |")[1].split("\n\n")[0], re.M
+    )
+    assert documented == list(S.STRESS)
+    for n_lines in (8, 16, 25):
+        assert list(S.stress_shapes(n_lines)) == list(S.STRESS)
+
+
+def test_each_stress_set_pins_what_the_docs_say_at_16_lines():
+    # docs/binding.md: "the paper distribution with one property pinned"; at 16 lines by hand: three or more
+    # writes of the query (up to one per line), >= 14 distinct variables (7/8 of 16) up to all 26 letters
+    assert {name: pinned(shape) for name, shape in S.stress_shapes(16).items()} == {
+        "links_spread": {"links": "spread"},
+        "links_adjacent": {"links": "adjacent"},
+        "const_line1": {"links": "const_first"},
+        "const_late": {"links": "const_last"},
+        "query_once": {"query_writes": (1, 1)},
+        "query_thrice": {"query_writes": (3, 16)},
+        "many_vars": {"n_vars": (14, 26)},
+        "few_vars": {"n_vars": (1, 5)},
+        "twin_chain": {"distractor": "twin"},
     }
 
 
 @pytest.mark.parametrize(
-    "n_lines, many_vars_min",
+    "n_lines, least",
     [
-        (8, 7),  # 8 - 8 // 8: 7/8 of the lines
-        (9, 8),  # 9 - 9 // 8
-        (16, 14),  # 16 - 16 // 8 = 14: the cap and 7/8 agree
-        (17, 14),  # 17 - 2 = 15, capped at 14
-        (24, 14),  # 24 - 3 = 21, capped at 14
+        (3, 3),  # 7/8 of 3 = 2.625: at least 3, every line a new variable
+        (8, 7),  # 7/8 of 8 = 7
+        (9, 8),  # 7.875, rounded up
+        (12, 11),  # 10.5, rounded up
+        (16, 14),  # 14: where 7/8 of the lines and the cap of 14 meet
+        (17, 14),  # 14.875, capped at 14
+        (24, 14),  # 21, capped at 14
     ],
 )
-def test_stress_shapes_pin_exact_bounds(n_lines, many_vars_min):
-    # query_thrice: three writes up to one per line; many_vars: min(14, 7/8 of the lines) up to all 26
-    # letters; few_vars: 1 to 5 distinct variables
-    assert S.stress_shapes(n_lines) == _shapes(n_lines, many_vars_min)
-    assert list(S.stress_shapes(n_lines)) == list(S.STRESS)
+def test_many_vars_asks_for_7_8_of_the_lines_at_most_14(n_lines, least):
+    assert S.stress_shapes(n_lines)["many_vars"] == Shape(n_vars=(least, 26))
+
+
+@pytest.mark.parametrize("n_lines", range(3, 26))
+def test_only_query_thrice_and_many_vars_follow_the_program_length(n_lines):
+    shapes = S.stress_shapes(n_lines)
+    assert all(len(pinned(shape)) == 1 for shape in shapes.values())  # one property each
+    # query_thrice: three writes up to one per line, so no count a program of n_lines lines can have is cut
+    assert shapes["query_thrice"] == Shape(query_writes=(3, n_lines))
+    # many_vars: an inclusive range a program can meet (no more variables than lines), its floor the
+    # smallest count >= 7/8 of the lines unless that passes 14
+    low, high = shapes["many_vars"].n_vars
+    assert low <= min(n_lines, 14) and high == 26
+    assert low == 14 or low - 1 < 7 * n_lines / 8 <= low
+    fixed = {name: shape for name, shape in S.stress_shapes(16).items() if name not in ("query_thrice", "many_vars")}
+    assert {name: shapes[name] for name in fixed} == fixed
 
 
 def _table(monkeypatch, cfg: ProgramConfig, n_per_hop: int, **kwargs) -> tuple[pd.DataFrame, list[dict]]:

@@ -1,6 +1,13 @@
+"""The CHILDES reader: turns extracted from a real transcript (Brown, Eve) and from hand-written ones, and
+the reader's pieces at exact values: decoding, logical tiers, participants, main tiers, directories, zip
+archives and their members' limits, the pylangacq parser's checks. Every refusal names the file and, where
+there is one, the line."""
+
+import io
 import shutil
 import stat
 import tempfile
+import types
 import zipfile
 
 import pandas as pd
@@ -11,6 +18,8 @@ from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
 from emergence.studies.grounding import childes
 from emergence.studies.grounding.childes import ExtractParams, extract_turns, turn_counts, validate_chat, without_child
+
+# ---- turns of Eve's transcript and of hand-written ones
 
 EVE = "childes/Brown-Eve-010600a.cha"
 HEADER = """@UTF8
@@ -104,6 +113,148 @@ def test_split_compounds_applies_to_every_tier(tmp_path):
     assert mot.env[-6:] == ["tape", "recorder", "and", "a", "teddy", "bear"]
 
 
+def test_extract_turns_columns_and_an_empty_transcript(tmp_path):
+    df = extract_turns(cha(tmp_path, TURNS))
+    assert list(df.columns) == ["file", "line", "speaker", "env", "lan", "tokens"] and df["line"].dtype == "int64"
+    empty = cha(tmp_path, "@End\n", name="empty.cha")
+    with refuses(empty, "no utterances"):
+        extract_turns(empty)
+
+
+def test_transcripts_where_the_child_never_speaks_are_listed(tmp_path):
+    src = tmp_path / "corpus"
+    cha(src, "*MOT:\tball ?\n*CHI:\tball .\n@End\n", "talks.cha")
+    cha(src, "*MOT:\thello .\n*MOT:\tlook .\n@End\n", "mother_only.cha")
+    # the child declared and even named on a dependent tier, but no *CHI: main tier
+    cha(src, "*MOT:\tlook .\n%act:\tCHI points\n@End\n", "Eve/silent.cha")
+    assert without_child(extract_turns(src)) == ["Eve/silent.cha", "mother_only.cha"]
+    assert without_child(extract_turns(src / "talks.cha")) == []
+    # listed in name order whatever order the turns come in
+    turns = pd.DataFrame({"file": ["b.cha", "a.cha", "c.cha"], "speaker": ["MOT", "MOT", "CHI"]})
+    assert without_child(turns) == ["a.cha", "b.cha"]
+
+
+# ---- decoding
+
+HEAD = ["@UTF8", "@Begin", "@Participants:\tCHI Target_Child, MOT Mother"]
+
+
+@pytest.mark.parametrize(
+    "data, line",
+    [(b"\xe9abc\n@End", 1), (b"\n\xe9", 2), (b"@UTF8\n@Begin\ncaf\xe9\n", 3)],
+    ids=["first_line", "second_line_after_a_lone_newline", "third_line"],
+)
+def test_a_bad_byte_names_its_own_line(data, line):
+    with refuses(f"x.cha: line {line}: ", "UTF-8", "0xe9"):
+        childes._decode(data, "x.cha")
+
+
+def test_bad_encoding_names_the_line_of_the_first_bad_byte(tmp_path):
+    path = tmp_path / "latin1.cha"
+    path.write_bytes((HEADER + "*CHI:\thi .\n").encode() + "*MOT:\tcaf\xe9 .\n@End\n".encode("latin-1"))
+    with refuses(path, "line 8", "UTF-8", "0xe9"):
+        validate_chat(path)
+
+
+def test_decode_drops_crlf_and_a_leading_bom_only():
+    # the CR of a CRLF goes; other trailing blanks, a leading CR, an X before the CR and a BOM that is
+    # not at the very start all stay
+    data = "\ufeff@UTF8\r\nab \t\r\n\rcd\naX\r\nmid\ufeff\n".encode()
+    assert childes._decode(data, "x.cha") == ["@UTF8", "ab \t", "\rcd", "aX", "mid\ufeff", ""]
+
+
+def test_a_bom_at_the_end_is_kept():
+    assert childes._decode("a\ufeff".encode(), "x.cha") == ["a\ufeff"]
+
+
+# ---- logical tiers
+
+
+def test_continuation_lines_with_a_tab_or_a_space_join_their_tier():
+    lines = ["@Begin", "*CHI:\tmi:lk", "\tplease", "*MOT:\tlook  ", "  at it", "%act:\tgives  ", "@End"]
+    assert list(childes._logical_tiers(lines)) == [
+        (1, "@Begin"),
+        (2, "*CHI:\tmi:lk please"),
+        (4, "*MOT:\tlook at it"),
+        (6, "%act:\tgives"),
+        (7, "@End"),
+    ]
+
+
+def test_a_lone_blank_line_is_a_continuation_too():
+    assert list(childes._logical_tiers(["*CHI:\thi", " ", "\t", "@End"])) == [(1, "*CHI:\thi  "), (4, "@End")]
+
+
+# ---- participants
+
+
+@pytest.mark.parametrize(
+    "header, codes",
+    [
+        ("@Participants:\tCHI Eve Target_Child, MOT Mother", {"CHI", "MOT"}),
+        ("@Participants:CHI Eve Target_Child, MOT Mother", {"CHI", "MOT"}),  # no blank after the colon
+        ("@Participants:\tCHI Eve Target_Child, MOT Mother:Step, FAT Father", {"CHI", "MOT", "FAT"}),  # colon in a role
+        ("@Participants:\tCHI Target_Child,, MOT Mother, ", {"CHI", "MOT"}),  # empty entries skipped
+    ],
+)
+def test_participant_codes_are_the_first_word_of_each_entry(header, codes):
+    assert childes._participant_codes(header) == codes
+
+
+# ---- main tiers
+
+
+def test_main_tiers_name_the_line_and_speaker():
+    lines = HEAD + ["*CHI:\thi .", "%act:\truns", "*MOT:\tyes", "\tdear .", "*CHI:\tno .", "@End", ""]
+    assert childes._main_tiers(lines, "x.cha") == [(4, "CHI"), (6, "MOT"), (8, "CHI")]
+
+
+@pytest.mark.parametrize(
+    "text, line, named",
+    [
+        (HEADER.replace("@Begin\n", "") + "*CHI:\thi .\n@End\n", 2, ["missing", "@Begin"]),
+        (HEADER + "*CHI:\thi .\n%act:\truns\n", 8, ["missing", "@End"]),
+        (HEADER + "%act:\truns\n*CHI:\thi .\n@End\n", 7, ["%act", "main tier"]),
+        (HEADER + "*CHI:\thi .\n*FAT:\thello .\n@End\n", 8, ["FAT", "@Participants"]),
+        (HEADER + "*CHI:\thi .\n@End\n*CHI:\tagain .\n", 9, ["after @End"]),
+    ],
+)
+def test_malformed_chat_names_file_and_line(tmp_path, text, line, named):
+    path = tmp_path / "bad.cha"
+    path.write_text(text)
+    with refuses(f"{path}: line {line}: ", *named):
+        validate_chat(path)
+    with refuses(f"{path}: line {line}: ", *named):
+        extract_turns(tmp_path)  # the extractor checks before it parses
+
+
+def _refused(lines, line: int, *named):
+    """The tiers `lines` of x.cha are refused in one line naming the file, `line N` and `named`."""
+    with refuses(f"x.cha: line {line}: ", *named):
+        childes._main_tiers(lines, "x.cha")
+
+
+def test_an_empty_file_misses_begin_on_line_1():
+    _refused([""], 1, "missing", "@Begin")
+
+
+def test_a_main_tier_before_any_participants_is_undeclared():
+    _refused(["@Begin", "*CHI:\thi .", "@End"], 2, "CHI", "@Participants")
+
+
+LONG = "*CH I:\t" + "abcdefghij" * 5  # 57 characters: the message shows exactly the first 40
+
+
+def test_errors_quote_the_first_40_characters_of_the_tier():
+    assert len(LONG[:41]) == 41  # a cut at 41 would show
+    _refused(["@UTF8", LONG, "@Begin"], 2, "@Begin", repr(LONG[:40]))
+    _refused(HEAD + [LONG, "@End"], 4, "main tier", repr(LONG[:40]))
+    _refused(HEAD + ["*CHI :\thi", "@End"], 4, "main tier", repr("*CHI :\thi"))
+
+
+# ---- inputs: a file, a directory or a zip archive
+
+
 def test_directory_and_zip_give_the_same_rows(tmp_path):
     src = tmp_path / "corpus"
     cha(src, "*CHI:\tball .\n%act:\tthrows ball\n@End\n", "Eve/b.cha")
@@ -120,6 +271,22 @@ def test_directory_and_zip_give_the_same_rows(tmp_path):
     assert from_zip["file"].tolist() == ["Corpus/" + f for f in from_dir["file"]]
     assert from_zip.drop(columns="file").equals(from_dir.drop(columns="file"))
     assert turn_counts(archive) == {"utterances": 2, "act": 1, "sit": 0, "gpx": 0}
+
+
+def test_eve_copy_in_a_directory_keeps_its_relative_name(shared_data, tmp_path):
+    (tmp_path / "Brown" / "Eve").mkdir(parents=True)
+    shutil.copy(shared_data / EVE, tmp_path / "Brown" / "Eve" / "010600a.cha")
+    assert turn_counts(tmp_path)["utterances"] == 1588
+
+
+def test_missing_inputs_are_named(tmp_path):
+    with refuses(tmp_path / "nope.cha", "not found"):
+        validate_chat(tmp_path / "nope.cha")
+    with refuses(tmp_path / "nope", "not found"):
+        extract_turns(tmp_path / "nope")
+    (tmp_path / "fake.zip").write_text("not a zip")
+    with refuses(tmp_path / "fake.zip", "zip"):
+        extract_turns(tmp_path / "fake.zip")
 
 
 def _symlink_member(name: str, target: str) -> tuple[zipfile.ZipInfo, str]:
@@ -160,45 +327,35 @@ def test_zip_members_escaping_the_target_are_refused(tmp_path, monkeypatch, memb
 
 
 @pytest.mark.parametrize(
-    "text, line, named",
+    "name, reason",
     [
-        (HEADER.replace("@Begin\n", "") + "*CHI:\thi .\n@End\n", 2, ["missing", "@Begin"]),
-        (HEADER + "*CHI:\thi .\n%act:\truns\n", 8, ["missing", "@End"]),
-        (HEADER + "%act:\truns\n*CHI:\thi .\n@End\n", 7, ["%act", "main tier"]),
-        (HEADER + "*CHI:\thi .\n*FAT:\thello .\n@End\n", 8, ["FAT", "@Participants"]),
-        (HEADER + "*CHI:\thi .\n@End\n*CHI:\tagain .\n", 9, ["after @End"]),
+        ("\\evil.cha", "absolute path"),
+        ("/evil.cha", "absolute path"),
+        ("c:/evil.cha", "absolute path"),
+        ("C:evil.cha", "absolute path"),
+        ("z:\\evil.cha", "absolute path"),
+        ("..\\evil.cha", "'..' component"),
+        ("Corpus\\..\\..\\evil.cha", "'..' component"),
+        ("Corpus\\Eve\\a.cha", None),
+        ("Corpus/c:a.cha", None),  # a drive letter only counts at the start
+        ("1:/a.cha", None),
     ],
 )
-def test_malformed_chat_names_file_and_line(tmp_path, text, line, named):
-    path = tmp_path / "bad.cha"
-    path.write_text(text)
-    with refuses(f"{path}: line {line}: ", *named):
-        validate_chat(path)
-    with refuses(f"{path}: line {line}: ", *named):
-        extract_turns(tmp_path)  # the extractor checks before it parses
+def test_unsafe_member_names(name, reason):
+    assert childes._unsafe(zipfile.ZipInfo(name)) == reason
 
 
-def test_bad_encoding_names_the_line_of_the_first_bad_byte(tmp_path):
-    path = tmp_path / "latin1.cha"
-    path.write_bytes((HEADER + "*CHI:\thi .\n").encode() + "*MOT:\tcaf\xe9 .\n@End\n".encode("latin-1"))
-    with refuses(path, "line 8", "UTF-8", "0xe9"):
-        validate_chat(path)
+def test_zip_members_are_read_with_the_archive_named_for_errors(tmp_path, monkeypatch):
+    archive = _zip(tmp_path / "corpus.zip", {"C/a.cha": HEADER + "*MOT:\tlook .\n@End\n"})
+    seen = []
+    real = childes._read_member
+    monkeypatch.setattr(
+        childes, "_read_member", lambda zf, info, where, limits: seen.append(where) or real(zf, info, where, limits)
+    )
+    assert len(extract_turns(archive)) == 1 and seen == [archive]
 
 
-def test_missing_inputs_are_named(tmp_path):
-    with refuses(tmp_path / "nope.cha", "not found"):
-        validate_chat(tmp_path / "nope.cha")
-    with refuses(tmp_path / "nope", "not found"):
-        extract_turns(tmp_path / "nope")
-    (tmp_path / "fake.zip").write_text("not a zip")
-    with refuses(tmp_path / "fake.zip", "zip"):
-        extract_turns(tmp_path / "fake.zip")
-
-
-def test_eve_copy_in_a_directory_keeps_its_relative_name(shared_data, tmp_path):
-    (tmp_path / "Brown" / "Eve").mkdir(parents=True)
-    shutil.copy(shared_data / EVE, tmp_path / "Brown" / "Eve" / "010600a.cha")
-    assert turn_counts(tmp_path)["utterances"] == 1588
+# ---- zip limits
 
 
 def _zip(path, members: dict[str, str | bytes], compression=zipfile.ZIP_DEFLATED):
@@ -273,24 +430,6 @@ def test_a_plain_transcript_exactly_at_the_member_cap_is_read(tmp_path, monkeypa
         extract_turns(over, limits=ExtractParams(max_member_mb=1))
 
 
-def test_zip_members_are_read_with_the_archive_named_for_errors(tmp_path, monkeypatch):
-    archive = _zip(tmp_path / "corpus.zip", {"C/a.cha": HEADER + "*MOT:\tlook .\n@End\n"})
-    seen = []
-    real = childes._read_member
-    monkeypatch.setattr(
-        childes, "_read_member", lambda zf, info, where, limits: seen.append(where) or real(zf, info, where, limits)
-    )
-    assert len(extract_turns(archive)) == 1 and seen == [archive]
-
-
-def test_extract_turns_columns_and_an_empty_transcript(tmp_path):
-    df = extract_turns(cha(tmp_path, TURNS))
-    assert list(df.columns) == ["file", "line", "speaker", "env", "lan", "tokens"] and df["line"].dtype == "int64"
-    empty = cha(tmp_path, "@End\n", name="empty.cha")
-    with refuses(empty, "no utterances"):
-        extract_turns(empty)
-
-
 @pytest.mark.parametrize("key", ["max_members", "max_member_mb", "max_total_mb", "max_ratio"])
 def test_zip_limits_are_checked_as_params(key):
     # a limit of 1 (one member, one MB, ratio 1) still lets something through
@@ -301,17 +440,54 @@ def test_zip_limits_are_checked_as_params(key):
         assert_refused(str(e.value).splitlines(), f"{where}.{key}", value)
 
 
-def test_transcripts_where_the_child_never_speaks_are_listed(tmp_path):
-    src = tmp_path / "corpus"
-    cha(src, "*MOT:\tball ?\n*CHI:\tball .\n@End\n", "talks.cha")
-    cha(src, "*MOT:\thello .\n*MOT:\tlook .\n@End\n", "mother_only.cha")
-    # the child declared and even named on a dependent tier, but no *CHI: main tier
-    cha(src, "*MOT:\tlook .\n%act:\tCHI points\n@End\n", "Eve/silent.cha")
-    assert without_child(extract_turns(src)) == ["Eve/silent.cha", "mother_only.cha"]
-    assert without_child(extract_turns(src / "talks.cha")) == []
-    # listed in name order whatever order the turns come in
-    turns = pd.DataFrame({"file": ["b.cha", "a.cha", "c.cha"], "speaker": ["MOT", "MOT", "CHI"]})
-    assert without_child(turns) == ["a.cha", "b.cha"]
+def _info(name, size, compressed):
+    info = zipfile.ZipInfo(name)
+    info.file_size, info.compress_size = size, compressed
+    return info
+
+
+def _checked(infos, **limits):
+    zf = types.SimpleNamespace(infolist=lambda: infos)
+    return childes._checked_members(zf, "A.zip", ExtractParams(**limits))
+
+
+def _refused_zip(infos, *named, **limits):
+    """The members `infos` of A.zip are refused in one line naming the archive and `named`."""
+    with refuses("A.zip: ", *named):
+        _checked(infos, **limits)
+
+
+MB = childes.MB
+
+
+def test_limits_hold_exactly_at_the_limit():
+    three = [_info(f"C/{i}.cha", 10, 10) for i in range(3)]
+    assert _checked(three + [_info("C/", 0, 0), _info("C/x.txt", 10, 10)], max_members=3) == three
+    two = [_info("C/a.cha", MB, MB), _info("C/b.cha", MB, MB)]
+    assert _checked(two, max_total_mb=2) == two
+    one = [_info("C/a.cha", 2 * MB, 2 * MB)]
+    assert _checked(one, max_member_mb=2) == one
+    at_ratio = [_info("C/a.cha", 500, 5)]
+    assert _checked(at_ratio, max_ratio=100) == at_ratio
+    tiny = [_info("C/a.cha", 100, 1), _info("C/b.cha", 100, 0)]  # a size-0 member counts as 1 byte compressed
+    assert _checked(tiny, max_ratio=100) == tiny
+
+
+def test_one_over_each_limit_is_refused_with_the_numbers():
+    _refused_zip([_info("C/e.txt", 1, 1)], "no .cha files")
+    _refused_zip([_info(f"C/{i}.cha", 10, 10) for i in range(3)], "3 .cha members", "max_members (2)", max_members=2)
+    infos = [_info("C/a.cha", MB, MB), _info("C/b.cha", MB + 1, MB)]
+    _refused_zip(infos, "2 MB", "childes_extract.max_total_mb (2)", max_total_mb=2)
+    infos = [_info("C/a.cha", 3 * MB + 1, 3 * MB)]
+    _refused_zip(infos, "'C/a.cha'", "3 MB", "childes_extract.max_member_mb (3)", max_member_mb=3)
+    infos = [_info("C/a.cha", 1000, 2)]
+    _refused_zip(infos, "'C/a.cha'", "500-fold", "childes_extract.max_ratio (100)", max_ratio=100)
+    for compressed in (0, 1):
+        infos = [_info("C/a.cha", 101, compressed)]
+        _refused_zip(infos, "'C/a.cha'", "101-fold", "childes_extract.max_ratio (100)", max_ratio=100)
+
+
+# ---- reading a member in chunks
 
 
 @pytest.mark.parametrize(("n_bytes", "refused"), [(20, False), (21, True), (35, True)])
@@ -329,3 +505,66 @@ def test_read_member_counts_every_chunk_against_the_cap(tmp_path, monkeypatch, n
             return
         with refuses(f"{archive}: ", "'C/a.cha'", "childes_extract.max_member_mb (2)"):
             childes._read_member(zf, info, archive, limits)
+
+
+def _zip_member(body: bytes):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr("C/a.cha", body)
+    zf = zipfile.ZipFile(buf)
+    return zf, zf.getinfo("C/a.cha")
+
+
+def test_a_member_read_in_chunks_is_whole_up_to_the_cap(monkeypatch):
+    monkeypatch.setattr(childes, "MB", 4)  # cap of max_member_mb=2: 8 bytes, read 4 at a time
+    zf, info = _zip_member(b"abcdefgh")
+    assert childes._read_member(zf, info, "A.zip", ExtractParams(max_member_mb=2)) == b"abcdefgh"
+    zf, info = _zip_member(b"abcdefghi")
+    with refuses("A.zip: ", "'C/a.cha'", "childes_extract.max_member_mb (2)"):
+        childes._read_member(zf, info, "A.zip", ExtractParams(max_member_mb=2))
+    zf, info = _zip_member(b"abcdefghijk")  # every chunk under the cap, their sum over it
+    with refuses("A.zip: ", "'C/a.cha'", "childes_extract.max_member_mb (2)"):
+        childes._read_member(zf, info, "A.zip", ExtractParams(max_member_mb=2))
+
+
+def test_reading_asks_for_one_chunk_at_a_time_and_stops_past_the_cap(monkeypatch):
+    monkeypatch.setattr(childes, "MB", 4)
+    asked = []
+
+    class Endless(io.RawIOBase):  # a member whose header lies: it never ends
+        def read(self, n=-1):
+            asked.append(n)
+            return b"x" * (n if n is not None and n >= 0 else 1000)
+
+    zf = types.SimpleNamespace(open=lambda info: Endless())
+    with refuses("A.zip", "'C/a.cha'", "childes_extract.max_member_mb (2)"):
+        childes._read_member(zf, zipfile.ZipInfo("C/a.cha"), "A.zip", ExtractParams(max_member_mb=2))
+    assert asked == [4, 4, 4]
+
+
+# ---- pylangacq
+
+BODY = ("\n".join(HEAD + ["*CHI:\thi .", "*MOT:\tyes .", "@End", ""])).encode()
+
+
+def test_a_parser_failure_is_one_line_naming_the_file(monkeypatch):
+    def boom(*a, **k):
+        raise ValueError("bad tier")
+
+    monkeypatch.setattr(childes.pylangacq.CHAT, "from_strs", boom)
+    with refuses("A.zip/C/a.cha: ", "CHAT", "ValueError: bad tier"):  # and the parser's own words
+        list(childes._utterances(BODY, "A.zip/C/a.cha"))
+
+
+def test_a_parser_that_loses_an_utterance_is_caught(monkeypatch):
+    one = types.SimpleNamespace(participant="CHI", tiers={"CHI": "hi ."})
+    header = types.SimpleNamespace(participant=None, tiers=None)
+    fake = types.SimpleNamespace(utterances=lambda: [header, one])
+    monkeypatch.setattr(childes.pylangacq.CHAT, "from_strs", lambda *a, **k: fake)
+    with refuses("a.cha: ", "pylangacq", "1 utterances", "2 main tiers"):
+        list(childes._utterances(BODY, "a.cha"))
+
+
+def test_utterances_pair_each_main_tier_line_with_its_utterance():
+    got = [(line, u.participant, [t.word for t in u.tokens]) for line, u in childes._utterances(BODY, "a.cha")]
+    assert got == [(4, "CHI", ["hi", "."]), (5, "MOT", ["yes", "."])]

@@ -15,7 +15,9 @@ import yaml
 from conftest import ROOT
 from refusals import assert_refused, key_of, refuses
 
-from emergence.core.declared import DeclaredParams, StageReads, reads_of_module
+from emergence.core.code_digest import instance_files, plumbing_files
+from emergence.core.config import read_params
+from emergence.core.declared import GUARD, DeclaredParams, StageReads, reads_of_module
 from emergence.core.pipeline import import_closure, read_declaration, render, resolve_jobs, rules_of, stage_module
 from emergence.core.profile import merge_into
 
@@ -51,7 +53,7 @@ print(json.dumps(out))
 """
 
 
-def test_every_module_a_stage_loads_is_among_its_deps():
+def test_every_module_a_stage_loads_is_in_its_code_digest_and_among_the_guards_deps():
     stages = declared_stages()
     modules = sorted({stage_module(s["cmd"], n) for n, s in stages.items()})
     proc = subprocess.run(
@@ -63,11 +65,16 @@ def test_every_module_a_stage_loads_is_among_its_deps():
         check=True,
     )
     loaded = json.loads(proc.stdout)
-    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    guard = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][GUARD]["deps"]
+    code = instance_files(read_declaration(ROOT), read_params(ROOT / "params.yaml"), ROOT)
+    plumbing = {str(p) for p in plumbing_files(ROOT)}
     for name, stage in stages.items():
         files = {str(Path(f).resolve().relative_to(ROOT)) for f in loaded[stage_module(stage["cmd"], name)]}
-        missing = files - set(dvc[name]["deps"])
-        assert not missing, f"{name}: imports {sorted(missing)} but does not depend on them"
+        outside = {f for f in files if not any(f.startswith(folder + "/") for folder in guard)}
+        assert not outside, f"{name}: imports {sorted(outside)}, outside the folders {GUARD} depends on"
+        for instance in [i for i in code if i.split("@")[0] == name]:
+            missing = files - {str(p) for p in code[instance]} - plumbing
+            assert not missing, f"{instance}: imports {sorted(missing)}, which its code digest does not hold"
 
 
 def write_tree(root: Path, files: dict[str, str]) -> None:

@@ -5,8 +5,8 @@ import torch
 from refusals import assert_refused, refuses
 
 from emergence.core.io import PipelineError
-from emergence.core.models import Transformer, TransformerConfig, build_model, model_spec
-from emergence.core.models.transformer import apply_rope, rope_tables
+from emergence.core.models import build_model, model_spec
+from emergence.core.models.transformer import Transformer, TransformerConfig, apply_rope, rope_tables
 
 TINY = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, d_mlp=64, n_ctx=16, d_vocab=11)
 

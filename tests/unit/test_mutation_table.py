@@ -1,30 +1,87 @@
-"""tests/mutation_table.py: mutmut's exit codes -> killed / survived / no tests / equivalent, per module."""
+"""tests/mutation_table.py: mutmut's exit codes -> killed / survived / no tests / equivalent, per module; the
+equivalent mutants keyed by the line they change, not by mutmut's number."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 from conftest import ROOT
 from refusals import refuses
 
 sys.path.insert(0, str(ROOT / "tests"))
-from mutation_table import equivalents, score, survivors, table, tally, write_into  # noqa: E402
+from mutation_table import (  # noqa: E402
+    EQUIVALENT,
+    Key,
+    equivalents,
+    main,
+    mutant_keys,
+    score,
+    stale,
+    survivors,
+    table,
+    tally,
+    write_into,
+)
+
+# What mutmut 3 writes into mutants/src/a.py for `f`: the original as x_f__mutmut_orig, each mutant as
+# x_f__mutmut_N (the trampoline that picks one is left out: the table never reads it).
+A = """
+def x_f__mutmut_orig(a, b=1):
+    c = a + b
+    c = a + b
+    return c * 2
+
+def x_f__mutmut_1(a, b=1):
+    c = a - b
+    c = a + b
+    return c * 2
+
+def x_f__mutmut_2(a, b=1):
+    c = a + b
+    c = a - b
+    return c * 2
+
+def x_f__mutmut_3(a, b=1):
+    c = a + b
+    c = a + b
+    return c / 2
+
+def x_f__mutmut_4(a, b=2):
+    c = a + b
+    c = a + b
+    return c * 2
+
+def x_f__mutmut_5(a, b=1):
+    c = a + b
+    c = a + b
+    return c * 3
+"""
+RETURN_3 = Key("a.f", 1, "return c * 2", "return c * 3")  # x_f__mutmut_5
 
 
-def meta(root: Path, rel: str, codes: dict[str, int | None]) -> None:
+def meta(root: Path, rel: str, codes: dict[str, int | None], mutated: str = "") -> None:
     path = root / f"{rel}.meta"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"exit_code_by_key": codes}))
+    (root / rel).write_text(mutated)
+
+
+def tsv(path: Path, *rows: str) -> Path:
+    path.write_text("\n".join(["function\toccurrence\tline\tmutated\treason", *rows]) + "\n")
+    return path
 
 
 def test_exit_codes_are_classed_per_module_and_equivalents_leave_the_score(tmp_path):
     codes = {1: 1, 2: 0, 3: 36, 4: 33, 5: 0}
-    meta(tmp_path, "src/a.py", {f"a.x_f__mutmut_{n}": code for n, code in codes.items()})
+    meta(tmp_path, "src/a.py", {f"a.x_f__mutmut_{n}": code for n, code in codes.items()}, A)
     meta(tmp_path, "bench/b.py", {"b.x_g__mutmut_1": 3, "b.x_g__mutmut_2": None})
     meta(tmp_path, "src/empty.py", {})
-    rows = tally(tmp_path, {"a.x_f__mutmut_5": "same function"})
+    equivalent = {RETURN_3: "same function"}
+    rows = tally(tmp_path, equivalent)
     assert set(rows) == {"src/a.py", "bench/b.py"}
     a = rows["src/a.py"]
     # 1 (a test failed) and 36 (timeout) are kills; 0 survived; 33 no tests; _5 equivalent
@@ -32,24 +89,105 @@ def test_exit_codes_are_classed_per_module_and_equivalents_leave_the_score(tmp_p
     assert score(a) == 2 / 4  # equivalent out of the denominator, no tests in it
     b = rows["bench/b.py"]
     assert (b["killed"], b["unchecked"]) == (1, 1) and score(b) == 1.0
-    text = table(rows, {"a.x_f__mutmut_5": "same function"}, "now")
+    text = table(rows, equivalent, "now")
     assert "| `src/a.py` | 5 | 2 | 1 | 1 | 1 | 0 | 50.0 % (below 85 %) |" in text
     assert "| `bench/b.py` | 2 | 1 | 0 | 0 | 0 | 1 | 100.0 % |" in text
     assert "| **all** | 7 | 3 | 1 | 1 | 1 | 1 | 60.0 % |" in text
-    assert "1 mutants were not checked" in text and "- `a.x_f__mutmut_5`: same function" in text
+    assert "1 mutants were not checked" in text
+    assert "- `a.f`: `return c * 2` -> `return c * 3`: same function" in text
     # what is left: a.x_f__mutmut_2 survived and _4 has no test; _5 is equivalent, b's are killed or unchecked
-    left = survivors(tmp_path, {"a.x_f__mutmut_5": "same function"})
+    left = survivors(tmp_path, equivalent)
     assert left == {"a.x_f": 2}
     assert "- `a.x_f`: 2" in table(rows, {}, "now", left)
 
 
-def test_an_equivalent_without_a_reason_is_refused(tmp_path):
-    tsv = tmp_path / "eq.tsv"
-    tsv.write_text("mutant\treason\nm.x_f__mutmut_1\tsame\nm.x_f__mutmut_2\t \n")
-    with refuses(f"{tsv}:3: ", "m.x_f__mutmut_2", error=SystemExit):
-        equivalents(tsv)
-    tsv.write_text("mutant\treason\nm.x_f__mutmut_1\tsame\n")
-    assert equivalents(tsv) == {"m.x_f__mutmut_1": "same"}
+def test_a_key_is_the_changed_line_so_it_outlives_a_renumbering():
+    names = [f"a.x_f__mutmut_{n}" for n in range(1, 6)]
+    keys = mutant_keys(A, names)
+    assert keys["a.x_f__mutmut_5"] == RETURN_3
+    assert keys["a.x_f__mutmut_3"] == Key("a.f", 1, "return c * 2", "return c / 2")
+    assert keys["a.x_f__mutmut_4"] == Key("a.f", 1, "def f(a, b=1):", "def f(a, b=2):")
+    # the function gains a line and two mutants above: the same mutant is now x_f__mutmut_7, its key is
+    # unchanged; spacing its line out changes nothing either
+    grown = A.replace("    c = a + b\n    c = a + b\n", "    a = abs(a)\n    c = a + b\n    c = a + b\n")
+    grown = grown.replace("x_f__mutmut_5", "x_f__mutmut_7").replace("return c * 3", "return  c  *  3")
+    grown += "\ndef x_f__mutmut_5(a, b=1):\n    a = abs(None)\n    c = a + b\n    c = a + b\n    return c * 2\n"
+    assert mutant_keys(grown, ["a.x_f__mutmut_7"])["a.x_f__mutmut_7"] == RETURN_3
+
+
+def test_the_same_line_twice_is_told_apart_by_its_occurrence():
+    keys = mutant_keys(A, ["a.x_f__mutmut_1", "a.x_f__mutmut_2"])
+    assert keys["a.x_f__mutmut_1"] == Key("a.f", 1, "c = a + b", "c = a - b")
+    assert keys["a.x_f__mutmut_2"] == Key("a.f", 2, "c = a + b", "c = a - b")
+
+
+def test_a_method_and_a_mutant_that_drops_a_line():
+    source = """
+class C:
+    def xǁCǁm__mutmut_orig(self):
+        return dict(
+            a=1,
+            b=2,
+        )
+    def xǁCǁm__mutmut_1(self):
+        return dict(
+            a=1,
+        )
+"""
+    key = mutant_keys(source, ["pkg.mod.xǁCǁm__mutmut_1"])["pkg.mod.xǁCǁm__mutmut_1"]
+    assert key == Key("pkg.mod.C.m", 1, "b=2,", "")
+
+
+def test_a_listed_key_that_names_no_mutant_is_stale(tmp_path):
+    meta(tmp_path, "src/a.py", {f"a.x_f__mutmut_{n}": 0 for n in range(1, 6)}, A)
+    gone = Key("a.f", 1, "return c * 4", "return c * 5")
+    equivalent = {RETURN_3: "same", gone: "a line that changed since"}
+    assert stale(tmp_path, equivalent) == [gone]
+    rows = tally(tmp_path, equivalent)
+    assert rows["src/a.py"]["equivalent"] == 1
+    assert "`a.f`: `return c * 4` -> `return c * 5`" in table(rows, equivalent, "now", gone=[gone])
+
+
+def test_the_key_option_prints_the_row_to_list_a_mutant(tmp_path, capsys):
+    meta(tmp_path, "src/a.py", {f"a.x_f__mutmut_{n}": 0 for n in range(1, 6)}, A)
+    assert main(["--mutants", str(tmp_path), "--key", "a.x_f__mutmut_2"]) == 0
+    assert capsys.readouterr().out.split("\n")[0].split("\t") == ["a.f", "2", "c = a + b", "c = a - b"]
+
+
+def test_rows_are_refused_without_a_reason_a_key_of_their_own_or_the_stable_form(tmp_path):
+    path = tmp_path / "eq.tsv"
+    good = "m.f\t1\treturn x\treturn None\tsame"
+    assert equivalents(tsv(path, good)) == {Key("m.f", 1, "return x", "return None"): "same"}
+    with refuses(f"{path}:3: ", "m.g", error=SystemExit):
+        equivalents(tsv(path, good, "m.g\t1\treturn x\treturn None\t "))
+    with refuses(f"{path}:3: ", "m.f", error=SystemExit):
+        equivalents(tsv(path, good, "m.f\t1\treturn x\treturn None\tsame, in other words"))
+    with refuses(f"{path}:2: ", error=SystemExit):  # the old form: mutmut's name and a reason
+        equivalents(tsv(path, "m.x_f__mutmut_1\tsame"))
+    with refuses(f"{path}:2: ", "m.f", error=SystemExit):
+        equivalents(tsv(path, "m.f\t1\treturn  x\treturn None\tsame"))
+    with refuses(f"{path}:2: ", "m.f", error=SystemExit):
+        equivalents(tsv(path, "m.f\t0\treturn x\treturn None\tsame"))
+    path.write_text("mutant\treason\nm.x_f__mutmut_1\tsame\n")
+    with refuses(f"{path}:1: ", error=SystemExit):
+        equivalents(path)
+
+
+def test_the_equivalent_list_holds_one_row_per_key_in_the_stable_form():
+    lines = EQUIVALENT.read_text().splitlines()
+    assert lines[0].split("\t") == ["function", "occurrence", "line", "mutated", "reason"]
+    rows = [line.split("\t") for line in lines[1:]]
+    assert rows and all(len(row) == 5 for row in rows)
+    for function, occurrence, line, mutated, reason in rows:
+        # pkg.mod.function or pkg.mod.Class.method of the mutated code, not mutmut's mangled name and number
+        assert re.fullmatch(r"(emergence|bench)(\.\w+)+", function) and "__mutmut_" not in function
+        assert not re.search(r"(^|\.)(x_|xǁ)", function)
+        assert int(occurrence) >= 1 and line and line != mutated and reason.strip()
+        for text in (line, mutated):
+            assert text == " ".join(text.split())
+    keys = Counter(tuple(row[:4]) for row in rows)
+    assert [key for key, n in keys.items() if n > 1] == []
+    assert len(equivalents()) == len(rows)
 
 
 def test_the_table_replaces_only_what_lies_between_the_markers(tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,9 +18,9 @@ from emergence import check
 from emergence.check import problems_of, stage_problems
 from emergence.core import config
 from emergence.core.config import read_params
-from emergence.core.declared import GUARD, completed, read_stages
+from emergence.core.declared import GUARD, completed, digest_dep, read_stages
 from emergence.core.io import PipelineError
-from emergence.core.pipeline import read_declaration
+from emergence.core.pipeline import module_file, read_declaration
 from emergence.machine import missing_device, where_it_runs
 from emergence.paths_rules import outputs_stay_in_the_checkout
 
@@ -187,15 +186,15 @@ def test_check_says_where_the_jobs_run_and_the_hours_before_anything_runs(monkey
 # ---- the params_check stage: first in every DVC run ------------------------------------------------------
 
 
-def test_the_guard_stage_reads_every_section_and_every_stage_depends_on_it():
+def test_the_guard_stage_reads_every_section_and_every_stage_depends_on_its_own_digest_from_it():
     stages = read_stages(ROOT)
     guard = stages[GUARD]
     assert guard["params"] == list(read_declaration(ROOT)["schemas"])
-    out = guard["outs"]
-    assert out == ["${paths.params_checked}"]
+    assert guard["outs"] == ["${paths.params_checked}", "${paths.code_digests}"]
     for name, stage in stages.items():
         if name != GUARD:
-            assert stage["deps"][0] == out[0], name
+            assert stage["deps"][0] == digest_dep(name, stage), name
+            assert digest_dep(name, stage).startswith(guard["outs"][1] + "/")  # DVC runs the guard first
 
 
 def test_a_declaration_without_the_guard_stage_is_left_as_written():
@@ -203,11 +202,11 @@ def test_a_declaration_without_the_guard_stage_is_left_as_written():
     assert completed(decl) == decl
 
 
-def test_every_module_a_schema_names_is_a_code_dep_of_the_guard_stage():
-    deps = set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][GUARD]["deps"])
+def test_every_module_a_schema_names_lies_in_a_code_folder_the_guard_stage_depends_on():
+    deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][GUARD]["deps"]
     for ref in read_declaration(ROOT)["schemas"].values():
-        module = ref.partition(":")[0]
-        assert str(Path(*module.split(".")).with_suffix(".py")) in {d.removeprefix("src/") for d in deps}, module
+        file = module_file(ref.partition(":")[0], ROOT)
+        assert file is not None and any(file.is_relative_to(ROOT / d) for d in deps), ref
 
 
 # ---- every declared bound, just outside, at check and at the start of the stage reading it ----------------

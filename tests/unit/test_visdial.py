@@ -1,6 +1,11 @@
+"""Visual Dialog files read into dialogs: the real val file's counts and first dialog, word splitting and
+token order, a tiny file's rows, every shape and file error as one line naming where it is; and where the
+dialog file and the images are found."""
+
 import copy
 import json
 
+import numpy as np
 import pytest
 from refusals import refuses
 
@@ -9,8 +14,10 @@ from emergence.studies.grounding.visdial import (
     QUESTIONER,
     dialog_tokens,
     extract_dialogs,
+    find_images,
     load_visdial,
     visdial_counts,
+    visdial_file,
     words,
 )
 
@@ -306,3 +313,41 @@ def test_file_level_errors_name_the_line_and_a_bom_is_read_past(tmp_path):
     bom = tmp_path / "bom.json"
     bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(TINY).encode())
     assert load_visdial(bom) == TINY
+
+
+# ---- image files and the dialog file
+
+
+def test_find_images_by_their_twelve_digit_id(tmp_path):
+    (tmp_path / "sub").mkdir()
+    for name in [
+        "000000000007.png",
+        "sub/COCO_val2014_000000000007.jpg",  # a second file of image 7: the first in path order wins
+        "sub/VisualDialog_val2018_000000000123.JPG",
+        "000000000042.txt",  # not an image
+        "00000000009.jpg",  # 11 digits
+        "x000000000005.jpeg",
+    ]:
+        (tmp_path / name).write_bytes(b"")
+    found = find_images(tmp_path, np.array([7, 123, 42, 9, 5]))
+    assert found == [
+        tmp_path / "000000000007.png",
+        tmp_path / "sub/VisualDialog_val2018_000000000123.JPG",
+        None,
+        None,
+        tmp_path / "x000000000005.jpeg",
+    ]
+    with refuses(f"{tmp_path / 'nope'}: ", "not found"):
+        find_images(tmp_path / "nope", [7])
+
+
+def test_visdial_file_is_the_file_or_the_one_json_in_a_folder(tmp_path):
+    assert visdial_file(tmp_path / "v.json") == tmp_path / "v.json"
+    with refuses(f"{tmp_path}: ", ".json", "found 0"):
+        visdial_file(tmp_path)
+    (tmp_path / "scenes.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("")
+    assert visdial_file(tmp_path) == tmp_path / "scenes.json"
+    (tmp_path / "more.json").write_text("{}")
+    with refuses(f"{tmp_path}: ", ".json", "found 2"):
+        visdial_file(tmp_path)

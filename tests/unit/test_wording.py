@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from test_binding_batches_values import programs_table
+from test_binding_batches import programs_table
 
 from emergence.core.config import from_dict
 from emergence.core.declared import DeclaredParams, StageReads

@@ -1,0 +1,1 @@
+"""What every study shares: config, io, stage CLI, model zoo and hooks, training loop, reports, pipeline."""

@@ -14,13 +14,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
 import yaml
 from tqdm import tqdm
 
 from emergence.core import reads
-from emergence.core.config import PARAMS_FILE, load_base, read_params
+from emergence.core.code_digest import instance_files, loaded_outside
+from emergence.core.config import PARAMS_FILE, load_base, read_params, set_threads
 from emergence.core.declared import (
+    DIGESTS_KEY,
     DeclaredParams,
     Instance,
     declared_outputs,
@@ -30,6 +31,7 @@ from emergence.core.declared import (
     unknown_section,
 )
 from emergence.core.io import PipelineError, Refused, WriteFailed, current_run, stage_writes
+from emergence.core.pipeline import read_declaration
 from emergence.core.stage_record import recorded
 
 
@@ -134,6 +136,25 @@ def hold_writes(instance: Instance, params: dict, params_file: str) -> None:
     run.declare(instance.name, instance.outs, list(instance.untracked), foreign)
     ran_with = {key: copy.deepcopy(param_value(params, key)) for key in instance.params}  # the stage may edit its dicts
     run.checks.append(lambda: params_unchanged(instance.name, params_file, ran_with))
+    started_with = set(sys.modules)  # the script's imports and the params rules' (every study's schemas)
+    run.checks.append(lambda: code_in_digest(instance.name, params, started_with))
+
+
+def code_in_digest(stage: str, params: dict, started_with: set[str]) -> None:
+    """The project modules the stage body imported by name (the model registry's architectures) are in its
+    code digest: one the digest's static walk could not see would change the outputs unhashed."""
+    root = project_root()
+    with reads.unrecorded():
+        files = instance_files(read_declaration(root), params, root)
+    if stage not in files:  # the params check: no stage depends on its code
+        return
+    listed = [str(p) for p in files[stage]]
+    modules = [module for name, module in list(sys.modules.items()) if name not in started_with]
+    if outside := loaded_outside(modules, listed, root):
+        raise PipelineError(
+            f"{outside[0]}: loaded by stage {stage} but not in its code digest ({DIGESTS_KEY}); import it at "
+            "module level, where core/code_digest.py sees it. Its outputs are not published"
+        )
 
 
 MISSING = object()
@@ -269,8 +290,3 @@ def _fail(message: str) -> None:
     for bar in list(getattr(tqdm, "_instances", ())):
         bar.close()
     print(message, file=sys.stderr)
-
-
-def set_threads(n: int) -> None:
-    """Fix the CPU thread count: float reductions (and so artifact bytes) depend on it."""
-    torch.set_num_threads(n)

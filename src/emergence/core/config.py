@@ -281,3 +281,10 @@ def path_of(params: dict[str, Any], key: str) -> Path:
     if not isinstance(paths[key], str):
         raise PipelineError(f"paths.{key}: must be a string, got {paths[key]!r}")
     return Path(paths[key])
+
+
+def set_threads(n: int) -> None:
+    """Fix the CPU thread count: float reductions (and so artifact bytes) depend on it."""
+    import torch  # here, not at the top: reading and checking params needs no torch
+
+    torch.set_num_threads(n)

@@ -130,13 +130,15 @@ def read_stages(root: Path) -> dict[str, dict[str, Any]]:
 
 
 GUARD = "params_check"  # the stage that checks the whole params file: every other stage depends on its output
+DIGESTS_KEY = "code_digests"  # the paths: key of the folder of code digests the guard writes (core/code_digest.py)
 
 
 def completed(decl: dict[str, Any]) -> dict[str, Any]:
     """pipeline.yaml as the engines run it: its `params_check` stage reads every section that has a
-    schema, and every other stage depends on that stage's output. `dvc repro` and `dvc exp run -S`
-    thus refuse bad params in that stage, before DVC removes any other stage's outputs. Its output's
-    bytes never change, so a params edit that passes reruns only what reads the edited keys."""
+    schema, and every other stage depends on its own code digest, which that stage writes. `dvc repro`
+    and `dvc exp run -S` thus run it first and refuse bad params there, before DVC removes any other
+    stage's outputs. A digest changes only with the code it lists, so a params edit that passes reruns
+    only what reads the edited keys, and a code edit only the stages whose digest it changes."""
     stages = decl.get("stages")
     if not isinstance(stages, dict) or GUARD not in stages:
         return decl
@@ -144,12 +146,23 @@ def completed(decl: dict[str, Any]) -> dict[str, Any]:
     # and DVC would go on to the stages reading the file whole, removing their outputs before they refuse it
     guard = {**stages[GUARD], "params": list(decl.get("schemas") or {})}
     guard["deps"] = [PARAMS_FILE, *[d for d in guard.get("deps", []) if d != PARAMS_FILE]]
-    outs = [out for out in outputs_of(guard) if out not in guard.get("deps", [])]
     stages = {
-        name: guard if name == GUARD else {**stage, "deps": [*outs, *stage.get("deps", [])]}
+        name: guard if name == GUARD else {**stage, "deps": [digest_dep(name, stage), *stage.get("deps", [])]}
         for name, stage in stages.items()
     }
     return {**decl, "stages": stages}
+
+
+def digest_path(instance: str) -> str:
+    """binding_train@0 -> binding_train/0.txt, binding_data -> binding_data.txt: in the digests folder."""
+    stage, _, item = instance.partition("@")
+    return f"{stage}/{item}.txt" if item else f"{stage}.txt"
+
+
+def digest_dep(name: str, stage: dict[str, Any]) -> str:
+    """A stage's own code digest as a dep, its matrix item left for the engine to fill in."""
+    item = "-".join(f"${{item.{axis}}}" for axis in stage.get("matrix") or {})
+    return f"${{paths.{DIGESTS_KEY}}}/" + digest_path(f"{name}@{item}" if item else name)
 
 
 def outputs_of(stage: dict[str, Any]) -> list[str]:

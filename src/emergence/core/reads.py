@@ -4,9 +4,10 @@ While a stage runs as a program, an audit hook (`sys.addaudithook`, the "open" e
 file it opens for reading under the working directory. pyarrow and safetensors open files in native
 code, which raises no audit event, so their readers are wrapped to raise one (`watch_native_readers`).
 At exit the reads are compared with the stage instance's entry in dvc.yaml, resolved under params.yaml:
-a read is declared when it lies in one of its deps (code, data and user paths), outs or meta.untracked
-folders, or is a declaration file. The stage record (logs/stages/<key>.json) keeps the count and the
-undeclared ones; a successful stage that read undeclared files says so in one warning line.
+a read is declared when it lies in one of its deps (data and user paths), the code its digest lists (and
+the plumbing), its outs or meta.untracked folders, or is a declaration file. The stage record
+(logs/stages/<key>.json) keeps the count and the undeclared ones; a successful stage that read
+undeclared files says so in one warning line.
 
 Not seen: reads outside the working directory (the Hugging Face cache, absolute user paths) and files
 opened by native code other than those readers.
@@ -26,11 +27,12 @@ from typing import Any
 
 import yaml
 
-from emergence.core.declared import DECLARATION, instances, interpolate
+from emergence.core.code_digest import listed_files, plumbing_files
+from emergence.core.declared import DECLARATION, DIGESTS_KEY, digest_path, instances, interpolate
 from emergence.core.io import PipelineError
 
 PARAMS = "params.yaml"
-GENERATED = "dvc.yaml"  # read here, not through core.pipeline: the generator is no stage's code dep
+GENERATED = "dvc.yaml"
 CONTROL = (PARAMS, DECLARATION, GENERATED)  # what the stage machinery reads: DVC tracks them its own way
 # Bytecode, version control and DVC's own state; logs/ holds provenance (stage records, engine logs), never
 # a dep by design: the index page shows it and may lag it.
@@ -147,12 +149,20 @@ def declared_paths(command: str, root: Path | str = ".") -> list[str] | None:
                     continue
                 scratch = [f"${{paths.{key}}}" for key in (stage.get("meta") or {}).get("untracked", [])]
                 files = [*stage.get("deps", []), *stage.get("outs", []), *stage.get("metrics", []), *scratch]
-                return [str(p) for p in interpolate(files, context, instance)]
+                return [*map(str, interpolate(files, context, instance)), *_code(params, instance, root)]
     # ValueError: a file that is not UTF-8. This runs at every stage's exit, after the stage has said what is
     # wrong with its params in its one error line: a traceback here would bury that line.
     except (OSError, ValueError, yaml.YAMLError, PipelineError, KeyError, TypeError, AttributeError):
         return None  # no pipeline here, or one that does not resolve: nothing to hold the reads against
     return None
+
+
+def _code(params: dict, instance: str, root: Path) -> list[str]:
+    """The code files the instance's digest covers, and the plumbing (core/code_digest.py)."""
+    folder = (params.get("paths") or {}).get(DIGESTS_KEY)
+    digest = root / str(folder) / digest_path(instance)
+    listed = listed_files(digest.read_text(encoding="utf-8")) if folder and digest.is_file() else []
+    return [*listed, *map(str, plumbing_files(root))]
 
 
 def undeclared(reads: set[str], allowed: list[str], root: Path | str = ".") -> list[str]:

@@ -1,0 +1,1 @@
+"""Generic tools over hooked models (saliency, ablation, tuned lens, padding); imports only core, no study."""

@@ -2,13 +2,16 @@
 
 Every architecture registers itself here, so the training loop, checkpoints
 and analyses build models by name and never import a concrete class:
-adding an architecture means one new module, one decorator and its import in
-`models/__init__.py`.
+adding an architecture means one new module, named after it, with one
+decorator, and its name in `ARCHITECTURES`. Its module is imported on first
+use, so a stage's code (core/code_digest.py) holds only the architectures it
+builds.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +20,7 @@ import torch.nn as nn
 from emergence.core.config import did_you_mean
 from emergence.core.io import PipelineError
 
+ARCHITECTURES = ("attn_only", "lstm", "mamba2", "transformer")  # each is emergence.core.models.<name>
 _ZOO: dict[str, tuple[type, type[nn.Module]]] = {}
 
 
@@ -34,7 +38,7 @@ def register(arch: str, config_cls: type) -> Callable[[type[nn.Module]], type[nn
 
 
 def architectures() -> list[str]:
-    return sorted(_ZOO)
+    return sorted(ARCHITECTURES)
 
 
 def make_config(arch: str, values: dict[str, Any], where: str = "model") -> Any:
@@ -65,6 +69,8 @@ def model_spec(model: nn.Module) -> dict[str, Any]:
 
 
 def _lookup(arch: str, where: str) -> tuple[type, type[nn.Module]]:
+    if arch not in _ZOO and arch in ARCHITECTURES:
+        importlib.import_module(f"emergence.core.models.{arch}")  # registers it
     if arch not in _ZOO:
-        raise PipelineError(f"{where}.arch: unknown architecture '{arch}' (known: {', '.join(sorted(_ZOO))})")
+        raise PipelineError(f"{where}.arch: unknown architecture '{arch}' (known: {', '.join(architectures())})")
     return _ZOO[arch]

@@ -1,0 +1,1 @@
+"""Report helpers: HTML pages, plots, provenance, the index."""

@@ -124,7 +124,9 @@ def train(
     A nan or inf loss stops the run (cfg.on_nonfinite "stop": a PipelineError
     naming the step, `where` naming the params section) keeping the resume
     state of an earlier step; "continue" trains on and records the first such
-    step as `diverged_at` in the meta of every later checkpoint.
+    step as `diverged_at` in the meta of every later checkpoint. A resume state
+    written under "continue" past such a step stops a run under "stop" at once,
+    naming that step, the state kept.
     """
     cfg.validate(where)
     out_dir, scratch_dir = Path(out_dir), Path(scratch_dir)
@@ -145,7 +147,10 @@ def train(
         resumed = {"step": 0, "tokens": 0, "rows": []}
     start, tokens, rows = resumed["step"], resumed["tokens"], resumed["rows"]
     saved = start if start > 0 else None  # the step of the resume state on disk
-    diverged = _first_nonfinite(rows)
+    first = _first_nonfinite(rows)  # a state written under "continue" past a nan or inf loss holds its row
+    diverged = None if first is None else first["step"]
+    if first is not None and cfg.on_nonfinite == "stop":  # a state no run under "stop" reaches: stop as it does
+        raise _diverged(where, first, diverged, saved, scratch_dir / RESUME)
     scratch_dir.mkdir(parents=True, exist_ok=True)
     plan = CheckpointPlan(cfg.steps, cfg.dense_until, cfg.n_log_checkpoints, cfg.checkpoint_every)
     meta = {"train": train_dict, "data_fingerprint": data_fingerprint}
@@ -199,9 +204,9 @@ def train(
     return metrics
 
 
-def _first_nonfinite(rows: list[dict]) -> int | None:
-    """The first step whose training loss is nan or inf (None: none is)."""
-    return next((row["step"] for row in rows if "loss" in row and not math.isfinite(row["loss"])), None)
+def _first_nonfinite(rows: list[dict]) -> dict | None:
+    """The row of the first step whose training loss is nan or inf (None: none is)."""
+    return next((row for row in rows if "loss" in row and not math.isfinite(row["loss"])), None)
 
 
 def _diverged(where: str, stats: dict, step: int, saved: int | None, resume: Path) -> PipelineError:

@@ -1,0 +1,1 @@
+"""Study B, variable binding (Wu, Geiger, Millière): programs, heuristics, trajectory, patching, ablation, report."""

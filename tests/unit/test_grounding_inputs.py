@@ -1,6 +1,7 @@
 """What the grounding stages read, checked value for value on a tiny workspace written here: two
 corpora whose vocabularies, held-out sets and run folders differ, so reading the wrong file, run,
-checkpoint, window length or batch size shows."""
+checkpoint, window length or batch size shows. Runs and checkpoints, vocabulary, turns and windows,
+saliency sections and per-run tables, and the visual corpus's dialogs and features."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from refusals import assert_names, assert_refused, key_of, refuses
+from refusals import assert_names, assert_refused, refuses
 from safetensors.torch import save_file
 
 from emergence.core.io import PipelineError, write_parquet
@@ -20,8 +21,8 @@ from emergence.core.train.checkpoint import save_checkpoint
 from emergence.studies.grounding import inputs, visual_inputs
 from emergence.studies.grounding.inputs import SaliencyParams
 from emergence.studies.grounding.settings import Corpus, Setting
-from emergence.studies.grounding.tokens import EvalParams, evaluation_set, evaluation_turns
-from emergence.studies.grounding.visdial import find_images, visdial_file
+
+# ---- the tiny workspace: two corpora, their vocabularies and runs
 
 G_VOCAB = ["<unk>", "ball<ENV>", "ball<LAN>", "cup<ENV>", "cup<LAN>", "<MOT>", "the", "dog"]
 V_VOCAB = ["<unk>", "cat<ENV>", "cat<LAN>", "<Q>", "<A>", "a", "is"]
@@ -112,7 +113,7 @@ def same_weights(model: torch.nn.Module, state: dict) -> bool:
     return all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
 
 
-# --- runs and checkpoints --------------------------------------------------
+# ---- runs and checkpoints
 
 
 def test_runs_of_names_every_model_with_every_seed(ws):
@@ -172,7 +173,7 @@ def test_a_settings_checkpoints_come_from_its_corpus_runs(ws, setting, study, ru
         s.checkpoints(params, other)
 
 
-# --- vocabulary, turns, held-out set, windows -------------------------------
+# ---- vocabulary, turns, held-out set, windows
 
 
 def test_vocab_index_is_token_to_position(ws):
@@ -254,7 +255,7 @@ def test_train_windows_leave_out_the_held_out_turn(ws):
     assert windows.dtype == np.int32
 
 
-# --- saliency sections and per-run tables ----------------------------------
+# ---- saliency sections and per-run tables
 
 
 def test_saliency_batch_size_of_each_section(ws):
@@ -298,7 +299,7 @@ def test_run_files_and_per_run_tables(ws, tmp_path):
         inputs.per_run(params, "grounding_saliency", ["t2_seed0"], {}, Setting("caption").key_columns)
 
 
-# --- the visual corpus: dialogs, features ----------------------------------
+# ---- the visual corpus: dialogs, features
 
 
 def test_raw_dialogs_drop_those_without_features_with_one_warning(ws, capsys):
@@ -378,98 +379,3 @@ def test_matched_inputs_of_caption_and_image_settings(ws):
     _, g_index = Corpus("childes").vocab_index(params)
     contexts, targets, env_pos, prefixes = Setting("childes").matched_inputs(params, g_index)
     assert contexts == [[5, 3]] and targets == [4] and env_pos == [[1]] and prefixes is None
-
-
-# --- tokens.evaluation_set --------------------------------------------------
-
-
-def eval_turns() -> pd.DataFrame:
-    rows = [
-        ["ball<ENV>", "x", "ball<LAN>"],
-        ["cup<ENV>", "x", "x", "cup<LAN>"],
-        ["hat<ENV>", "hat<LAN>"],
-        ["cup<ENV>", "cup<LAN>"],
-    ]
-    return pd.DataFrame({"file": "a", "tokens": rows}, index=[10, 11, 12, 13])
-
-
-def test_evaluation_set_draws_other_targets_for_each_context():
-    targets = ["ball", "cup", "hat"]
-    table = evaluation_set(eval_turns(), targets, EvalParams(max_per_word=5, n_mismatched=2), "e", "src")
-    assert table["turn"].tolist() == [10, 11, 13, 12] and table["word"].tolist() == ["ball", "cup", "cup", "hat"]
-    assert [list(c) for c in table["context"]] == [
-        ["ball<ENV>", "x"],
-        ["cup<ENV>", "x", "x"],
-        ["cup<ENV>"],
-        ["hat<ENV>"],
-    ]
-    assert table["others"].tolist() == [["cup", "hat"], ["ball", "hat"], ["ball", "hat"], ["ball", "cup"]]
-    for seed in range(8):  # one seed alone would match an unseeded draw 1 time in 16
-        one = evaluation_set(eval_turns(), targets, EvalParams(max_per_word=5, n_mismatched=1, seed=seed), "e", "src")
-        rng = np.random.default_rng(seed)
-        assert one["others"].tolist() == [[str(rng.choice([u for u in targets if u != w]))] for w in one["word"]]
-
-
-def test_evaluation_set_keeps_max_per_word_contexts_drawn_by_its_seed():
-    turns = pd.DataFrame({"file": "a", "tokens": [["cup<ENV>", "cup<LAN>"]] * 6 + [["hat<ENV>", "hat<LAN>"]]})
-    picked = {}
-    for seed in range(4):
-        table = evaluation_set(turns, ["cup", "hat"], EvalParams(max_per_word=2, n_mismatched=1, seed=seed), "e", "s")
-        assert table["word"].tolist() == ["cup", "cup", "hat"]  # 2 of cup's 6 contexts, hat's one
-        assert table["turn"].tolist() == evaluation_turns(turns, ["cup", "hat"], 2, seed)["turn"].tolist()
-        picked[seed] = tuple(table["turn"])
-    assert len(set(picked.values())) > 1  # the seed decides which of cup's contexts
-
-
-def test_evaluation_set_bounds():
-    targets = ["ball", "cup", "hat"]
-    with refuses("e.n_mismatched: ") as e:
-        evaluation_set(eval_turns(), targets, EvalParams(n_mismatched=3), "e", "src")
-    assert_refused([str(e.value)], "e.n_mismatched", 3, rule="at most 2")  # the other targets there are
-    with refuses("'dog'", "1 targets") as e:  # the first target without a context, and how many lack one
-        evaluation_set(eval_turns(), [*targets, "dog"], EvalParams(n_mismatched=1), "e", "src")
-    assert key_of(str(e.value)) == "src"
-    # max_len: the ball context's v<LAN> sits at position 2, eligible at max_len 2 and not at 1
-    two, one = (2, "t.seq_len"), (1, "t.seq_len")
-    assert len(evaluation_set(eval_turns(), ["ball", "hat"], EvalParams(n_mismatched=1), "e", "s", max_len=two)) == 2
-    with refuses("t.seq_len: 1", "'ball'", "raise") as e:  # a longer context exists: the key to raise, not the table
-        evaluation_set(eval_turns(), ["ball", "hat"], EvalParams(n_mismatched=1), "e", "s", max_len=one)
-    assert key_of(str(e.value)) == "t.seq_len"
-
-
-# --- visdial: image files and the dialog file -------------------------------
-
-
-def test_find_images_by_their_twelve_digit_id(tmp_path):
-    (tmp_path / "sub").mkdir()
-    for name in [
-        "000000000007.png",
-        "sub/COCO_val2014_000000000007.jpg",  # a second file of image 7: the first in path order wins
-        "sub/VisualDialog_val2018_000000000123.JPG",
-        "000000000042.txt",  # not an image
-        "00000000009.jpg",  # 11 digits
-        "x000000000005.jpeg",
-    ]:
-        (tmp_path / name).write_bytes(b"")
-    found = find_images(tmp_path, np.array([7, 123, 42, 9, 5]))
-    assert found == [
-        tmp_path / "000000000007.png",
-        tmp_path / "sub/VisualDialog_val2018_000000000123.JPG",
-        None,
-        None,
-        tmp_path / "x000000000005.jpeg",
-    ]
-    with refuses(f"{tmp_path / 'nope'}: ", "not found"):
-        find_images(tmp_path / "nope", [7])
-
-
-def test_visdial_file_is_the_file_or_the_one_json_in_a_folder(tmp_path):
-    assert visdial_file(tmp_path / "v.json") == tmp_path / "v.json"
-    with refuses(f"{tmp_path}: ", ".json", "found 0"):
-        visdial_file(tmp_path)
-    (tmp_path / "scenes.json").write_text("{}")
-    (tmp_path / "notes.txt").write_text("")
-    assert visdial_file(tmp_path) == tmp_path / "scenes.json"
-    (tmp_path / "more.json").write_text("{}")
-    with refuses(f"{tmp_path}: ", ".json", "found 2"):
-        visdial_file(tmp_path)

@@ -12,6 +12,8 @@ import pytest
 
 from emergence.studies.grounding.cooc import FEATURES, cooccurrence_stats, r2_table, r_squared
 
+# ---- co-occurrence statistics
+
 # index 10..16; 13 and 16 are held out.
 TURNS = pd.DataFrame(
     {
@@ -92,6 +94,9 @@ def test_stats_match_loops_on_random_turns():
         want = loop_stats(turns, held, w)
         for col, v in want.items():
             assert s.loc[w, col] == pytest.approx(v), (w, col)
+
+
+# ---- R² of the gains on the statistics
 
 
 def test_r_squared_against_a_projection_and_the_adjustment_formula():

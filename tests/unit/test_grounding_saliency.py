@@ -24,6 +24,8 @@ from emergence.studies.grounding.saliency import (
     saliency_table,
 )
 
+# ---- checkpoints whose saliency is known
+
 L, H = 2, 2
 CONTEXTS = [[1, 2, 3, 4, 5], [6, 7, 8]]  # padded to T = 5, predictions at 4 and 2
 TARGETS = [9, 10]
@@ -74,6 +76,9 @@ def by_definition(S: torch.Tensor, b: int, p: int, env: list[int]) -> dict[str, 
         env_to_pred[layer] = sum(flow[p, j] for j in env) / flow.sum()
         other_to_pred[layer] = sum(flow[p, j] for j in range(T) if j not in env) / flow.sum()
     return {"aggregate_share": agg, "gather_share": gather, "env_to_pred": env_to_pred, "other_to_pred": other_to_pred}
+
+
+# ---- shares of one batch
 
 
 def test_shares_of_a_hand_built_saliency(monkeypatch):
@@ -159,6 +164,9 @@ def test_shares_stay_on_the_models_device(monkeypatch):
     }
 
 
+# ---- rows over batches, and the table over checkpoints
+
+
 def expected_rows(calls_of_model: list[dict], contexts, env_pos, n_prefix: int = 0) -> dict:
     """(layer, head, metric) -> the mean share over the contexts, from the fake's saliencies by definition."""
     per_context = []
@@ -222,6 +230,9 @@ def test_table_keeps_each_checkpoints_own_rows(calls):
     assert not np.allclose(table["value"][:12], table["value"][12:])
 
 
+# ---- rise over init
+
+
 def test_rise_over_init_matches_rows_by_key_in_any_order():
     table = pd.DataFrame(
         {
@@ -254,6 +265,8 @@ def test_rise_over_init_needs_step_0():
     with refuses("saliency: ", "step-0"):
         rise_over_init(table)
 
+
+# ---- heads found and their summary
 
 SAL = pd.DataFrame(
     {
@@ -329,6 +342,9 @@ def test_head_summary_counts_and_mean_layers():
     pd.testing.assert_frame_equal(summary, expected)
     by_seedless = head_summary(heads, keys=("model",))
     assert by_seedless.values.tolist() == [["t", "aggregate", 4, 0.5], ["t", "gather", 1, 0.0]]
+
+
+# ---- head params
 
 
 @pytest.mark.parametrize("threshold", [0.3, 1.0, 1e-9])

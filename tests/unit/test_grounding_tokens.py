@@ -1,5 +1,6 @@
 """Study G's token data, value by value: the word rule, target choice and vocabulary from a hand-counted
-turn table, the parameter checks and vocabulary file errors with their full messages."""
+turn table, the held-out evaluation set and its mismatched targets, the parameter checks and vocabulary
+file errors with their full messages."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from emergence.studies.grounding.tokens import (
     build_vocab,
     encode,
     env,
+    evaluation_set,
+    evaluation_turns,
     lan,
     mark,
     marked_table,
@@ -29,6 +32,8 @@ from emergence.studies.grounding.tokens import (
     target_vocabulary,
     token_counts,
 )
+
+# ---- the word rule and the targets
 
 # dog<ENV> x3, dog<LAN> x2; cup<ENV> x2, cup<LAN> x4; ball<ENV> x1, ball<LAN> x5; run<ENV> x2, run<LAN> x1
 TURNS = pd.DataFrame(
@@ -86,6 +91,9 @@ def test_select_targets_rank_by_the_rarer_form_then_spelling():
     assert key_of(str(err.value)) == "vocab.n_words"
 
 
+# ---- vocabulary
+
+
 def test_vocab_orders_by_count_then_spelling_and_keeps_target_forms():
     counts = Counter({"b": 3, "a": 3, "c": 2, "d": 1, "x<ENV>": 1})
     assert build_vocab(counts, ["x"], 2) == ["<unk>", "a", "b", "c", "x<ENV>", "x<LAN>"]
@@ -115,6 +123,80 @@ def test_target_vocabulary_counts_candidates_and_marks_the_rest():
     with refuses("0 of the 2") as err:
         target_vocabulary(TURNS, ["ball", "run"], VocabParams(n_words=2, min_count=2), "vocab")
     assert key_of(str(err.value)) == "vocab.n_words"
+
+
+def test_read_vocab_errors_name_the_file(tmp_path):
+    path = tmp_path / "vocab.json"
+    path.write_text(json.dumps({"targets": ["dog"], "vocab": ["<unk>", "dog<ENV>"], "env_marking": "all"}))
+    assert read_vocab(path) == (["dog"], ["<unk>", "dog<ENV>"], "all")
+    path.write_text(json.dumps({"targets": ["dog"], "vocab": ["<unk>"], "env_marking": "some"}))
+    with refuses(f"{path}: ", "env_marking", "'some'", "['targets', 'all']"):
+        read_vocab(path)
+    with refuses(f"{tmp_path / 'missing.json'}: ", "not found", "grounding_vocab"):  # and the stage to run
+        read_vocab(tmp_path / "missing.json")
+    path.write_text(json.dumps({"targets": ["dog"]}))
+    with refuses(f"{path}: ", "KeyError: 'vocab'"):
+        read_vocab(path)
+
+
+# ---- the evaluation set
+
+
+def eval_turns() -> pd.DataFrame:
+    rows = [
+        ["ball<ENV>", "x", "ball<LAN>"],
+        ["cup<ENV>", "x", "x", "cup<LAN>"],
+        ["hat<ENV>", "hat<LAN>"],
+        ["cup<ENV>", "cup<LAN>"],
+    ]
+    return pd.DataFrame({"file": "a", "tokens": rows}, index=[10, 11, 12, 13])
+
+
+def test_evaluation_set_draws_other_targets_for_each_context():
+    targets = ["ball", "cup", "hat"]
+    table = evaluation_set(eval_turns(), targets, EvalParams(max_per_word=5, n_mismatched=2), "e", "src")
+    assert table["turn"].tolist() == [10, 11, 13, 12] and table["word"].tolist() == ["ball", "cup", "cup", "hat"]
+    assert [list(c) for c in table["context"]] == [
+        ["ball<ENV>", "x"],
+        ["cup<ENV>", "x", "x"],
+        ["cup<ENV>"],
+        ["hat<ENV>"],
+    ]
+    assert table["others"].tolist() == [["cup", "hat"], ["ball", "hat"], ["ball", "hat"], ["ball", "cup"]]
+    for seed in range(8):  # one seed alone would match an unseeded draw 1 time in 16
+        one = evaluation_set(eval_turns(), targets, EvalParams(max_per_word=5, n_mismatched=1, seed=seed), "e", "src")
+        rng = np.random.default_rng(seed)
+        assert one["others"].tolist() == [[str(rng.choice([u for u in targets if u != w]))] for w in one["word"]]
+
+
+def test_evaluation_set_keeps_max_per_word_contexts_drawn_by_its_seed():
+    turns = pd.DataFrame({"file": "a", "tokens": [["cup<ENV>", "cup<LAN>"]] * 6 + [["hat<ENV>", "hat<LAN>"]]})
+    picked = {}
+    for seed in range(4):
+        table = evaluation_set(turns, ["cup", "hat"], EvalParams(max_per_word=2, n_mismatched=1, seed=seed), "e", "s")
+        assert table["word"].tolist() == ["cup", "cup", "hat"]  # 2 of cup's 6 contexts, hat's one
+        assert table["turn"].tolist() == evaluation_turns(turns, ["cup", "hat"], 2, seed)["turn"].tolist()
+        picked[seed] = tuple(table["turn"])
+    assert len(set(picked.values())) > 1  # the seed decides which of cup's contexts
+
+
+def test_evaluation_set_bounds():
+    targets = ["ball", "cup", "hat"]
+    with refuses("e.n_mismatched: ") as e:
+        evaluation_set(eval_turns(), targets, EvalParams(n_mismatched=3), "e", "src")
+    assert_refused([str(e.value)], "e.n_mismatched", 3, rule="at most 2")  # the other targets there are
+    with refuses("'dog'", "1 targets") as e:  # the first target without a context, and how many lack one
+        evaluation_set(eval_turns(), [*targets, "dog"], EvalParams(n_mismatched=1), "e", "src")
+    assert key_of(str(e.value)) == "src"
+    # max_len: the ball context's v<LAN> sits at position 2, eligible at max_len 2 and not at 1
+    two, one = (2, "t.seq_len"), (1, "t.seq_len")
+    assert len(evaluation_set(eval_turns(), ["ball", "hat"], EvalParams(n_mismatched=1), "e", "s", max_len=two)) == 2
+    with refuses("t.seq_len: 1", "'ball'", "raise") as e:  # a longer context exists: the key to raise, not the table
+        evaluation_set(eval_turns(), ["ball", "hat"], EvalParams(n_mismatched=1), "e", "s", max_len=one)
+    assert key_of(str(e.value)) == "t.seq_len"
+
+
+# ---- params
 
 
 @pytest.mark.parametrize("key", ["n_words", "min_count", "min_token_count"])
@@ -171,17 +253,3 @@ def test_model_entry_reads_the_arch_and_refuses_unknown_names():
     with refuses("'Tf'", "lower-case") as err:
         model_entry(models, "Tf", "zoo")
     assert key_of(str(err.value)) == "zoo.Tf"
-
-
-def test_read_vocab_errors_name_the_file(tmp_path):
-    path = tmp_path / "vocab.json"
-    path.write_text(json.dumps({"targets": ["dog"], "vocab": ["<unk>", "dog<ENV>"], "env_marking": "all"}))
-    assert read_vocab(path) == (["dog"], ["<unk>", "dog<ENV>"], "all")
-    path.write_text(json.dumps({"targets": ["dog"], "vocab": ["<unk>"], "env_marking": "some"}))
-    with refuses(f"{path}: ", "env_marking", "'some'", "['targets', 'all']"):
-        read_vocab(path)
-    with refuses(f"{tmp_path / 'missing.json'}: ", "not found", "grounding_vocab"):  # and the stage to run
-        read_vocab(tmp_path / "missing.json")
-    path.write_text(json.dumps({"targets": ["dog"]}))
-    with refuses(f"{path}: ", "KeyError: 'vocab'"):
-        read_vocab(path)

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from test_binding_report_more import all_cells, cells, drawn  # noqa: F401 (drawn: a fixture)
-from test_grounding_report_values import paras
+from test_binding_report import all_cells, cells, drawn  # noqa: F401 (drawn: a fixture)
+from test_grounding_report import paras
 from test_report import _stress
 
 from emergence.studies.binding import report_stress as S
 
 PAPER = "paper (generator, unpinned)"
+
+
+# ---- the frontier: the weakest stress set per seed and step
 
 
 def test_frontier_weakest_stress_set_and_each_generator_per_seed_and_step():
@@ -35,6 +38,9 @@ def test_label_names_generators_and_strips_the_stress_prefix():
     assert S._label("ref_balanced") == "balanced (generator, unpinned)"
     assert S._label("few_vars") == "few_vars"
     assert S._label("xref_paper") == "xref_paper"
+
+
+# ---- metrics
 
 
 def test_stress_metrics_without_curve_reference_or_stress_sets():
@@ -62,6 +68,24 @@ def test_stress_metrics_curve_only_from_the_weakest_stress_set():
     m = S.stress_metrics(_stress())
     assert m["curve"] == {"0": {"500": 0.0, "1000": 0.5}, "1": {"1000": 0.0}}
     assert m["many_vars"] == {"per_seed": {"0": 1.0, "1": 0.0}, "by_hops": {"0": {"0": 1.0, "1": 0.0}}}
+
+
+def test_stress_metrics_round_to_six_decimals():
+    t = pd.DataFrame(
+        [
+            (0, "stress_few_vars", 1, 3, 1, 9, True),  # 1/3
+            (0, "stress_few_vars", 1, 3, 2, 5, False),  # 2/3, an earlier step for the curve
+            (0, "ref_paper", 0, 7, 1, 9, True),  # 1/7
+        ],
+        columns=["seed", "set", "hops", "n", "correct", "step", "named"],
+    )
+    m = S.stress_metrics(t)
+    assert m["few_vars"] == {"per_seed": {"0": 0.333333}, "by_hops": {"1": {"0": 0.333333}}}
+    assert m["reference"] == {"paper": {"per_seed": {"0": 0.142857}, "by_hops": {"0": {"0": 0.142857}}}}
+    assert m["curve"] == {"0": {"5": 0.666667, "9": 0.333333}}
+
+
+# ---- sections
 
 
 def test_stress_section_tables_and_heat_map(drawn):  # noqa: F811
@@ -141,21 +165,6 @@ def test_frontier_section_one_checkpoint_is_a_note():
     assert S.frontier_section(one) == (
         '<p class="note">Only one checkpoint was scored (binding_stress.curve_every is 0).</p>'
     )
-
-
-def test_stress_metrics_round_to_six_decimals():
-    t = pd.DataFrame(
-        [
-            (0, "stress_few_vars", 1, 3, 1, 9, True),  # 1/3
-            (0, "stress_few_vars", 1, 3, 2, 5, False),  # 2/3, an earlier step for the curve
-            (0, "ref_paper", 0, 7, 1, 9, True),  # 1/7
-        ],
-        columns=["seed", "set", "hops", "n", "correct", "step", "named"],
-    )
-    m = S.stress_metrics(t)
-    assert m["few_vars"] == {"per_seed": {"0": 0.333333}, "by_hops": {"1": {"0": 0.333333}}}
-    assert m["reference"] == {"paper": {"per_seed": {"0": 0.142857}, "by_hops": {"0": {"0": 0.142857}}}}
-    assert m["curve"] == {"0": {"5": 0.666667, "9": 0.333333}}
 
 
 def test_sections_are_their_parts_one_per_line(drawn):  # noqa: F811

@@ -1,16 +1,17 @@
-"""reports/grounding_visual.html and its metrics by value, beyond tests/unit/test_visual_report_values.py:
-curves and tables labelled 'setting / model', the metrics' rounding and keys, the mechanistic sections'
-own sentences (both image baselines) around the text study's sections, the data section's sentences and
-the page's title, intro and section bodies, each traced to hand-built inputs."""
+"""reports/grounding_visual.html and its metrics by value: curves and tables labelled 'setting / model',
+the metrics' rounding and keys, the mechanistic sections' own sentences (both image baselines) around the
+text study's sections, the data and encoder section, and the page's title, intro (its data source),
+sections and their bodies, each traced to hand-built inputs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from test_grounding_mech_report_more import ablation_frame, heads_inputs, layout, saliency_frame
-from test_grounding_report_values import (
+from test_grounding_mech_report import ablation_frame, heads_inputs, layout, saliency_frame
+from test_grounding_report import (
     candidates,
     curve_frame,
+    details,
     gain_rows,
     paras,
     sections,
@@ -23,7 +24,7 @@ from emergence.studies.grounding import report_mech as M
 from emergence.studies.grounding import report_visual as V
 from emergence.studies.grounding.gain import sign_flip_test
 
-# --- labels, curves, metrics -----------------------------------------------------------------------------
+# ---- labels, curves, metrics
 
 
 def test_labelled_names_each_row_setting_slash_model_and_keeps_the_rest():
@@ -81,7 +82,7 @@ def test_visual_metrics_final_gain_and_last_checkpoint_ablation_per_setting_and_
     }
 
 
-# --- mechanistic sections -----------------------------------------------------------------------------
+# ---- mechanistic sections
 
 WHERE = (
     "ENV positions: in the caption setting the caption's v<ENV> (as in the text study); in the image setting the "
@@ -152,7 +153,7 @@ def test_mechanism_sections_without_an_image_baseline(figures):  # noqa: F811
     assert paras(found)[0] == BASELINE.format(rule=NONE_RULE)
 
 
-# --- data section and page ------------------------------------------------------------------------------
+# ---- data and encoder section
 
 HELD_OUT = (
     "{n} held-out dialogs cut before the first v<LAN> whose caption names v. Caption setting: mismatched contexts "
@@ -164,6 +165,36 @@ RANDOM_ENCODER = (
     "local weights). The image setting measures what a fixed random encoder preserves, not what DINOv2 sees."
 )
 SOURCE = "captions (v<ENV>) and dialogue (v<LAN>)"
+
+
+def two_word_eval_frame() -> pd.DataFrame:
+    return pd.DataFrame({"word": ["dog", "dog", "cat"], "context": [["a"], ["b"], ["c"]]})
+
+
+def test_data_section_counts_encoder_and_targets():
+    counts = {"split": "val", "dialogs": 12, "captions": 9}
+    encoder = {"pretrained": True, "name": "dinov2_small", "d": 384}
+    part = V._data_section(counts, candidates(), two_word_eval_frame(), encoder)
+    assert table(part, "Dialogs read (visdial_extract)").values.tolist() == [
+        ["captions", "9"], ["dialogs", "12"], ["split", "val"]
+    ]  # fmt: skip
+    assert table(part, "Image encoder (dino_features)").values.tolist() == [
+        ["d", "384"], ["name", "dinov2_small"], ["pretrained", "True"]
+    ]  # fmt: skip
+    text = paras(part)
+    assert text[0].startswith(
+        f"Targets: 4 of the 5 candidate nouns have both forms at least min_count times in the {SOURCE};"
+    )
+    assert table(part, f"Target nouns: occurrences of each form in the {SOURCE}")["word"].tolist() == ["dog", "cat"]
+    assert text[1].startswith("3 held-out dialogs cut before the first v<LAN>")
+    assert len(text) == 2 and "not pretrained" not in part
+
+
+def test_data_section_notes_a_random_encoder():
+    for encoder in ({"pretrained": False, "name": "x"}, {"name": "x"}):
+        part = V._data_section({"split": "synthetic"}, candidates(), two_word_eval_frame(), encoder)
+        assert paras(part)[2].startswith("Encoder not pretrained: the image features come from a randomly initialised")
+        assert '<p class="note">Encoder not pretrained' in part
 
 
 def eval_frame(n: int) -> pd.DataFrame:
@@ -195,6 +226,8 @@ def test_data_section_notes_an_encoder_without_pretrained_weights():
     assert part.split("\n")[4] == f'<p class="note">{H.esc(RANDOM_ENCODER)}</p>'
 
 
+# ---- the page
+
 INTRO = (
     "Visual Dialog-style dialogues: a caption (its target nouns as v<ENV>; every word under env_marking: all) or "
     "the image itself (DINOv2 patch features read as a prefix) is the environment, the question/answer turns are "
@@ -206,6 +239,47 @@ SYNTHETIC = (
     "Data: synthetic scenes in Visual Dialog v1.0 format (the embedded default), not Visual Dialog / MSCOCO; set "
     "paths.visdial_source and paths.visual_images (the paper profile does) for the paper's data. "
 )
+
+
+def ablation_only_page_inputs(split: str) -> dict:
+    return dict(
+        counts={"split": split, "dialogs": 4},
+        targets=candidates(),
+        eval_set=two_word_eval_frame(),
+        encoder={"pretrained": True},
+        curve=curve_frame().assign(model=lambda d: "caption / " + d["model"]),
+        mechanisms=[("Head ablation", "<p>ablated</p>")],
+        provenance={"git_revision": "def456", "seeds": [3], "data_hashes": {"f": "00"}, "params": {}},
+    )
+
+
+def test_visual_page_sections_gain_by_setting_and_data_source(figures):  # noqa: F811
+    page = V.visual_page(**ablation_only_page_inputs("val"))
+    s = sections(page)
+    assert list(s) == ["Data and encoder", "Grounding gain over training", "Head ablation", "Provenance"]
+    assert table(s["Data and encoder"], "Dialogs read (visdial_extract)").values.tolist() == [
+        ["dialogs", "4"], ["split", "val"]
+    ]  # fmt: skip
+    gain = s["Grounding gain over training"]
+    assert paras(gain)[0].startswith(V.VISUAL_GAIN + "; p: one-sided sign-flip test")
+    assert figures[0][1] == "surprisal and grounding gain over training per setting"
+    final = table(gain, "Final checkpoint")
+    assert final[["model", "step", "G", "grounded (G > 0, p < 0.01)"]].values.tolist() == [
+        ["caption / lstm", "300", "0.0123", "no"], ["caption / tf", "200", "0.5309", "yes"]
+    ]  # fmt: skip
+    assert len(table(details(gain, "Every checkpoint"), None)) == 6
+    assert s["Head ablation"] == "<p>ablated</p>"
+    assert "Seeds: 3" in s["Provenance"]
+    intro = paras(page.split("<nav>")[0])[0]
+    assert intro.startswith("Data: Visual Dialog file of split 'val'. Visual Dialog-style dialogues: a caption")
+
+
+def test_visual_page_says_when_the_data_are_synthetic(figures):  # noqa: F811
+    intro = paras(V.visual_page(**ablation_only_page_inputs("synthetic")).split("<nav>")[0])[0]
+    assert intro.startswith("Data: synthetic scenes in Visual Dialog v1.0 format (the embedded default)")
+    assert "for the paper's data. Visual Dialog-style dialogues" in intro
+    train = paras(V.visual_page(**ablation_only_page_inputs("train")).split("<nav>")[0])[0]
+    assert train.startswith("Data: Visual Dialog file of split 'train'. Visual Dialog-style")
 
 
 def page_inputs(split: str | None) -> dict:

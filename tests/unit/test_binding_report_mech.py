@@ -1,15 +1,18 @@
-"""The binding page's mechanism sections (patching by position and by chain depth, head ablation,
-heads per hop) and binding.json's mechanism block, by value. Seeds differ (seed 1 is higher by a
-fixed amount and carries more pairs), so a pooled number differs from a plain mean or one seed's."""
+"""The binding page's mechanism sections (patching by position and by chain depth, head ablation, heads
+per hop and per dereference step) and binding.json's mechanism block, by value. Seeds differ (seed 1 is
+higher by a fixed amount and carries more pairs), so a pooled number differs from a plain mean or one
+seed's."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
-from test_binding_report_more import all_cells, drawn  # noqa: F401 (drawn: a fixture)
-from test_grounding_report_values import paras
+from test_binding_report import all_cells, drawn  # noqa: F401 (drawn: a fixture)
+from test_grounding_report import paras
 
 from emergence.studies.binding import report_mechanisms as M
+
+# ---- patching and ablation tables whose seeds differ
 
 CLASSES = ["chain_root", "chain_lhs", "chain_rhs", "other", "query", "other"]  # positions 0..5
 
@@ -90,7 +93,7 @@ def panel(mode_s: tuple[str, ...], hops: int) -> dict:
     }
 
 
-# --- activation patching ----------------------------------------------------------------------
+# ---- activation patching by position
 
 
 def test_patching_section_heat_map_summary_and_pairs_correct(drawn):  # noqa: F811
@@ -122,6 +125,9 @@ def test_patching_section_without_pairs_or_results(drawn):  # noqa: F811
     assert len(paras(part)) == 1 and "pairs_correct" not in part
     none = patching_frame()[lambda d: d["metric"] != "patch_success"]
     assert M.patching_section(none) == '<p class="note">No patching results.</p>'
+
+
+# ---- patching by chain depth, at the right-hand side and at the newline
 
 
 def test_depth_patching_pools_pairs_over_seeds():
@@ -175,7 +181,73 @@ def test_depth_section_without_chain_cells():
     )
 
 
-# --- head ablation ----------------------------------------------------------------------------
+def with_newline(success: float) -> pd.DataFrame:
+    """patching_frame() plus the chain's newlines: depth 0 at position 6, depth 1 at position 7, every
+    layer and seed at `success` with 10 pairs."""
+    pat = patching_frame()
+    rows = [
+        (s, layer, pos, "chain_newline", "patch_success", success, 10, 1000, -1, depth)
+        for s in (0, 1)
+        for layer in (0, 1)
+        for pos, depth in ((6, 0), (7, 1))
+    ]
+    return pd.concat([pat, pd.DataFrame(rows, columns=list(pat.columns))], ignore_index=True)
+
+
+def test_the_claim_reads_the_newline_where_the_model_keeps_values_there(drawn):  # noqa: F811
+    # right-hand side: depth 1's best layer 0.45; newline 0.9 everywhere: the newline wins
+    pat = with_newline(0.9)
+    m = M.mechanism_metrics(pat, ablation_frame())
+    assert m["patching_position"] == "newline"
+    assert (
+        m["patching_by_depth"]
+        == m["patching_by_depth_newline"]
+        == {
+            "0": {"best_layer": 0, "success": 0.9},
+            "1": {"best_layer": 0, "success": 0.9},
+        }
+    )
+    assert m["patching_by_depth_rhs"]["1"] == {"best_layer": 1, "success": 0.45}  # unchanged by the newline cells
+    assert m["per_seed"]["1"]["patching_by_depth"]["1"]["success"] == 0.9  # per seed: the pooled choice
+    part = M.depth_section(pat)
+    assert (
+        "The claim reads the newline: of the two, it is where this model's weakest depth (>= 1, best layer) "
+        "patches best (right-hand side 0.45, newline 0.90)." in paras(part)
+    )
+    captions = [caption for caption, _ in all_cells(part)]
+    assert captions[3] == "At the newline: patch success by layer and chain depth, seeds pooled"
+    # a tie goes to the right-hand side, the paper's position
+    assert M.patching_position(with_newline(0.45)) == "rhs"
+    assert M.patching_position(with_newline(0.44)) == "rhs" and M.patching_position(with_newline(0.46)) == "newline"
+
+
+def test_depth_section_with_newline_cells_only_and_a_weakest_depth_of_zero(drawn):  # noqa: F811
+    # no right-hand side on the chain (skipped, the newline still drawn); the newline patches nowhere:
+    # its weakest depth is 0.00, a measurement, not "not measured"
+    pat = with_newline(0.0)
+    pat = pat.assign(chain_depth=pat["chain_depth"].where(pat["position_class"] == "chain_newline", -1))
+    part = M.depth_section(pat)
+    assert paras(part)[1] == (
+        "The claim reads the newline: of the two, it is where this model's weakest depth (>= 1, best layer) "
+        "patches best (right-hand side not measured, newline 0.00)."
+    )
+    rows = [["layer", "depth 0", "depth 1"], ["0", "0.000", "0.000"], ["1", "0.000", "0.000"]]
+    assert all_cells(part) == [
+        ("At the newline: patch success by layer and chain depth, seeds pooled", rows),
+        ("Seed 0, at the newline: patch success by layer and chain depth", rows),
+        ("Seed 1, at the newline: patch success by layer and chain depth", rows),
+    ]
+    assert [call[1][1] for call in drawn] == ["patch success by chain depth, newline"]
+
+
+def test_a_tie_goes_to_the_right_hand_side_whichever_position_comes_first(monkeypatch):
+    monkeypatch.setattr(M, "PATCH_AT", dict(reversed(M.PATCH_AT.items())))
+    assert list(M.PATCH_AT) == ["newline", "rhs"]
+    assert M.patching_position(with_newline(0.45)) == "rhs"
+    assert M.patching_position(with_newline(0.46)) == "newline"
+
+
+# ---- head ablation and heads per hop
 
 
 def test_ablation_section_panels_baseline_and_routing_table(drawn):  # noqa: F811
@@ -250,118 +322,7 @@ def test_hop_heads_section_tables_per_seed_and_panels(drawn):  # noqa: F811
         assert mat.to_dict() == panel(("zero", "mean"), hops)
 
 
-# --- metrics ------------------------------------------------------------------------------------
-
-
-def test_mechanism_metrics_pooled_and_per_seed():
-    m = M.mechanism_metrics(patching_frame(), ablation_frame())
-    assert (
-        m["patching_by_depth"]
-        == m["patching_by_depth_rhs"]
-        == {
-            "0": {"best_layer": 1, "success": 0.25},
-            "1": {"best_layer": 1, "success": 0.45},
-        }
-    )
-    assert m["patching_position"] == "rhs" and m["patching_by_depth_newline"] == {}
-    assert m["per_seed"]["0"]["patching_by_depth"] == {
-        "0": {"best_layer": 1, "success": 0.1},
-        "1": {"best_layer": 1, "success": 0.3},
-    }
-    assert m["per_seed"]["1"]["patching_by_depth"]["1"] == {"best_layer": 1, "success": 0.5}
-    assert m["heads_by_hop"]["1"] == ["1.1 (0.571)", "0.1 (0.471)", "1.0 (0.371)"]
-    assert m["per_seed"]["0"]["heads_by_hop"]["2"] == ["1.1 (0.552)", "0.1 (0.452)", "1.0 (0.352)"]
-    keys = ["patching_by_depth", "heads_by_step", "patching_by_depth_rhs", "patching_by_depth_newline", "heads_by_hop"]
-    assert list(m) == ["patching_position", *keys, "per_seed"] and list(m["per_seed"]) == ["0", "1"]
-
-
-def test_mechanism_metrics_without_ablation_and_a_depth_without_pairs():
-    pat = patching_frame()
-    pat.loc[pat["chain_depth"] == 1, "n"] = 0  # no pairs at depth 1: 0 / 0, left out
-    abl = ablation_frame().iloc[0:0]
-    m = M.mechanism_metrics(pat, abl)
-
-    def entry(success: float) -> dict:
-        at = {"0": {"best_layer": 1, "success": success}}
-        return {
-            "patching_by_depth": at,
-            "heads_by_step": {},
-            "patching_by_depth_rhs": at,
-            "patching_by_depth_newline": {},
-            "heads_by_hop": {},
-        }
-
-    assert m == {"patching_position": "rhs", **entry(0.25), "per_seed": {"0": entry(0.1), "1": entry(0.3)}}
-    # seeds only in the ablation table still get their own entry
-    abl = ablation_frame().assign(seed=lambda d: d["seed"] + 5)
-    assert list(M.mechanism_metrics(pat, abl)["per_seed"]) == ["0", "1", "5", "6"]
-
-
-def test_mechanism_metrics_without_an_ablation_table_and_rounding():
-    pat = patching_frame().assign(value=lambda d: d["value"].where(d["chain_depth"] != 0, 1 / 3))
-    m = M.mechanism_metrics(pat, ablation_frame().iloc[0:0])
-    assert m["patching_by_depth"]["0"] == {"best_layer": 0, "success": 0.333333}  # every layer 1/3: the first
-    # no ablation stage output at all (not even columns), no patching rows
-    empty = M.mechanism_metrics(patching_frame().iloc[0:0], pd.DataFrame())
-    assert empty == {
-        "patching_position": "rhs",
-        "patching_by_depth": {},
-        "heads_by_step": {},
-        "patching_by_depth_rhs": {},
-        "patching_by_depth_newline": {},
-        "heads_by_hop": {},
-        "per_seed": {},
-    }
-
-
-def test_mechanism_sections_are_their_parts_one_per_line(drawn):  # noqa: F811
-    def tags(part: str) -> list[str]:
-        return [line.split(" ")[0].split(">")[0] for line in part.split("\n")]
-
-    assert tags(M.patching_section(patching_frame())) == ["<p", "<img", "<table", "<p"]
-    assert tags(M.depth_section(patching_frame())) == ["<p", "<p", "<table", "<img", "<table", "<table"]
-    assert tags(M.ablation_section(ablation_frame(), routing_frame())) == ["<p", "<img", "<p", "<table"]
-    assert tags(M.hop_heads_section(ablation_frame())) == ["<p", "<table", "<table", "<table", "<img"]
-
-
-def with_newline(success: float) -> pd.DataFrame:
-    """patching_frame() plus the chain's newlines: depth 0 at position 6, depth 1 at position 7, every
-    layer and seed at `success` with 10 pairs."""
-    pat = patching_frame()
-    rows = [
-        (s, layer, pos, "chain_newline", "patch_success", success, 10, 1000, -1, depth)
-        for s in (0, 1)
-        for layer in (0, 1)
-        for pos, depth in ((6, 0), (7, 1))
-    ]
-    return pd.concat([pat, pd.DataFrame(rows, columns=list(pat.columns))], ignore_index=True)
-
-
-def test_the_claim_reads_the_newline_where_the_model_keeps_values_there(drawn):  # noqa: F811
-    # right-hand side: depth 1's best layer 0.45; newline 0.9 everywhere: the newline wins
-    pat = with_newline(0.9)
-    m = M.mechanism_metrics(pat, ablation_frame())
-    assert m["patching_position"] == "newline"
-    assert (
-        m["patching_by_depth"]
-        == m["patching_by_depth_newline"]
-        == {
-            "0": {"best_layer": 0, "success": 0.9},
-            "1": {"best_layer": 0, "success": 0.9},
-        }
-    )
-    assert m["patching_by_depth_rhs"]["1"] == {"best_layer": 1, "success": 0.45}  # unchanged by the newline cells
-    assert m["per_seed"]["1"]["patching_by_depth"]["1"]["success"] == 0.9  # per seed: the pooled choice
-    part = M.depth_section(pat)
-    assert (
-        "The claim reads the newline: of the two, it is where this model's weakest depth (>= 1, best layer) "
-        "patches best (right-hand side 0.45, newline 0.90)." in paras(part)
-    )
-    captions = [caption for caption, _ in all_cells(part)]
-    assert captions[3] == "At the newline: patch success by layer and chain depth, seeds pooled"
-    # a tie goes to the right-hand side, the paper's position
-    assert M.patching_position(with_newline(0.45)) == "rhs"
-    assert M.patching_position(with_newline(0.44)) == "rhs" and M.patching_position(with_newline(0.46)) == "newline"
+# ---- heads per dereference step
 
 
 def step_frame() -> pd.DataFrame:
@@ -426,27 +387,78 @@ def test_step_heads_section_and_metrics():
     assert m["patching_by_depth"] == M.mechanism_metrics(patching_frame(), ablation_frame())["patching_by_depth"]
 
 
-def test_depth_section_with_newline_cells_only_and_a_weakest_depth_of_zero(drawn):  # noqa: F811
-    # no right-hand side on the chain (skipped, the newline still drawn); the newline patches nowhere:
-    # its weakest depth is 0.00, a measurement, not "not measured"
-    pat = with_newline(0.0)
-    pat = pat.assign(chain_depth=pat["chain_depth"].where(pat["position_class"] == "chain_newline", -1))
-    part = M.depth_section(pat)
-    assert paras(part)[1] == (
-        "The claim reads the newline: of the two, it is where this model's weakest depth (>= 1, best layer) "
-        "patches best (right-hand side not measured, newline 0.00)."
+# ---- metrics
+
+
+def test_mechanism_metrics_pooled_and_per_seed():
+    m = M.mechanism_metrics(patching_frame(), ablation_frame())
+    assert (
+        m["patching_by_depth"]
+        == m["patching_by_depth_rhs"]
+        == {
+            "0": {"best_layer": 1, "success": 0.25},
+            "1": {"best_layer": 1, "success": 0.45},
+        }
     )
-    rows = [["layer", "depth 0", "depth 1"], ["0", "0.000", "0.000"], ["1", "0.000", "0.000"]]
-    assert all_cells(part) == [
-        ("At the newline: patch success by layer and chain depth, seeds pooled", rows),
-        ("Seed 0, at the newline: patch success by layer and chain depth", rows),
-        ("Seed 1, at the newline: patch success by layer and chain depth", rows),
-    ]
-    assert [call[1][1] for call in drawn] == ["patch success by chain depth, newline"]
+    assert m["patching_position"] == "rhs" and m["patching_by_depth_newline"] == {}
+    assert m["per_seed"]["0"]["patching_by_depth"] == {
+        "0": {"best_layer": 1, "success": 0.1},
+        "1": {"best_layer": 1, "success": 0.3},
+    }
+    assert m["per_seed"]["1"]["patching_by_depth"]["1"] == {"best_layer": 1, "success": 0.5}
+    assert m["heads_by_hop"]["1"] == ["1.1 (0.571)", "0.1 (0.471)", "1.0 (0.371)"]
+    assert m["per_seed"]["0"]["heads_by_hop"]["2"] == ["1.1 (0.552)", "0.1 (0.452)", "1.0 (0.352)"]
+    keys = ["patching_by_depth", "heads_by_step", "patching_by_depth_rhs", "patching_by_depth_newline", "heads_by_hop"]
+    assert list(m) == ["patching_position", *keys, "per_seed"] and list(m["per_seed"]) == ["0", "1"]
 
 
-def test_a_tie_goes_to_the_right_hand_side_whichever_position_comes_first(monkeypatch):
-    monkeypatch.setattr(M, "PATCH_AT", dict(reversed(M.PATCH_AT.items())))
-    assert list(M.PATCH_AT) == ["newline", "rhs"]
-    assert M.patching_position(with_newline(0.45)) == "rhs"
-    assert M.patching_position(with_newline(0.46)) == "newline"
+def test_mechanism_metrics_without_ablation_and_a_depth_without_pairs():
+    pat = patching_frame()
+    pat.loc[pat["chain_depth"] == 1, "n"] = 0  # no pairs at depth 1: 0 / 0, left out
+    abl = ablation_frame().iloc[0:0]
+    m = M.mechanism_metrics(pat, abl)
+
+    def entry(success: float) -> dict:
+        at = {"0": {"best_layer": 1, "success": success}}
+        return {
+            "patching_by_depth": at,
+            "heads_by_step": {},
+            "patching_by_depth_rhs": at,
+            "patching_by_depth_newline": {},
+            "heads_by_hop": {},
+        }
+
+    assert m == {"patching_position": "rhs", **entry(0.25), "per_seed": {"0": entry(0.1), "1": entry(0.3)}}
+    # seeds only in the ablation table still get their own entry
+    abl = ablation_frame().assign(seed=lambda d: d["seed"] + 5)
+    assert list(M.mechanism_metrics(pat, abl)["per_seed"]) == ["0", "1", "5", "6"]
+
+
+def test_mechanism_metrics_without_an_ablation_table_and_rounding():
+    pat = patching_frame().assign(value=lambda d: d["value"].where(d["chain_depth"] != 0, 1 / 3))
+    m = M.mechanism_metrics(pat, ablation_frame().iloc[0:0])
+    assert m["patching_by_depth"]["0"] == {"best_layer": 0, "success": 0.333333}  # every layer 1/3: the first
+    # no ablation stage output at all (not even columns), no patching rows
+    empty = M.mechanism_metrics(patching_frame().iloc[0:0], pd.DataFrame())
+    assert empty == {
+        "patching_position": "rhs",
+        "patching_by_depth": {},
+        "heads_by_step": {},
+        "patching_by_depth_rhs": {},
+        "patching_by_depth_newline": {},
+        "heads_by_hop": {},
+        "per_seed": {},
+    }
+
+
+# ---- layout
+
+
+def test_mechanism_sections_are_their_parts_one_per_line(drawn):  # noqa: F811
+    def tags(part: str) -> list[str]:
+        return [line.split(" ")[0].split(">")[0] for line in part.split("\n")]
+
+    assert tags(M.patching_section(patching_frame())) == ["<p", "<img", "<table", "<p"]
+    assert tags(M.depth_section(patching_frame())) == ["<p", "<p", "<table", "<img", "<table", "<table"]
+    assert tags(M.ablation_section(ablation_frame(), routing_frame())) == ["<p", "<img", "<p", "<table"]
+    assert tags(M.hop_heads_section(ablation_frame())) == ["<p", "<table", "<table", "<table", "<img"]

@@ -1,15 +1,18 @@
 """reports/binding.html and binding.json by value (the report module's own code): each section's
 sentences, table cells and the data each figure is drawn from, traced back to the small hand-made
-tables of test_report.py (2 seeds whose numbers differ)."""
+tables of test_report.py (2 seeds whose numbers differ). The `drawn` fixture and the table readers
+here serve the binding page's other tests too (test_binding_report_mech.py, test_binding_report_stress.py,
+test_binding_aids.py)."""
 
 from __future__ import annotations
 
 import html
 
+import numpy as np
 import pandas as pd
 import pytest
 from refusals import assert_refused
-from test_grounding_report_values import paras, sections, table, tables
+from test_grounding_report import paras, sections, table, tables
 from test_interactive import traces
 from test_report import (
     PROVENANCE,
@@ -27,7 +30,10 @@ from emergence.core.report import html as H
 from emergence.core.report import plots
 from emergence.studies.binding import report as R
 from emergence.studies.binding.aid_table import aids_section
+from emergence.studies.binding.heuristics import HEURISTICS
 from emergence.studies.binding.report_llc import llc_section
+
+# ---- the page read back: the plots it asks for, its table cells
 
 PLOTS = ("trajectory", "lines_by_class", "bars", "heatmap", "heatmap_grid", "patching")
 
@@ -63,9 +69,10 @@ def all_cells(fragment: str) -> list[tuple[str | None, list[list[str]]]]:
     return [(c, [h, *r]) for c, h, r in tables(fragment)]
 
 
-# --- fixtures: seeds whose last steps, accuracies and phases differ ---------------------------------
+# ---- fixtures: seeds whose last steps, accuracies and phases differ
 
 HEURS = ("last_constant", "first_constant")
+HEUR = list(HEURISTICS)  # every heuristic, in the table's order
 STEPS = {0: (0, 10, 100, 1000), 1: (0, 10, 100)}  # seed 1 stops at step 100
 AGREE = {(0, "last_constant"): 0.2, (0, "first_constant"): 0.1, (1, "last_constant"): 0.4, (1, "first_constant"): 0.3}
 FOLLOW = {
@@ -167,7 +174,7 @@ def metrics() -> dict:
     return R.binding_metrics(traj(), preds(), heurs(), phases(), _stress())
 
 
-# --- small pieces -------------------------------------------------------------------------------------
+# ---- small pieces
 
 
 def test_report_params_accept_zero_examples_and_reject_negative():
@@ -224,7 +231,7 @@ def test_best_heuristic_ties_go_to_the_first_name():
     assert m["best_heuristic"] == {"name": "alpha", "match_rate": 0.3}
 
 
-# --- metrics JSON ---------------------------------------------------------------------------------------
+# ---- metrics JSON
 
 
 def test_binding_metrics_every_value():
@@ -269,7 +276,39 @@ def test_final_agreement_and_following_at_each_seeds_last_step():
     assert R._final_agreement(traj()).sort_values(["seed", "heuristic"])["value"].tolist() == [0.1, 0.2, 0.3, 0.4]
 
 
-# --- page sections ------------------------------------------------------------------------------------
+def test_final_agreement_and_phase_bands_use_each_seeds_own_last_step():
+    from emergence.studies.binding.report import _final_agreement, phase_bands
+
+    rows = []
+    for seed, steps in ((0, [0, 10, 30]), (1, [0, 20])):
+        for s in steps:
+            for name in HEUR[:2]:
+                value = seed + s / 100 + (0.5 if name == HEUR[1] else 0.0)
+                rows.append(dict(seed=seed, step=s, metric=f"agree_{name}", hops=-1, value=value))
+                rows.append(dict(seed=seed, step=s, metric=f"follow_{name}", hops=-1, value=value / 10))
+    traj = pd.DataFrame(rows)
+    got = _final_agreement(traj).set_index(["seed", "heuristic"])["value"].to_dict()
+    assert got == pytest.approx(
+        {(0, HEUR[0]): 0.3, (0, HEUR[1]): 0.8, (1, HEUR[0]): 1.2, (1, HEUR[1]): 1.7}
+    )  # seed 0 at step 30, seed 1 at step 20
+    follow = _final_agreement(traj, "follow").set_index(["seed", "heuristic"])["value"].to_dict()
+    assert follow == pytest.approx({(0, HEUR[0]): 0.03, (0, HEUR[1]): 0.08, (1, HEUR[0]): 0.12, (1, HEUR[1]): 0.17})
+    phases = pd.DataFrame(
+        [
+            dict(seed=0, name="random", start_step=0, end_step=10, detail="r"),
+            dict(seed=0, name="heuristic", start_step=10, end_step=-1, detail="h"),
+            dict(seed=0, name="traversal", start_step=-1, end_step=-1, detail="not reached"),
+            dict(seed=1, name="random", start_step=0, end_step=-1, detail="r1"),
+        ]
+    )
+    bands = phase_bands(phases, traj).set_index(["seed", "name"])
+    assert bands.loc[(0, "heuristic"), ["start", "end"]].tolist() == [10, 30]  # -1: to seed 0's last step
+    assert bands.loc[(1, "random"), ["start", "end"]].tolist() == [0, 20]  # seed 1's own last step
+    assert not bands.loc[(0, "traversal"), "reached"] and np.isnan(bands.loc[(0, "traversal"), "start"])
+    assert not bands.loc[(1, "heuristic"), "reached"] and bands.loc[(1, "heuristic"), "detail"] == ""
+
+
+# ---- page sections
 
 
 def test_headline_states_divergence_test_programs_best_heuristic_and_seeds():

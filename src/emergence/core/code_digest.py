@@ -1,0 +1,241 @@
+"""One code digest per stage instance: the code that can change its artifacts' bytes, and nothing else.
+
+A stage's code is its script plus every project module it imports (core/pipeline.py `import_closure`),
+less two kinds of code that cannot change an artifact's bytes:
+
+- **plumbing** (`PLUMBING`): modules that parse arguments, guard params and paths, hold locks and
+  record runs. They refuse a run or report on it, never compute what it writes; a test holds them to
+  importing no numerical library.
+- **messages**: docstrings, comments and the text of what is raised, printed or warned, and of
+  argparse's and tqdm's help strings (`normalized`). Rewording an error in core/io.py reruns nothing.
+
+An architecture module is in an instance's code only when the instance can build that architecture:
+its code reaches the model registry, and its params (or those of the stages upstream of it, whose
+runs it loads) name the architecture under an `arch:` key, or its code names it in
+`build_model("<arch>", ...)`. The registry imports an architecture on first use, so no import pulls
+them all in.
+
+The `params_check` stage writes each instance's digest (`${paths.code_digests}/<stage>[/<item>].txt`:
+one line per file, the hash of its normalized code) and depends on every code file; each other stage
+depends on its own digest file. DVC thus reruns params_check after any code edit, and then exactly
+the stages whose digest changed. The Snakefile gives each rule the same digest as a param (Snakemake
+reruns a job whose params changed). At the end of every stage run, `loaded_outside` holds the project
+modules the process really loaded to its digest and the plumbing (a lazy import the static walk could
+not see would otherwise go unhashed).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from emergence.core.declared import GUARD, lookup
+from emergence.core.io import PipelineError
+from emergence.core.pipeline import ARCH_PACKAGE, import_closure, known_archs, module_file, module_of, resolve_jobs
+
+# module -> why it cannot change an artifact's bytes
+PLUMBING = {
+    "emergence.core.cli": "parses a stage's arguments, starts and ends it, holds its lock, prints its error",
+    "emergence.core.declared": "refuses a read of a params section or path the stage does not declare",
+    "emergence.core.reads": "records which files a stage read, in logs/",
+    "emergence.core.stage_record": "writes the run record under logs/ (never a dep or an out)",
+    "emergence.core.rules": "checks a params value against its declared rule: refuses, never converts",
+    "emergence.core.experiment": "puts params.yaml back after a refused `dvc exp run -S`",
+    "emergence.core.checkout": "holds one engine per checkout",
+    "emergence.core.code_digest": "this file: which code a stage depends on",
+    "emergence.core.pipeline": "generates dvc.yaml and the Snakemake rules",
+}
+REGISTRY = Path("src/emergence/core/models/registry.py")
+HEADER = (
+    "# the code of stage instance {instance}: sha256 of each file's code without docstrings, comments and\n"
+    "# messages (core/code_digest.py); DVC reruns the instance when this file changes\n"
+)
+MESSAGE_CALLS = {"print", "warn", "warning", "info", "debug", "error", "exception", "critical"}
+MESSAGE_KEYWORDS = {"help", "description", "epilog", "desc", "metavar"}
+
+
+# ---- one file's code, messages left out -----------------------------------------------------------
+
+
+class _Messages(ast.NodeTransformer):
+    """Blanks the text of messages and drops docstrings; what is left decides the bytes."""
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        body = getattr(node, "body", None)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body:
+            first = body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                node.body = body[1:] or [ast.Pass()]
+        return super().generic_visit(node)
+
+    def visit_Raise(self, node: ast.Raise) -> ast.AST:
+        return _blank(node)
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        node.msg = _blank(node.msg) if node.msg is not None else None
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        # print(..., file=handle) may write an artifact; to stderr (or stdout) it is a message
+        to_artifact = any(k.arg == "file" and ast.unparse(k.value) != "sys.stderr" for k in node.keywords)
+        if name in MESSAGE_CALLS and not to_artifact:
+            node.args = [_blank(a) for a in node.args]
+        for k in node.keywords:
+            if k.arg in MESSAGE_KEYWORDS:
+                k.value = _blank(k.value)
+        return self.generic_visit(node)
+
+
+def _blank(node: ast.AST) -> ast.AST:
+    """Every string literal and f-string under `node` made empty (what the message says, not that it is)."""
+    for child in ast.walk(node):
+        for name, value in ast.iter_fields(child):
+            if isinstance(value, ast.JoinedStr) or _is_text(value):
+                setattr(child, name, ast.Constant(""))
+            elif isinstance(value, list):
+                setattr(
+                    child, name, [ast.Constant("") if isinstance(v, ast.JoinedStr) or _is_text(v) else v for v in value]
+                )
+    return ast.Constant("") if isinstance(node, ast.JoinedStr) or _is_text(node) else node
+
+
+def _is_text(node: Any) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _canonical(node: Any) -> str:
+    """The tree as text, fields that are None or empty left out: the same across Python versions that add
+    fields with empty defaults (3.12's type_params), unlike ast.dump."""
+    if isinstance(node, ast.AST):
+        fields = [(n, _canonical(v)) for n, v in ast.iter_fields(node) if v is not None and v != []]
+        return f"{type(node).__name__}(" + ",".join(f"{n}={v}" for n, v in fields) + ")"
+    if isinstance(node, list):
+        return "[" + ",".join(_canonical(v) for v in node) + "]"
+    return repr(node)
+
+
+def normalized(path: Path) -> str:
+    """sha256 of a Python file's code, docstrings, comments, layout and messages left out."""
+    tree = _Messages().visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    return hashlib.sha256(_canonical(tree).encode()).hexdigest()
+
+
+# ---- which files are an instance's code -----------------------------------------------------------
+
+
+def plumbing_files(root: Path) -> set[Path]:
+    return {module_file(m, root).relative_to(root) for m in PLUMBING if module_file(m, root) is not None}
+
+
+def params_archs(value: Any) -> set[str]:
+    """Every string under an `arch:` key of a params value."""
+    if isinstance(value, dict):
+        return {a for k, v in value.items() for a in ({v} if k == "arch" and isinstance(v, str) else params_archs(v))}
+    if isinstance(value, list):
+        return {a for v in value for a in params_archs(v)}
+    return set()
+
+
+def instance_files(decl: dict[str, Any], params: dict[str, Any], root: Path) -> dict[str, list[Path]]:
+    """Stage instance (DVC's name) -> the files of its code, for every instance the params give."""
+    closures = _Closures(root)
+    jobs = resolve_jobs(decl, params)
+    producer = {out: job.name for job in jobs for out in job.outs if job.name != GUARD}  # the guard reads all
+    static = {name: closures.compute(module_of(stage)) for name, stage in decl["stages"].items()}
+    archs: dict[str, set[str]] = {}
+    for job in jobs:  # in declaration order: a stage is declared after the stages whose outputs it reads
+        stage = job.name.split("@")[0]
+        own = params_archs([_value(params, key) for key in job.params]) | closures.named_archs(static[stage])
+        archs[job.name] = own.union(*(archs.get(producer[i], set()) for i in job.inputs if i in producer))
+    known = known_archs(root)
+    files = {}
+    for job in jobs[1:] if jobs and jobs[0].name == GUARD else jobs:  # the guard itself: no stage reads it
+        code = set(static[job.name.split("@")[0]])
+        if REGISTRY in code:
+            code = code.union(*(closures.compute(f"{ARCH_PACKAGE}.{a}") for a in sorted(archs[job.name] & known)))
+        files[job.name] = sorted(code)
+    return files
+
+
+class _Closures:
+    """Import closures and parsed files of one checkout, each computed once."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.plumbing = plumbing_files(root)
+        self._closures: dict[str, list[Path]] = {}
+        self._named: dict[Path, set[str]] = {}
+
+    def compute(self, module: str) -> list[Path]:
+        """The files of `module`'s import closure that can change bytes: plumbing left out."""
+        if module not in self._closures:
+            self._closures[module] = [p for p in import_closure(module, self.root) if p not in self.plumbing]
+        return self._closures[module]
+
+    def named_archs(self, files: list[Path]) -> set[str]:
+        """Architectures the code builds by a literal name: `build_model("attn_only", ...)`."""
+        for path in files:
+            if path not in self._named:
+                self._named[path] = {
+                    node.args[0].value
+                    for node in ast.walk(ast.parse((self.root / path).read_text(encoding="utf-8")))
+                    if isinstance(node, ast.Call)
+                    and getattr(node.func, "id", getattr(node.func, "attr", None)) == "build_model"
+                    and node.args
+                    and _is_text(node.args[0])
+                }
+        return set().union(*(self._named[p] for p in files))
+
+
+def _value(params: dict[str, Any], key: str) -> Any:
+    try:
+        return lookup(params, key, key)
+    except PipelineError:
+        return None
+
+
+# ---- the digest files ------------------------------------------------------------------------------
+
+
+def digests(decl: dict[str, Any], params: dict[str, Any], root: Path) -> dict[str, str]:
+    """Stage instance -> its digest file's text."""
+    cache: dict[Path, str] = {}
+
+    def text(instance: str, files: list[Path]) -> str:
+        for f in files:
+            if f not in cache:
+                cache[f] = normalized(root / f)
+        return HEADER.format(instance=instance) + "".join(f"{cache[f]}  {f}\n" for f in files)
+
+    return {instance: text(instance, files) for instance, files in instance_files(decl, params, root).items()}
+
+
+def listed_files(text: str) -> list[str]:
+    """The files a digest file lists."""
+    return [line.split("  ", 1)[1] for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def loaded_outside(modules: list[ModuleType], listed: list[str], root: Path) -> list[str]:
+    """The project files among `modules` that are neither in the instance's digest (`listed`) nor plumbing."""
+    allowed = set(listed) | {str(p) for p in plumbing_files(root)}
+    loaded = []
+    for module in modules:
+        file = getattr(module, "__file__", None)
+        if not file:
+            continue
+        try:
+            rel = Path(file).resolve().relative_to(root.resolve())
+        except ValueError:
+            continue
+        if rel.parts[0] in ("src", "stages") and str(rel) not in allowed:
+            loaded.append(str(rel))
+    return sorted(loaded)

@@ -1,0 +1,227 @@
+"""A stage instance's code digest: what in the code can change its artifacts' bytes, and nothing else."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+from refusals import refuses
+
+from emergence.core.cli import code_in_digest
+from emergence.core.code_digest import PLUMBING, digests, instance_files, listed_files, normalized, plumbing_files
+from emergence.core.config import read_params
+from emergence.core.declared import GUARD, digest_dep, read_stages
+from emergence.core.pipeline import read_declaration, render, rules_of
+
+NUMERIC = {"torch", "numpy", "pandas", "pyarrow", "safetensors", "scipy", "sklearn", "PIL", "transformers", "plotly"}
+
+
+def digest_of(tmp_path: Path, source: str) -> str:
+    path = tmp_path / f"m{abs(hash(source))}.py"
+    path.write_text(textwrap.dedent(source))
+    return normalized(path)
+
+
+BASE = '''
+    """Module doc."""
+    import sys
+
+    def f(x, rows):
+        """Function doc."""
+        if x < 0:
+            raise ValueError(f"x must be >= 0, got {x}")
+        assert rows, "no rows"
+        print(f"scaling {x}", file=sys.stderr)
+        log.warning("slow path")
+        parser.add_argument("--x", help="the x")
+        return x * 2 + rows["count"]  # why: doubled
+'''
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ('"""Module doc."""', '"""Another doc."""'),
+        ('"""Function doc."""', '"""Does f."""'),
+        ("x must be >= 0, got {x}", "x: must be at least 0 (got {x!r})"),
+        ('"no rows"', '"the table is empty"'),
+        ('f"scaling {x}"', '"scaling"'),
+        ('"slow path"', '"falling back"'),
+        ('help="the x"', 'help="how many"'),
+        ("# why: doubled", "# twice"),
+        ("return x * 2", "return  x*2"),
+    ],
+    ids=["module doc", "docstring", "raise", "assert", "print", "log", "help", "comment", "layout"],
+)
+def test_messages_docstrings_comments_and_layout_leave_the_digest_as_it_is(tmp_path, edit):
+    assert digest_of(tmp_path, BASE.replace(*edit)) == digest_of(tmp_path, BASE)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("x * 2", "x * 3"),
+        ("x * 2", "x / 2"),
+        ('rows["count"]', 'rows["total"]'),
+        ("if x < 0", "if x <= 0"),
+        ("file=sys.stderr", "file=handle"),  # printed into a file: may be an artifact's bytes
+    ],
+    ids=["constant", "operator", "column", "comparison", "print to a file"],
+)
+def test_any_change_to_what_is_computed_changes_the_digest(tmp_path, edit):
+    assert digest_of(tmp_path, BASE.replace(*edit)) != digest_of(tmp_path, BASE)
+
+
+def test_a_print_into_a_file_keeps_its_text(tmp_path):
+    into_file = BASE.replace("file=sys.stderr", "file=handle")
+    assert digest_of(tmp_path, into_file.replace("scaling", "scaled")) != digest_of(tmp_path, into_file)
+
+
+# ---- which files: the real declaration -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shipped() -> dict[str, set[str]]:
+    files = instance_files(read_declaration(ROOT), read_params(ROOT / "params.yaml"), ROOT)
+    return {instance: {str(p) for p in found} for instance, found in files.items()}
+
+
+def models(files: set[str]) -> set[str]:
+    return {Path(f).stem for f in files if f.startswith("src/emergence/core/models/")}
+
+
+ARCHS = {"attn_only", "lstm", "mamba2", "transformer"}
+
+
+def arch_of_model(name: str) -> str:
+    return read_params(ROOT / "params.yaml")["grounding_models"][name]["arch"]
+
+
+def test_an_instance_holds_the_architectures_it_builds_and_no_other(shipped):
+    params = read_params(ROOT / "params.yaml")
+    assert models(shipped["binding_train@0"]) & ARCHS == {params["binding_model"]["arch"]}
+    assert models(shipped["assoc_train@1-0"]) & ARCHS == {"attn_only"}  # named in the code: build_model("attn_only")
+    assert not models(shipped["binding_data"])  # builds no model
+    for model in params["grounding_runs"]["models"]:
+        arch = arch_of_model(model)
+        # lstm.py imports the Transformer's LayerNorm: it holds transformer.py honestly
+        allowed = {arch, "transformer"} if arch == "lstm" else {arch}
+        for stage in ("grounding_train", "grounding_gain"):  # trains it; loads the run it trained
+            assert models(shipped[f"{stage}@{model}-0"]) & ARCHS == allowed, (stage, model)
+    assert len({arch_of_model(m) for m in params["grounding_runs"]["models"]}) > 1  # the choice can go wrong
+
+
+def test_no_plumbing_file_is_in_any_digest_and_every_stage_script_is_in_its_own(shipped):
+    plumbing = {str(p) for p in plumbing_files(ROOT)}
+    assert len(plumbing) == len(PLUMBING)
+    stages = read_stages(ROOT)
+    for instance, files in shipped.items():
+        assert not files & plumbing, instance
+        module = stages[instance.split("@")[0]]["cmd"].split()[2]
+        assert module.replace(".", "/") + ".py" in files, instance
+
+
+@pytest.mark.parametrize("module", sorted(PLUMBING))
+def test_plumbing_imports_no_numerical_library(module):
+    """Plumbing refuses, parses, locks and records: it computes nothing an artifact holds."""
+    path = ROOT / "src" / Path(*module.split(".")).with_suffix(".py")
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            imported.add((node.module or "").split(".")[0])
+    assert not imported & NUMERIC, module
+
+
+# ---- edits in a copy of the code: what each reruns ----------------------------------------------------------
+
+
+@pytest.fixture
+def code_copy(tmp_path) -> Path:
+    for name in ("src", "stages"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pipeline.yaml", "params.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def all_digests(root: Path) -> dict[str, str]:
+    return digests(read_declaration(root), read_params(root / "params.yaml"), root)
+
+
+def changed(before: dict[str, str], after: dict[str, str]) -> set[str]:
+    return {k for k in before if before[k] != after[k]}
+
+
+def test_rewording_a_message_in_core_io_changes_no_digest(code_copy):
+    before = all_digests(code_copy)
+    io = code_copy / "src/emergence/core/io.py"
+    text = io.read_text()
+    assert "nothing was written" in text
+    io.write_text(text.replace("nothing was written", "no output was made"))
+    assert changed(before, all_digests(code_copy)) == set()
+
+
+def test_editing_plumbing_changes_no_digest(code_copy):
+    before = all_digests(code_copy)
+    cli = code_copy / "src/emergence/core/cli.py"
+    cli.write_text(cli.read_text() + "\n\ndef _unused_helper():\n    return 1\n")
+    assert changed(before, all_digests(code_copy)) == set()
+
+
+def test_editing_compute_code_changes_exactly_the_instances_holding_it(code_copy):
+    before = all_digests(code_copy)
+    rel = "src/emergence/core/models/mamba2.py"
+    holders = {i for i, text in before.items() if rel in listed_files(text)}
+    (code_copy / rel).write_text((code_copy / rel).read_text() + "\n_SCALE = 2\n")
+    after = all_digests(code_copy)
+    assert changed(before, after) == holders
+    assert holders and holders != set(before)  # some instances hold it, and not all: the check can fail
+    assert any(i.startswith("grounding_gain@") for i in holders)
+    assert not any(i.startswith(("binding_", "assoc_")) for i in holders)
+
+
+# ---- the engines: DVC's dep on the digest file, Snakemake's param ----------------------------------------
+
+
+def test_every_stage_but_the_guard_depends_on_its_own_digest_and_the_guard_on_all_code():
+    dvc = yaml.safe_load(render(ROOT).split("\n", 3)[3])["stages"]
+    stages = read_stages(ROOT)
+    for name, stage in dvc.items():
+        code = [d for d in stage["deps"] if str(d).startswith(("src", "stages"))]
+        if name == GUARD:
+            assert code == ["src/emergence", "stages"]
+        else:
+            assert not code, name
+            assert digest_dep(name, stages[name]) in stage["deps"], name
+
+
+def test_each_snakemake_job_carries_its_instance_digest_as_a_param():
+    params = read_params(ROOT / "params.yaml")
+    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    code = {i: f"sha-{i}" for i in digests(dvc, params, ROOT)}
+    rule = {r.name: r for r in rules_of(dvc, params, code)}["grounding_gain"]
+    fn = rule.param_functions(params)["code_digest"]
+    models = params["grounding_runs"]["models"]
+    assert fn({"model": models[1], "seed": "0"}) == f"sha-grounding_gain@{models[1]}-0"
+    assert fn({"model": models[0], "seed": "0"}) == f"sha-grounding_gain@{models[0]}-0"
+
+
+# ---- at the end of every stage run: what it loaded is in its digest ------------------------------------
+
+
+def test_a_stage_that_loaded_a_module_outside_its_digest_is_refused():
+    params = read_params(ROOT / "params.yaml")
+    import emergence.core.models.lstm  # noqa: F401  (what binding_train@0 never builds)
+
+    started = set(sys.modules) - {"emergence.core.models.lstm"}
+    with refuses("src/emergence/core/models/lstm.py", "binding_train@0"):
+        code_in_digest("binding_train@0", params, started)
+    code_in_digest("binding_train@0", params, set(sys.modules))  # loaded before the body: the rules' own

@@ -510,25 +510,23 @@ def test_order_figure_titles_name_the_last_step_and_smallest_eta():
     ]
 
 
-def test_order_figure_draws_every_weight_of_a_four_layer_model():
-    rows = [
-        dict(n_layers=4, eta=eta, step=step, layer=layer, weight=w, rel_error=eta * step)
+def order_rows(n_layers: int) -> pd.DataFrame:
+    """Order errors of every weight of an n-layer model at two etas and two steps."""
+    return pd.DataFrame(
+        dict(n_layers=n_layers, eta=eta, step=step, layer=layer, weight=w, rel_error=eta * step)
         for eta in (0.01, 0.02)
         for step in (4, 5)
-        for layer, w in [(-1, "W_O")] + [(layer, w) for layer in range(4) for w in ("W", "V", "P")]
-    ]
-    by_eta, _ = order_figure(pd.DataFrame(rows)).axes
+        for layer, w in [(-1, "W_O")] + [(layer, w) for layer in range(n_layers) for w in ("W", "V", "P")]
+    )
+
+
+def test_order_figure_draws_every_weight_of_a_four_layer_model():
+    by_eta, _ = order_figure(order_rows(4)).axes
     assert len(by_eta.get_lines()) == 13
 
 
 def test_order_figure_colours_cycle_past_twenty_series():
-    rows = [
-        dict(n_layers=8, eta=eta, step=step, layer=layer, weight=w, rel_error=eta * step)
-        for eta in (0.01, 0.02)
-        for step in (4, 5)
-        for layer, w in [(-1, "W_O")] + [(layer, w) for layer in range(8) for w in ("W", "V", "P")]
-    ]
-    by_eta, by_step = R.order_figure(pd.DataFrame(rows)).axes
+    by_eta, by_step = R.order_figure(order_rows(8)).axes
     colours = [line.get_color() for line in by_eta.get_lines()]
     assert len(colours) == 25
     assert colours[20:] == colours[:5] and len(set(colours[:20])) == 20

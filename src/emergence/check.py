@@ -113,12 +113,22 @@ def marking_run_is_a_default_run(params: dict) -> list[str]:
     ]
 
 
+def _seeds_of_base(params: dict, name: str, why: str) -> list[str]:
+    seeds = params.get("base", {}).get("seeds", [])
+    extra = [s for s in params.get(name, {}).get("seeds", []) if s not in seeds]
+    return [f"{name}.seeds: {extra} not in base.seeds {seeds} ({why})"] if extra else []
+
+
 @spans("binding_aids", "base")
 def aid_seeds_are_default_seeds(params: dict) -> list[str]:
     """An aid variant is read beside the default run of its seed: that run must exist."""
-    seeds = params.get("base", {}).get("seeds", [])
-    extra = [s for s in params.get("binding_aids", {}).get("seeds", []) if s not in seeds]
-    return [f"binding_aids.seeds: {extra} not in base.seeds {seeds} (no default run to compare with)"] if extra else []
+    return _seeds_of_base(params, "binding_aids", "no default run to compare with")
+
+
+@spans("binding_llc", "base")
+def llc_seeds_are_binding_runs(params: dict) -> list[str]:
+    """binding_llc estimates the LLC of the runs base.seeds trains."""
+    return _seeds_of_base(params, "binding_llc", "no such run")
 
 
 @spans("grounding_llc", "grounding_runs")

@@ -65,9 +65,12 @@ def weakest_patching_along_chain(metrics: dict) -> float | None:
 
 def llc_beside_phases(metrics: dict) -> str | None:
     """Per seed, the steps between which the LLC rises most beside where the heuristic and traversal
-    phases start: "seed 0: LLC 4000->5000; phases 134, 5000"."""
+    phases start: "seed 0: LLC 4000->5000; phases 134, 5000"; none estimated (binding_llc.seeds empty, the
+    default) says it is opt-in."""
     llc = get(metrics, "llc")
-    if not isinstance(llc, dict) or not llc:
+    if llc == {}:
+        return "not run (opt-in: make repro PROFILE=full)"
+    if not isinstance(llc, dict):
         return None
     parts = []
     for seed, m in sorted(llc.items()):

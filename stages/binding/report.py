@@ -8,11 +8,12 @@ import pandas as pd
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, load_base, path_of, section
-from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
+from emergence.core.io import PipelineError, atomic_path, read_parquet, read_parquets, write_json, write_text
 from emergence.core.report.interactive import bundle_src
 from emergence.core.report.provenance import provenance
+from emergence.interp.llc import LLCSeeds
 from emergence.studies.binding.ablation import rank_routing_heads
-from emergence.studies.binding.aid_table import DEFAULT, aid_rows, aids_metrics
+from emergence.studies.binding.aid_table import COLUMNS, DEFAULT, aid_rows, aids_metrics
 from emergence.studies.binding.aids import AidParams
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.report import ReportParams, binding_metrics, binding_page, binding_plot_table
@@ -27,12 +28,14 @@ PER_SEED = (
     "binding_patching",
     "binding_ablation",
     "binding_stress",
-    "binding_llc",
 )
 
 
 def per_seed_files(params: dict, seeds: list[int]) -> dict[str, list[Path]]:
-    return {key: [path_of(params, key) / f"seed{s}.parquet" for s in seeds] for key in PER_SEED}
+    """Each per-seed analysis of the runs `seeds`; the LLC of the seeds binding_llc names (opt-in)."""
+    llc_seeds = from_dict(LLCSeeds, section(params, "binding_llc"), "binding_llc").seeds
+    of = {key: seeds for key in PER_SEED} | {"binding_llc": llc_seeds}
+    return {key: [path_of(params, key) / f"seed{s}.parquet" for s in of[key]] for key in of}
 
 
 def aid_files(params: dict) -> list[Path]:
@@ -41,8 +44,11 @@ def aid_files(params: dict) -> list[Path]:
 
 
 def side_by_side(params: dict, tables: dict[str, pd.DataFrame], files: list[Path]) -> pd.DataFrame:
-    """The aid variants' rows, and the default's rows of the same seeds."""
-    seeds = from_dict(AidParams, section(params, "binding_aids"), "binding_aids").seeds
+    """The aid variants' rows, and the default's rows of the same seeds; none without a variant (opt-in)."""
+    aid_params = from_dict(AidParams, section(params, "binding_aids"), "binding_aids")
+    if not aid_params.aids:
+        return pd.DataFrame(columns=list(COLUMNS))
+    seeds = aid_params.seeds
     of = {key: {s: t for s, t in tables[key].groupby("seed")} for key in PER_SEED[:2] + ("binding_patching",)}
     if missing := [s for s in seeds if any(s not in by_seed for by_seed in of.values())]:
         raise PipelineError(f"binding_aids.seeds: no default run of seed {missing} to compare with (base.seeds)")
@@ -61,10 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     programs_path = path_of(params, "binding_programs")
     programs = load_programs(programs_path)
     files = per_seed_files(params, seeds)
-    tables = {
-        key: pd.concat([read_parquet(p, {"seed": "i"}) for p in paths], ignore_index=True)
-        for key, paths in files.items()
-    }
+    tables = {key: read_parquets(paths, {"seed": "i"}) for key, paths in files.items()}
     heuristics = heuristic_table(subset(programs, "train"))
     routing = rank_routing_heads(tables["binding_ablation"])
     aids = side_by_side(params, tables, aid_paths := aid_files(params))

@@ -13,6 +13,7 @@ from test_grounding_report import paras
 from emergence.check import aid_seeds_are_default_seeds
 from emergence.core.config import from_dict, read_params
 from emergence.core.declared import DeclaredParams, StageReads
+from emergence.core.report import html as H
 from emergence.studies.binding import aid_table
 from emergence.studies.binding.aid_table import aid_rows, aids_metrics, aids_section, aids_table
 from emergence.studies.binding.aids import AIDS, AidParams, without_aid
@@ -83,8 +84,7 @@ def test_an_unknown_variant_is_one_line_naming_the_known_ones():
             {"aids": ["no_conv", "fast", "slow"], "seeds": [1]},
             ["binding_aids.aids: ", "['fast', 'slow']", "no_conv, no_line_values, plain, with_aids"],
         ),
-        ({"aids": [], "seeds": [1]}, ["binding_aids: ", "at least one", "[], [1]"]),
-        ({"aids": ["plain"], "seeds": []}, ["binding_aids: ", "at least one", "['plain'], []"]),
+        ({"aids": ["plain"], "seeds": []}, ["binding_aids.seeds", "at least one", "[]"]),
         ({"aids": ["plain", "plain"], "seeds": [1]}, ["binding_aids: ", "twice", "['plain', 'plain'], [1]"]),
         ({"aids": ["plain"], "seeds": [1, 1]}, ["binding_aids: ", "twice", "['plain'], [1, 1]"]),
     ],
@@ -92,6 +92,11 @@ def test_an_unknown_variant_is_one_line_naming_the_known_ones():
 def test_bad_aid_params_are_refused(values, named):
     with refuses(*named):
         from_dict(AidParams, values, "binding_aids")
+
+
+def test_no_variant_is_accepted_and_trains_nothing():
+    """The default: the aid variants are opt-in (profiles/full.yaml)."""
+    assert from_dict(AidParams, {"aids": [], "seeds": [0]}, "binding_aids").aids == []
 
 
 def test_every_variant_once_with_distinct_seeds_is_accepted():
@@ -112,10 +117,19 @@ def test_llc_runs_must_be_grounding_runs():
 
 def test_aid_seeds_must_be_seeds_of_the_default_runs():
     assert aid_seeds_are_default_seeds(SHIPPED) == []
-    bad = SHIPPED | {"binding_aids": {"aids": ["plain"], "seeds": [1, 3]}}
+    bad = SHIPPED | {"base": {"seeds": [0, 1]}, "binding_aids": {"aids": ["plain"], "seeds": [1, 3]}}
     assert aid_seeds_are_default_seeds(bad) == [
         "binding_aids.seeds: [3] not in base.seeds [0, 1] (no default run to compare with)"
     ]
+
+
+def test_llc_seeds_must_be_binding_runs():
+    from emergence.check import llc_seeds_are_binding_runs
+
+    assert llc_seeds_are_binding_runs(SHIPPED) == []
+    assert llc_seeds_are_binding_runs(SHIPPED | {"base": {"seeds": [0, 2]}, "binding_llc": {"seeds": [2, 0]}}) == []
+    bad = SHIPPED | {"base": {"seeds": [0, 2]}, "binding_llc": {"seeds": [1, 2, 3]}}
+    assert llc_seeds_are_binding_runs(bad) == ["binding_llc.seeds: [1, 3] not in base.seeds [0, 2] (no such run)"]
 
 
 # ---- one run's rows, by hand --------------------------------------------------------------------
@@ -270,11 +284,12 @@ def test_the_section_names_each_variants_changes_and_shows_the_table():
     assert "no_conv: conv_kernel 0" in html
     assert "plain: conv_kernel 0, pos learned, act gelu_tanh, tie_embeddings True, format answer_only" in html
     assert "default:" not in html and html.count("<img") == 1 and "<table" in html
-    assert "No aid variants" in aids_section(side_by_side().iloc[0:0])
+    assert "make repro PROFILE=full" in aids_section(side_by_side().iloc[0:0])
+    assert aids_metrics(side_by_side().iloc[0:0]) == {}  # binding.json "aids" of the default: none run
 
 
 def test_the_section_in_full(drawn):  # noqa: F811
-    assert aids_section(side_by_side().iloc[0:0]) == '<p class="note">No aid variants were trained (binding_aids).</p>'
+    assert aids_section(side_by_side().iloc[0:0]) == H.opt_in("Aid variants", "binding_aids.aids")
     part = aids_section(side_by_side())
     assert paras(part) == [
         "The default trains with aids the paper's plain GPT-2 does not have: a causal convolution (Canon layer) "

@@ -551,7 +551,8 @@ def test_the_llc_beside_the_phases_by_hand():
     assert bare.to_dict("records")[1] == dict(
         seed=1, heuristic_from=-1, traversal_from=-1, llc_rise_from=-1, llc_rise_to=-1
     )
-    assert llc_section(_llc().iloc[:0], phases()) == '<p class="note">No LLC estimates (binding_llc).</p>'
+    assert llc_section(_llc().iloc[:0], phases()) == H.opt_in("Local learning coefficient", "binding_llc.seeds")
+    assert llc_metrics(_llc().iloc[:0], phases()) == {}
     m = llc_metrics(_llc(), phases())
     assert m["seed0"]["steps"] == [0, 1, 10, 100, 1000]
     assert m["seed0"]["llc"] == pytest.approx([0.05, 0.15, 0.35, 2.05, 2.25])  # mean over the two chains

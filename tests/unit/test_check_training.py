@@ -69,7 +69,7 @@ def test_checkpoints_every_tenth_of_an_epoch_are_counted():
 @pytest.mark.parametrize(
     "section, key, value, expected",
     [
-        ("base", "seeds", [1, TOP_SEED + 1], f"base.seeds: seeds are at most {TOP_SEED} (2**32 - 1, numpy's range), "),
+        ("base", "seeds", [0, TOP_SEED + 1], f"base.seeds: seeds are at most {TOP_SEED} (2**32 - 1, numpy's range), "),
         (
             "binding_data",
             "seed",
@@ -85,7 +85,7 @@ def test_seeds_beyond_numpys_range_are_one_line_naming_the_key(section, key, val
 
 
 def test_the_largest_seed_passes():
-    params = edited("base", seeds=[1, TOP_SEED])  # 1: binding_aids.seeds
+    params = edited("base", seeds=[0, TOP_SEED])  # 0: binding_aids.seeds
     params["assoc_runs"]["seeds"] = [TOP_SEED]
     params["assoc_words"]["seed"] = TOP_SEED
     assert problems_of(params) == []

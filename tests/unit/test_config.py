@@ -170,3 +170,27 @@ def test_stage_exits_with_one_line_naming_the_key(tmp_path, section, key, value,
     assert_names(proc.stderr, f"{section}.{key}: ", *named)
     assert key_of(proc.stderr) == f"{section}.{key}"
     assert not (tmp_path / "data").exists()
+
+
+def _instances(params: dict) -> dict[str, int]:
+    from emergence.core.declared import instances
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    return {name: len(list(instances(name, stage, params))) for name, stage in stages.items()}
+
+
+def test_the_full_profile_runs_what_the_default_leaves_out(tmp_path):
+    """The default (under an hour on 2 cores) trains one binding seed and no aid variant, and estimates no
+    LLC; `make repro PROFILE=full` adds binding's second seed, the three variants and both studies' LLC
+    curves, and passes the same check. Nothing else changes."""
+    default = _instances(read_params(ROOT / "params.yaml"))
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    assert apply_profile(str(ROOT / "profiles" / "full.yaml"), params) == []
+    full = _instances(read_params(params))
+    left_out = {"binding_aid_train": 3, "binding_aid_eval": 3, "binding_llc": 2, "grounding_llc": 2}
+    assert {s: default[s] for s in left_out} == dict.fromkeys(left_out, 0)
+    assert {s: full[s] for s in left_out} == left_out
+    per_seed = [s for s in default if s.startswith("binding_") and default[s] == 1 and full[s] == 2]
+    assert "binding_train" in per_seed and "binding_stress" in per_seed
+    assert {s for s in full if full[s] != default[s]} == set(left_out) | set(per_seed)

@@ -902,4 +902,5 @@ def test_llc_section_by_hand(figures):  # noqa: F811
     assert part == expected
     every = table(details(part, "Every checkpoint"), "LLC per checkpoint: mean and sd over chains")
     assert every.values.tolist()[1] == ["a2", "0", "7", "1.0000", "0.1768", "5.0000", "2"]
-    assert M.llc_section(llc_frame().iloc[:0]) == '<p class="note">No LLC estimates (grounding_llc).</p>'
+    assert M.llc_section(llc_frame().iloc[:0]) == H.opt_in("Local learning coefficient", "grounding_llc.models")
+    assert M.llc_metrics(llc_frame().iloc[:0]) == {}

@@ -167,7 +167,8 @@ def test_the_llc_row_puts_its_largest_rise_beside_the_phase_starts():
         "seed1: LLC rises most 12,000->13,000; phases from 134, never"
     )
     assert f.ours({"llc": {"seed0": {**seed, "llc_rise_to": None}}}) == f.ours({}) == f.ours(None)
-    assert f.ours({"llc": {}}) == f.ours({"llc": [seed]}) == f.ours(None)  # no runs, or not a mapping
+    assert f.ours({"llc": [seed]}) == f.ours(None) == "not measured"  # not a mapping
+    assert f.ours({"llc": {}}) == "not run (opt-in: make repro PROFILE=full)"  # binding_llc.seeds names none
     # a phase from step 0 starts there; only a negative start means never
     assert f.ours({"llc": {"seed2": {**seed, "heuristic_from": 0}}}) == (
         "seed2: LLC rises most 4,000->5,000; phases from 0, 5,000"

@@ -367,6 +367,17 @@ def read_parquet(path: str | os.PathLike, required: dict[str, str] | None = None
     return df
 
 
+EMPTY_KIND = {"i": "int64", "f": "float64", "b": "bool"}  # a required kind -> the dtype of its empty column
+
+
+def read_parquets(paths: list[Path], required: dict[str, str]) -> pd.DataFrame:
+    """The artifacts `paths` (each checked as read_parquet does) as one table; with no paths (an opt-in
+    analysis the params leave out) an empty table of the required columns."""
+    if not paths:
+        return pd.DataFrame({c: pd.Series(dtype=EMPTY_KIND.get(k[0], "object")) for c, k in required.items()})
+    return pd.concat([read_parquet(p, required) for p in paths], ignore_index=True)
+
+
 def finite(values, path: str | os.PathLike, what: str):
     """`values` (a torch tensor or a numpy array) as given, refused when one of them is nan or inf.
 

@@ -54,6 +54,18 @@ class LLCParams:
             raise PipelineError(f"{where}.batch_size: {self.batch_size}, more than n_sequences ({self.n_sequences})")
 
 
+@dataclasses.dataclass
+class LLCSeeds:
+    """params.yaml binding_llc: the seeds of base.seeds whose checkpoints get an LLC curve; none at the
+    default (opt-in, profiles/full.yaml: it costs ~4 min per binding seed on 2 cores)."""
+
+    seeds: list[int]
+
+    def validate(self, where: str = "binding_llc") -> None:
+        if len(set(self.seeds)) != len(self.seeds):
+            raise PipelineError(f"{where}.seeds: a seed is listed twice ({self.seeds})")
+
+
 def every_kth(checkpoints: list, k: int) -> list:
     """Every k-th of the saved checkpoints, the first and the last always."""
     return [c for i, c in enumerate(checkpoints) if i % k == 0 or i == len(checkpoints) - 1]

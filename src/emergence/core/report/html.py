@@ -51,6 +51,15 @@ def para(text: str, cls: str | None = None) -> str:
     return f"<p{attr}>{esc(text)}</p>"
 
 
+def opt_in(what: str, key: str) -> str:
+    """The note of an analysis the params leave out: the default does, to finish in under an hour on 2 cores."""
+    return para(
+        f"{what}: not run ({key} names none). The default leaves it out to finish in under an hour on 2 "
+        "cores; `make repro PROFILE=full` (profiles/full.yaml) runs it.",
+        "note",
+    )
+
+
 def pre(text: str) -> str:
     return f"<pre>{esc(text)}</pre>"
 

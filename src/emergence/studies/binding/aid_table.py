@@ -84,7 +84,10 @@ def aids_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def aids_metrics(rows: pd.DataFrame) -> dict:
-    """binding.json "aids": per variant, per seed: accuracy, phase starts and the weakest depth's patching."""
+    """binding.json "aids": per variant, per seed: accuracy, phase starts and the weakest depth's patching
+    ({} without a variant)."""
+    if rows.empty:
+        return {}
     table = aids_table(rows)
     weakest = {at: table.filter(like=f"{at} d").min(axis=1) for at in PATCH_AT}
     return {
@@ -103,7 +106,7 @@ def aids_metrics(rows: pd.DataFrame) -> dict:
 def aids_section(rows: pd.DataFrame) -> str:
     """The side-by-side: each variant beside the default of the same seed."""
     if rows.empty:
-        return H.para("No aid variants were trained (binding_aids).", "note")
+        return H.opt_in("Aid variants", "binding_aids.aids")
     table = aids_table(rows)
     changes = "; ".join(
         f"{aid}: " + ", ".join(f"{k} {v}" for values in AIDS[aid].values() for k, v in values.items())

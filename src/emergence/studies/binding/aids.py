@@ -32,14 +32,15 @@ AIDS: dict[str, dict[str, dict]] = {
 @dataclasses.dataclass
 class AidParams:
     """params.yaml binding_aids: the variants (AIDS names) and the seeds each one trains (seeds of base.seeds,
-    so the default run of that seed stands beside it)."""
+    so the default run of that seed stands beside it). No variant (the default: opt-in, profiles/full.yaml)
+    trains nothing."""
 
     aids: list[str]
     seeds: list[int]
 
     def validate(self, where: str) -> None:
-        if not self.aids or not self.seeds:
-            raise PipelineError(f"{where}: aids and seeds each need at least one entry, got {self.aids}, {self.seeds}")
+        if not self.seeds:
+            raise PipelineError(f"{where}.seeds: at least one seed is needed, got {self.seeds}")
         unknown = [a for a in self.aids if a not in AIDS]
         if unknown:
             raise PipelineError(f"{where}.aids: {unknown} unknown; the variants are {', '.join(AIDS)}")

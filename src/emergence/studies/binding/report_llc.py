@@ -30,7 +30,9 @@ def llc_phases(llc: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:
 
 def llc_metrics(llc: pd.DataFrame, phases: pd.DataFrame) -> dict:
     """binding.json "llc": per seed, the LLC per checkpoint (mean over chains) and its largest rise beside
-    the phase starts."""
+    the phase starts ({} without an estimate)."""
+    if llc.empty:
+        return {}
     curve = llc_curve(llc, ["seed"])
     side = llc_phases(llc, phases).set_index("seed")
     return {
@@ -45,7 +47,7 @@ def llc_metrics(llc: pd.DataFrame, phases: pd.DataFrame) -> dict:
 
 def llc_section(llc: pd.DataFrame, phases: pd.DataFrame) -> str:
     if llc.empty:
-        return H.para("No LLC estimates (binding_llc).", "note")
+        return H.opt_in("Local learning coefficient", "binding_llc.seeds")
     curve = llc_curve(llc, ["seed"])
     n_chains = int(curve["n_chains"].min())
     return "\n".join(

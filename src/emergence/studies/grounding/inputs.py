@@ -18,7 +18,7 @@ from annotated_types import Ge
 from tqdm import tqdm
 
 from emergence.core.config import from_dict, load_beside, path_of, section
-from emergence.core.io import PipelineError, read_parquet
+from emergence.core.io import PipelineError, read_parquet, read_parquets
 from emergence.core.train import TrainConfig, list_checkpoints, load_checkpoint
 from emergence.studies.grounding.tokens import (
     GroundingRuns,
@@ -139,7 +139,7 @@ def per_run(
 ) -> tuple[pd.DataFrame, list[Path]]:
     """The per-run artifacts of `runs` concatenated, with their key and `columns` checked; and their files."""
     files = [run_file(params, path_key, run) for run in runs]
-    return pd.concat([read_parquet(f, {**keys, **columns}) for f in files], ignore_index=True), files
+    return read_parquets(files, {**keys, **columns}), files
 
 
 def spread_checkpoints(ckpts: list[tuple[int, Path]], n: int) -> list[tuple[int, Path]]:

@@ -348,7 +348,7 @@ def ablation_metrics(ablation: pd.DataFrame) -> dict:
 def llc_section(llc: pd.DataFrame) -> str:
     """The LLC of each run's checkpoints over training (grounding_llc), beside the gain curves above."""
     if llc.empty:
-        return H.para("No LLC estimates (grounding_llc).", "note")
+        return H.opt_in("Local learning coefficient", "grounding_llc.models")
     curve = llc_curve(llc, ["model", "seed"])
     name = curve["model"] + " seed " + curve["seed"].astype(str)
     return "\n".join(
@@ -369,7 +369,9 @@ def llc_section(llc: pd.DataFrame) -> str:
 
 
 def llc_metrics(llc: pd.DataFrame) -> dict:
-    """grounding.json "llc": per run, the LLC per checkpoint (mean over chains)."""
+    """grounding.json "llc": per run, the LLC per checkpoint (mean over chains); {} without an estimate."""
+    if llc.empty:
+        return {}
     curve = llc_curve(llc, ["model", "seed"])
     return {
         f"{m}_seed{int(s)}": {"steps": c["step"].astype(int).tolist(), "llc": c["llc"].round(6).tolist()}

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, get_args
+from typing import Annotated, ClassVar, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -41,15 +41,26 @@ MODEL_NAME = re.compile(r"[a-z][a-z0-9]*")  # run names are {model}_seed{S}: no 
 class GroundingRuns:
     models: list[str]  # names of grounding_models entries
     seeds: list[int]
+    least_models: ClassVar[int] = 1
 
     def validate(self, where: str) -> None:
-        if not self.models or len(set(self.models)) != len(self.models):
-            raise PipelineError(f"{where}.models: distinct model names, at least one, got {self.models}")
+        if len(self.models) < self.least_models or len(set(self.models)) != len(self.models):
+            raise PipelineError(
+                f"{where}.models: distinct model names, at least {self.least_models}, got {self.models}"
+            )
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise PipelineError(f"{where}.seeds: distinct seeds, at least one, got {self.seeds}")
 
     def names(self) -> list[str]:
         return [run_name(m, s) for m in self.models for s in self.seeds]
+
+
+@dataclass
+class LLCRuns(GroundingRuns):
+    """grounding_llc: the runs of grounding_runs that get an LLC curve; none at the default (opt-in,
+    profiles/full.yaml)."""
+
+    least_models: ClassVar[int] = 0
 
 
 def model_entry(models: dict, name: str, where: str = "grounding_models") -> tuple[str, dict]:

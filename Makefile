@@ -14,17 +14,21 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-## check: validate the whole params.yaml (every problem, one line each) before anything runs
+## check: validate the whole params.yaml (every problem, one line each) before anything runs, then print
+## the estimated time of the run here, per study (ENGINE=snakemake for Snakemake's; a few seconds to measure)
+ENGINE ?= dvc
 check: $(STAMP) profile
-	$(BIN)/python -m emergence check
+	$(BIN)/python -m emergence check --estimate $(ENGINE)
 
-## repro: install, check params, run the whole pipeline with DVC, print where the report is
+## repro: install, check params and say the estimated time, run the whole pipeline with DVC, print where the
+## report is; PROFILE=full adds what the default leaves out (binding's second seed, aid variants, LLC)
 repro: check
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 	@echo "Report: file://$(CURDIR)/reports/index.html"
 
 ## snakemake: the same pipeline through Snakemake (CORES=2 by default)
 CORES ?= 2
+snakemake: ENGINE = snakemake
 snakemake: check
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
 	@echo "Report: file://$(CURDIR)/reports/index.html"

@@ -12,7 +12,7 @@ from emergence.core.pipeline import is_directory, snakemake_rules
 from emergence.core.resources import on_device, rule_resources
 
 # params.yaml checked as `make check` does, before Snakemake's loader (keeps the later duplicate key)
-if check_params(["params.yaml"]) != 0:
+if check_params(["params.yaml", "--estimate", "none"]) != 0:
     sys.exit(1)
 
 configfile: "params.yaml"

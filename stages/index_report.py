@@ -1,4 +1,5 @@
-"""Write reports/index.html: per study its claims and headline figures, the benchmarks, provenance."""
+"""Write reports/index.html (per study its claims and headline figures, the benchmarks, provenance) and
+the headline metrics: each claim's number, the one metrics file DVC shows in `dvc exp show`."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import os
 from emergence.claims import ASSOC, BINDING, CLAIMS, FIGURES, GROUNDING, VISUAL
 from emergence.core.cli import project_root, stage_main, start_stage
 from emergence.core.config import load_base, path_of
-from emergence.core.io import PipelineError, file_sha256, write_text
+from emergence.core.io import PipelineError, file_sha256, write_json, write_text
 from emergence.core.pipeline import read_declaration
 from emergence.core.report.bench import bench_section, read_bench
+from emergence.core.report.claims import headlines
 from emergence.core.report.index import Study, index_page, missing_sections
 from emergence.core.report.provenance import git_revision, machine, stage_records, stage_times
 
@@ -99,6 +101,7 @@ def main(argv: list[str] | None = None) -> None:
         record,
     )
     write_text(html, path_of(params, "index_report"))
+    write_json(headlines(CLAIMS, {s.key: s.metrics for s in studies}), path_of(params, "headline_metrics"))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ from emergence.core.declared import unknown_section
 from emergence.core.io import PipelineError
 from emergence.core.train.loop import SEED_MAX
 from emergence.core.train.schedule import CheckpointPlan
+from emergence.estimate import ENGINE_S, measure
+from emergence.estimate import lines as estimate_lines
 from emergence.machine import jobs_fit_the_device, missing_device, where_it_runs
 from emergence.params import Checker, load_schemas
 from emergence.paths_rules import path_problems
@@ -307,6 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emergence check", description=__doc__.splitlines()[0])
     parser.add_argument("params", nargs="?", default=PARAMS_FILE, help="params file (default: %(default)s)")
     parser.add_argument("--root", type=Path, default=Path("."), help="the checkout (default: %(default)s)")
+    parser.add_argument(
+        "--estimate",
+        choices=[*ENGINE_S, "none"],
+        default="dvc",
+        help="print the estimated time of a whole run by this engine here (default: %(default)s; none: skip "
+        "the few seconds that measuring this machine takes)",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.root.resolve()))  # a schema may sit in a stage script (stages.<study>.<x>)
     n_sections = 0
@@ -325,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.params}: ok ({n_sections} sections)")
     for line in where_it_runs(params, args.root):
         print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
+    if args.estimate != "none" and (args.root / "dvc.yaml").is_file():
+        rates = measure(params["base"]["threads"], args.root)
+        print("\n".join(estimate_lines(params, args.root, rates, args.estimate)), flush=True)
     return 0
 
 

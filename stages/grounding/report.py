@@ -20,7 +20,7 @@ from emergence.studies.grounding.report import (
     plot_table,
     seed_table,
 )
-from emergence.studies.grounding.tokens import GroundingRuns, read_vocab
+from emergence.studies.grounding.tokens import LLCRuns, read_vocab
 
 
 @stage_main
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
         attention_runs,
         {"kind": "O", "original": "f", "intervention": "f", "control": "f"},
     )
-    llc_runs = from_dict(GroundingRuns, section(params, "grounding_llc"), "grounding_llc").names()
+    llc_runs = from_dict(LLCRuns, section(params, "grounding_llc"), "grounding_llc").names()
     llc, llc_files = per_run(params, "grounding_llc", llc_runs, {"step": "i", "chain": "i", "llc": "f"})
     cooc = read_parquet(path_of(params, "grounding_cooc"), {**RUN_KEYS, "r2": "f"})
     cooc_words = read_parquet(path_of(params, "grounding_cooc_words"), {"word": "O"})

@@ -13,7 +13,7 @@ from refusals import refuses
 from emergence.claims import CLAIMS, FIGURES, _grounds, min_cosine, output_removal_margin, weakest_patching_along_chain
 from emergence.core.report import html as H
 from emergence.core.report.bench import bench_section, read_bench
-from emergence.core.report.claims import FAIL, NOT_MEASURED, PASS, Claim, at, verdict
+from emergence.core.report.claims import FAIL, NOT_MEASURED, PASS, Claim, at, headlines, verdict
 from emergence.core.report.index import Study, index_page, missing_sections
 from emergence.core.report.provenance import stage_records, stage_times
 
@@ -68,6 +68,23 @@ def test_binding_claims_on_hand_made_metrics():
     only_control = {"mechanisms": {"patching_by_depth": {"0": {"success": 1.0}}}}  # the tiny profile: no chain
     assert verdict(by_text("binding", "Patching"), only_control).status == NOT_MEASURED
     assert verdict(by_text("binding", "Chain traversal"), {"phases": {}}).status == NOT_MEASURED
+
+
+def test_headlines_hold_each_claims_number_under_a_key_of_where_it_is_read():
+    """reports/metrics/headlines.json, DVC's one metrics file: per study, one key per claim."""
+    metrics = {
+        "binding": {"accuracy": {"mean": 0.9987}, "phases": {"0": {"traversal": {"reached": True}}}},
+        "associations": None,  # its page not built: every claim not measured
+    }
+    got = headlines(CLAIMS, metrics)
+    assert set(got) == {c.study for c in CLAIMS}
+    assert sum(map(len, got.values())) == len(CLAIMS)  # no two claims of a study share a key
+    assert got["binding"] == {"accuracy.mean": 0.9987, "phases.traversal.reached": 1.0,
+                              "mechanisms.patching_by_depth": None}  # fmt: skip
+    assert set(got["associations"]) == {"min_cosine.W", "min_cosine.V", "min_cosine.W_O", "min_cosine.P",
+                                        "causal_loss.W_O"}  # fmt: skip
+    assert set(got["associations"].values()) == {None}
+    assert "ablation.transformer4_aggregate" in got["grounding"]
 
 
 def test_association_claims_read_the_deepest_run_and_the_right_weight():

@@ -56,16 +56,6 @@ def test_unknown_schedule():
         lr_factor(0, 10, 0, "step")
 
 
-def _listed_steps(total, dense_until, n_log, every):
-    """The checkpoint steps as e89780e listed them: a set of every step of every rule."""
-    steps = {0, total, *range(1, min(dense_until, total) + 1)}
-    if n_log > 0:
-        steps.update(round((total ** (1.0 / max(1, n_log - 1))) ** i) for i in range(n_log))
-    if every > 0:
-        steps.update(range(every, total + 1, every))
-    return sorted(s for s in steps if 0 <= s <= total)
-
-
 PROFILE_PLANS = {  # (steps, dense_until, n_log_checkpoints, checkpoint_every) of the shipped training sections
     "binding default": (13000, 0, 30, 500),
     "binding paper": (105469, 0, 60, 5000),
@@ -79,25 +69,52 @@ PROFILE_PLANS = {  # (steps, dense_until, n_log_checkpoints, checkpoint_every) o
 }
 
 
+@pytest.mark.parametrize(
+    "plan, steps",
+    [
+        # n_log points round(total ** (i / (n_log - 1))): 30 ** (1/3) = 3.107 -> 1, 3, 10, 30; every 10th
+        ((30, 0, 4, 10), [0, 1, 3, 10, 20, 30]),
+        ((12, 0, 3, 0), [0, 1, 3, 12]),  # 12 ** 0.5 = 3.46
+        ((100, 5, 3, 0), [0, 1, 2, 3, 4, 5, 10, 100]),  # dense 1..5, then 1, 10, 100
+        ((10, 0, 0, 3), [0, 3, 6, 9, 10]),  # multiples of 3 that do not divide 10, and the last step
+        ((7, 0, 1, 0), [0, 1, 7]),  # one log point: step 1
+        ((1, 0, 0, 0), [0, 1]),
+    ],
+)
+def test_checkpoint_steps_by_hand(plan, steps):
+    from emergence.core.train.schedule import CheckpointPlan
+
+    assert checkpoint_steps(*plan) == steps
+    assert CheckpointPlan(*plan).count() == len(steps)
+    assert [s for s in range(-1, plan[0] + 2) if s in CheckpointPlan(*plan)] == steps
+
+
+def assert_plan_rules(total: int, dense: int, n_log: int, every: int) -> None:
+    """Each rule's steps are there (the first and last, the dense ones, every `every`-th, the log-spaced
+    ones' first), no step beyond the rules' count; counting, listing and membership agree."""
+    from emergence.core.train.schedule import CheckpointPlan
+
+    steps = checkpoint_steps(total, dense, n_log, every)
+    assert steps == sorted(set(steps)) and steps[0] == 0 and steps[-1] == total
+    assert set(range(1, min(dense, total) + 1)) | set(range(every, total + 1, every or total + 1)) <= set(steps)
+    assert (1 in steps) == (n_log > 0 or dense > 0 or every == 1 or total == 1)
+    assert len(steps) <= 2 + dense + n_log + (total // every if every else 0)
+    plan = CheckpointPlan(total, dense, n_log, every)
+    assert plan.count() == len(steps) and [s for s in range(-1, total + 2) if s in plan] == steps
+
+
 @pytest.mark.parametrize("plan", PROFILE_PLANS.values(), ids=PROFILE_PLANS.keys())
-def test_checkpoint_plan_keeps_the_profiles_checkpoints(plan):
-    from emergence.core.train.schedule import CheckpointPlan
-
-    listed = _listed_steps(*plan)
-    assert checkpoint_steps(*plan) == listed and CheckpointPlan(*plan).count() == len(listed)
-    assert [s for s in range(-1, plan[0] + 2) if s in CheckpointPlan(*plan)] == listed
+def test_checkpoint_plan_keeps_every_rule_of_the_profiles_checkpoints(plan):
+    assert_plan_rules(*plan)
 
 
-def test_checkpoint_plan_agrees_with_the_listing_everywhere():
-    from emergence.core.train.schedule import CheckpointPlan
-
+def test_checkpoint_plan_keeps_every_rule_everywhere():
     rng = np.random.default_rng(0)
     for _ in range(300):
         total = int(rng.integers(1, 2000))
-        args = (total, int(rng.integers(0, 40)), int(rng.integers(0, 40)), int(rng.choice([0, 1, 2, 3, 7, 10, 150])))
-        listed, plan = _listed_steps(*args), CheckpointPlan(*args)
-        assert list(plan) == listed and plan.count() == len(listed), args
-        assert [s for s in range(total + 2) if s in plan] == listed, args
+        assert_plan_rules(
+            total, int(rng.integers(0, 40)), int(rng.integers(0, 40)), int(rng.choice([0, 1, 2, 3, 7, 150]))
+        )
 
 
 def test_checkpoint_plan_never_lists_every_step():

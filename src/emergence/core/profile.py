@@ -69,7 +69,7 @@ def check_problems(text: str) -> list[str]:
         merged = Path(tmp) / "params.yaml"
         merged.write_text(text, encoding="utf-8")
         proc = subprocess.run(
-            [sys.executable, "-m", "emergence", "check", str(merged), "--root", root],
+            [sys.executable, "-m", "emergence", "check", str(merged), "--root", root, "--estimate", "none"],
             capture_output=True,
             text=True,
             env=env,

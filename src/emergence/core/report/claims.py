@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -56,6 +57,23 @@ class Claim:
     def __post_init__(self):
         if self.op not in OPS:
             raise ValueError(f"claim {self.text!r}: op must be one of {list(OPS)}, got {self.op!r}")
+
+
+def headline_key(claim: Claim) -> str:
+    """The claim's number as a metrics key, from where it is read: `min_cosine.<deepest run>.W<layer>
+    (minimum)` -> `min_cosine.W` (placeholders and the words after the path dropped)."""
+    path = re.sub(r"<[^>]*>", "", claim.where).replace("./", ".").replace("/", ".")
+    return re.split(r"[\s\[(]", path, maxsplit=1)[0].strip(".").replace("..", ".")
+
+
+def headlines(claims: list[Claim], metrics: dict[str, dict | None]) -> dict[str, dict[str, float | None]]:
+    """Per study, each claim's number (None: not measured) under its headline_key: the metrics file DVC
+    shows in `dvc exp show` and `dvc metrics diff`, a dozen columns instead of every leaf."""
+    out: dict[str, dict[str, float | None]] = {}
+    for claim in claims:
+        value = verdict(claim, metrics.get(claim.study)).value
+        out.setdefault(claim.study, {})[headline_key(claim)] = None if value is None else round(float(value), 6)
+    return out
 
 
 class Verdict(NamedTuple):

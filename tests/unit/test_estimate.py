@@ -1,0 +1,175 @@
+"""The time a run will take, said before it starts (`emergence check`, make repro, make snakemake): its
+formula by hand, and against the runs recorded in bench/estimate_runs.json (within ±50 %)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from emergence.check import main as check_main
+from emergence.core.config import read_params
+from emergence.core.profile import merge_into, profile_path
+from emergence.core.resources import STEP_S, Workload
+from emergence.estimate import ANALYSIS, ENGINE_S, Rates, binding_context, estimate, jobs, lines, measure, study_of
+
+SHIPPED = read_params(ROOT / "params.yaml")
+RATES = Rates(flops=50e9, start_s=3.0)
+RUNS = json.loads((ROOT / "bench" / "estimate_runs.json").read_text())
+
+
+def with_profiles(names: list[str]) -> dict:
+    params = copy.deepcopy(SHIPPED)
+    for name in names:
+        assert (
+            merge_into(params, yaml.safe_load(profile_path(str(ROOT / "profiles" / f"{name}.yaml")).read_text())) == []
+        )
+    return params
+
+
+@pytest.mark.parametrize(
+    "instance, study",
+    [
+        ("binding_train@0", "binding"),
+        ("assoc_train@2-0", "associations"),
+        ("childes_synth", "grounding"),
+        ("grounding_llc@mamba4-0", "grounding"),
+        ("visual_train@image-transformer4-0", "visual"),
+        ("visdial_extract", "visual"),
+        ("dino_features", "visual"),
+        ("index_report", "pipeline"),
+        ("params_check", "pipeline"),
+    ],
+)
+def test_each_stage_counts_toward_the_study_whose_page_shows_it(instance, study):
+    assert study_of(instance) == study
+
+
+def test_a_binding_batch_is_as_long_as_its_programs_not_the_context():
+    w = Workload(n_layers=8, d_model=64, d_mlp=256, d_attn=64, n_heads=4, context=128, batch=32, steps=10)
+    params = {"binding_programs": {"n_lines": 16}}
+    assert binding_context(params, ["binding_programs", "binding_train"], w).context == 68  # 16 lines x 4 + 4
+    assert binding_context({"binding_programs": {"n_lines": 40}}, ["binding_programs"], w).context == 128
+    assert binding_context(params, ["grounding_train"], w) is w  # not a binding stage
+
+
+def test_each_study_is_its_stages_starts_and_its_training_with_its_analysis_share_by_hand():
+    per = estimate(SHIPPED, ROOT, RATES)
+    for study, s in per.items():
+        trained = [w for _, st, w in jobs(SHIPPED, ROOT) if st == study and w is not None]
+        train = sum(w.steps * (STEP_S + w.flops_per_step / RATES.flops) for w in trained)
+        assert s["training_s"] == pytest.approx(train)
+        assert s["total_s"] == pytest.approx(s["stages"] * (3.0 + ENGINE_S["dvc"]) + train * (1 + ANALYSIS[study]))
+    # the default's one binding training: 13,000 steps of 32 programs of 68 tokens through 8 layers
+    w = Workload(n_layers=8, d_model=64, d_mlp=256, d_attn=64, n_heads=4, context=68, batch=32, steps=13_000)
+    assert per["binding"]["training_s"] == pytest.approx(13_000 * (STEP_S + w.flops_per_step / 50e9))
+
+
+def test_snakemake_costs_less_per_stage_than_dvc_and_a_faster_machine_less_training():
+    dvc, snake = estimate(SHIPPED, ROOT, RATES), estimate(SHIPPED, ROOT, RATES, "snakemake")
+    n = sum(s["stages"] for s in dvc.values())
+    total = {name: sum(s["total_s"] for s in e.values()) for name, e in (("dvc", dvc), ("snakemake", snake))}
+    assert total["dvc"] - total["snakemake"] == pytest.approx(n * (ENGINE_S["dvc"] - ENGINE_S["snakemake"]))
+    fast = estimate(SHIPPED, ROOT, Rates(flops=100e9, start_s=3.0))
+    assert fast["binding"]["training_s"] < dvc["binding"]["training_s"]
+    assert fast["pipeline"] == dvc["pipeline"]  # nothing there trains
+
+
+def test_the_full_profile_costs_what_it_adds():
+    default = estimate(SHIPPED, ROOT, RATES)
+    full = estimate(with_profiles(["full"]), ROOT, RATES)
+    # a second binding seed, three aid trainings: four times the default's training more
+    assert full["binding"]["training_s"] == pytest.approx(5 * default["binding"]["training_s"])
+    assert full["grounding"]["stages"] == default["grounding"]["stages"] + 2  # two LLC runs
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda r: "+".join(r["profiles"]) or "default")
+def test_the_estimate_is_within_half_of_each_recorded_run(run):
+    """Today's estimate for that run's params at the rates measured right after it."""
+    per = estimate(with_profiles(run["profiles"]), ROOT, Rates(**run["rates"]), run["engine"])
+    total = sum(s["total_s"] for s in per.values())
+    assert 0.5 <= total / run["wall_s"] <= 1.5, (total, run["wall_s"])
+
+
+def test_recorded_runs_cover_the_tiny_the_paper_smoke_and_the_default_profile():
+    assert {tuple(r["profiles"]) for r in RUNS} >= {("tiny",), (), ("paper", "paper_smoke")}
+
+
+def test_the_measured_rates_are_positive_and_leave_the_thread_count_as_it_was():
+    import torch
+
+    before = torch.get_num_threads()
+    rates = measure(1, ROOT, seconds=0.1)
+    assert rates.flops > 1e8 and rates.start_s > 0
+    assert torch.get_num_threads() == before
+
+
+def test_check_prints_the_estimate_after_the_params_pass_and_skips_it_when_asked(monkeypatch, capsys):
+    monkeypatch.setattr("emergence.check.measure", lambda threads, root: RATES)
+    assert check_main([str(ROOT / "params.yaml"), "--root", str(ROOT)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "ok (" in out[0]  # the params first
+    shown = out[out.index(lines(SHIPPED, ROOT, RATES)[0]) :]
+    assert shown == lines(SHIPPED, ROOT, RATES)
+    assert check_main([str(ROOT / "params.yaml"), "--root", str(ROOT), "--estimate", "snakemake"]) == 0
+    assert lines(SHIPPED, ROOT, RATES, "snakemake")[-1] in capsys.readouterr().out
+    monkeypatch.setattr("emergence.check.measure", lambda threads, root: pytest.fail("measured"))
+    assert check_main([str(ROOT / "params.yaml"), "--root", str(ROOT), "--estimate", "none"]) == 0
+    assert "estimated time" not in capsys.readouterr().out
+
+
+@pytest.fixture
+def recorded(tmp_path) -> Path:
+    """A run folder: the shipped params and dvc.yaml, four successful stage records and a failed one."""
+    run_dir = tmp_path / "run"
+    (run_dir / "logs" / "stages").mkdir(parents=True)
+    for name in ("params.yaml", "dvc.yaml"):
+        (run_dir / name).write_text((ROOT / name).read_text())
+    records = {
+        "binding_train@0": 1500.0,
+        "binding_report": 20.0,
+        "assoc_stories": 4.0,
+        "visual_train@image-transformer4-0": 60.0,
+    }
+    for i, (stage, wall) in enumerate(records.items()):
+        record = {"stage": stage, "wall_s": wall, "exit": 0, "command": f"python -m stages.x{i}",
+                  "started": f"2026-12-06T10:{i:02d}:00Z"}  # fmt: skip
+        (run_dir / "logs" / "stages" / f"{i}.json").write_text(json.dumps(record))
+    failed = {"stage": "binding_report", "wall_s": 9.0, "exit": 1, "command": "python -m stages.x9",
+              "started": "2026-12-06T10:30:00Z"}  # fmt: skip
+    (run_dir / "logs" / "stages" / "9.json").write_text(json.dumps(failed))  # a failed run counts nothing
+    return run_dir
+
+
+def test_a_finished_run_is_recorded_with_its_walls_per_study_and_the_rates_after_it(
+    recorded, tmp_path, monkeypatch, capsys
+):
+    from bench import estimate_record
+
+    run_dir = recorded
+    monkeypatch.setattr(estimate_record, "measure", lambda threads, root: RATES)
+    monkeypatch.setattr(estimate_record, "RUNS", tmp_path / "runs.json")
+    (tmp_path / "runs.json").write_text(
+        json.dumps([{"profiles": [], "engine": "dvc", "wall_s": 1}, {"profiles": ["tiny"], "engine": "dvc"}])
+    )
+    assert estimate_record.main([str(run_dir), "--wall", "3000", "--note", "idle"]) == 0
+    runs = json.loads((tmp_path / "runs.json").read_text())
+    assert [r["profiles"] for r in runs] == [["tiny"], []]  # the default's entry replaced, the other kept
+    entry = runs[-1]
+    assert entry["wall_s"] == 3000 and entry["rates"] == {"flops": 50e9, "start_s": 3.0} and entry["note"] == "idle"
+    assert entry["studies"]["binding"] == 1520.0 and entry["studies"]["associations"] == 4.0
+    assert entry["studies"]["visual"] == 60.0 and entry["studies"]["grounding"] == 0.0
+    train = estimate(SHIPPED, ROOT, RATES)["binding"]["training_s"]
+    stages = estimate(SHIPPED, ROOT, RATES)["binding"]["stages"]
+    share = (1520.0 - stages * 3.0 - train) / train
+    assert f"analysis share {share:.2f}" in capsys.readouterr().out
+
+
+def test_without_a_wall_time_the_records_span_is_the_runs(recorded):
+    from bench.estimate_record import records_wall
+
+    assert records_wall(recorded) == 30 * 60 + 9.0  # 10:00:00 to the failed stage's end at 10:30:09

@@ -81,7 +81,7 @@ def measure(threads: int, root: Path = Path("."), seconds: float = 2.0) -> Rates
         torch.set_num_threads(before)
     code = f"from pathlib import Path; {STARTUP}"
     began = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], cwd=root, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True)  # its time, whatever it says
     start = time.perf_counter() - began
     return Rates(flops=w.flops_per_step / max(step - STEP_S, 1e-6), start_s=start)
 
@@ -137,4 +137,5 @@ def lines(params: dict, root: Path, rates: Rates, engine: str = "dvc") -> list[s
         f"  {study:<12} {minutes(s['total_s']):>8}  ({s['stages']} stage runs; training {minutes(s['training_s'])})"
         for study, s in sorted(per.items(), key=lambda kv: -kv[1]["total_s"])
     ]
-    return [head, *rows, f"  {'total':<12} {minutes(total):>8}  (within about ±50 %: docs/bench.md)"]
+    tail = "±50 % on the default and tiny runs; paper shapes took 3x it: docs/bench.md"
+    return [head, *rows, f"  {'total':<12} {minutes(total):>8}  ({tail})"]

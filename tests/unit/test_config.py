@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 import subprocess
 import sys
@@ -194,3 +195,23 @@ def test_the_full_profile_runs_what_the_default_leaves_out(tmp_path):
     per_seed = [s for s in default if s.startswith("binding_") and default[s] == 1 and full[s] == 2]
     assert "binding_train" in per_seed and "binding_stress" in per_seed
     assert {s for s in full if full[s] != default[s]} == set(left_out) | set(per_seed)
+
+
+def test_a_profiles_lists_stay_on_their_keys_line_so_dvc_can_set_them(tmp_path):
+    """`dvc exp run -S binding_llc.seeds=[]` on params a profile wrote: DVC's YAML writer joined the next
+    two lines of a block list whose key carries a comment (`num_draws: 12 lr: 0.001`)."""
+    from dvc.utils.serialize import modify_yaml
+
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    assert apply_profile(str(ROOT / "profiles" / "tiny.yaml"), params) == []
+    text = params.read_text()
+    assert re.search(r"^  seeds: \[0, 1\] +# ", text, re.M)  # base.seeds, with the default's comment
+    before = yaml.safe_load(text)
+    with modify_yaml(params) as d:
+        d["binding_llc"]["seeds"] = []
+        d["grounding_llc"]["models"] = []
+    after = yaml.safe_load(params.read_text())
+    assert after["binding_llc"]["seeds"] == [] and after["grounding_llc"]["models"] == []
+    before["binding_llc"]["seeds"], before["grounding_llc"]["models"] = [], []
+    assert after == before  # nothing else moved

@@ -21,10 +21,12 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedSeq
 
 from emergence.core.config import PARAMS_FILE, did_you_mean, read_params
 from emergence.core.declared import DECLARATION
@@ -43,19 +45,29 @@ def profile_path(name: str) -> Path:
     return path
 
 
-def merge_into(base: dict, overlay: dict, where: str = "") -> list[str]:
+def merge_into(base: dict, overlay: dict, where: str = "", as_list: Callable[[list], list] = list) -> list[str]:
     """Deep-merge `overlay` into `base`; every overlay key must already exist in base. Returns one line
-    per key that does not (the others are merged, so the result's own problems can be listed too)."""
+    per key that does not (the others are merged, so the result's own problems can be listed too).
+    A list is written as `as_list` makes it (`flow` for a file the round-trip writer keeps)."""
     unknown = []
     for key, value in overlay.items():
         name = f"{where}.{key}" if where else str(key)
         if key not in base:
             unknown.append(f"{name}: unknown key ({did_you_mean(key, base)}not in {PARAMS_FILE})")
         elif isinstance(value, dict) and isinstance(base[key], dict):
-            unknown += merge_into(base[key], value, name)
+            unknown += merge_into(base[key], value, name, as_list)
         else:
-            base[key] = value
+            base[key] = as_list(value) if isinstance(value, list) else value
     return unknown
+
+
+def flow(values: list) -> CommentedSeq:
+    """A list written `[a, b]` on its key's line, as params.yaml writes its lists. A block list under a key
+    that carries a comment is one that DVC's `-S` (ruamel 0.18) rewrites into broken YAML: setting
+    `binding_llc.seeds=[]` joined the next two lines (`num_draws: 12 lr: 0.001`)."""
+    seq = CommentedSeq(values)
+    seq.fa.set_flow_style()
+    return seq
 
 
 def check_problems(text: str) -> list[str]:
@@ -88,7 +100,7 @@ def apply_profile(name: str, params_file: str | Path = PARAMS_FILE) -> list[str]
     read_params(params_file)  # a duplicate key, bad YAML or bytes: one line, before the round-trip loader
     params: Any = yaml.load(Path(params_file).read_text())
     path = profile_path(name)
-    unknown = [f"{path}: {line}" for line in merge_into(params, read_params(path))]
+    unknown = [f"{path}: {line}" for line in merge_into(params, read_params(path), as_list=flow)]
     out = io.StringIO()
     yaml.dump(params, out)
     if problems := unknown + check_problems(out.getvalue()):

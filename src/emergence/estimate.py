@@ -32,8 +32,9 @@ import yaml
 from emergence.core.declared import instances, interpolate
 from emergence.core.resources import STEP_S, Workload, job_workload, on_device
 
-# per stage instance, besides the stage: DVC 3.67 rewrites dvc.lock and hashes deps (tiny run: 3.9 s a
-# stage over its records' wall times); Snakemake 9 starts a shell job (1.0 s)
+# per stage instance, besides the stage: DVC 3.67 rewrites dvc.lock and hashes deps (a tiny run's wall time
+# less its records' wall times, per stage: 3.8 s on 2026-12-05, 4.4 s on 2026-12-06 beside other work);
+# Snakemake 9 starts a shell job: 1.0 s assumed, not yet measured
 ENGINE_S = {"dvc": 3.9, "snakemake": 1.0}
 # evaluation and analyses as a share of the study's training time: what the default run of 2026-12-06
 # implies (bench.estimate_record: binding 0.51, grounding 0.45, visual 0.38; associations -0.17, its

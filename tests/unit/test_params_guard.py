@@ -191,6 +191,9 @@ def test_the_guard_stage_reads_every_section_and_every_stage_depends_on_its_own_
     guard = stages[GUARD]
     assert guard["params"] == list(read_declaration(ROOT)["schemas"])
     assert guard["outs"] == ["${paths.params_checked}", "${paths.code_digests}"]
+    # DVC tracks params.yaml as its file dep, whose hash covers every section: dvc.lock holds no copy of the values
+    rendered = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][GUARD]
+    assert "params" not in rendered and "params.yaml" in rendered["deps"]
     for name, stage in stages.items():
         if name != GUARD:
             assert stage["deps"][0] == digest_dep(name, stage), name

@@ -13,6 +13,7 @@ import yaml
 from conftest import ROOT
 from refusals import refuses
 
+from emergence.core.declared import interpolate
 from emergence.core.pipeline import rules_of
 from emergence.core.profile import merge_into
 from emergence.core.resources import (
@@ -40,7 +41,7 @@ def profile(name: str) -> dict:
 
 def resources(params: dict, stage: str, **wildcards) -> dict[str, int]:
     """One job's requests: the stage's declared params with its matrix values put in."""
-    keys = [re.sub(r"\$\{item\.(\w+)\}", lambda m: str(wildcards[m[1]]), k) for k in DVC["stages"][stage]["params"]]
+    keys = interpolate(DVC["stages"][stage]["params"], {**params, "item": wildcards}, stage)
     return job_resources(params, keys, stage, wildcards)
 
 

@@ -172,7 +172,8 @@ def code_folders() -> list[str]:
 
 
 def render(root: Path) -> str:
-    """dvc.yaml's text: the declaration with the guard's code deps put first in its deps."""
+    """dvc.yaml's text: the declaration with the guard's code deps put first in its deps, and no params of
+    its own: params.yaml is its dep, so dvc.lock holds the file's hash, not a copy of every section."""
     decl = read_declaration(root)
     keys = user_paths(decl)
     stages = {}
@@ -183,6 +184,8 @@ def render(root: Path) -> str:
         entry["deps"] = code + data + [dep for dep in user_deps(stage, keys) if dep not in data]
         entry.update((key, value) for key, value in stage.items() if key not in entry)
         entry["params"] = [*IMPLICIT, *(p for p in stage.get("params", []) if p not in IMPLICIT)]
+        if name == GUARD:
+            del entry["params"]
         stages[name] = entry
     dvc = {key: value for key, value in decl.items() if key not in OWN_KEYS}
     body = yaml.safe_dump({**dvc, "stages": stages}, sort_keys=False, width=120)

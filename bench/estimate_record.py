@@ -6,10 +6,9 @@ time per study (its stage records) and in total, with this machine's rates measu
 RUN_DIR is the checkout the run ran in (its params.yaml, dvc.yaml and logs/stages/); --wall the whole
 engine command's wall time (`make repro` less the install; without it, the records' span); --profiles
 what was applied to the default params (none for the default; `paper paper_smoke`). The entry is added
-to bench/estimate_runs.json (replacing one of the same profiles and engine), and the implied analysis
-share of each study is printed: (the study's wall time - its stage starts - its training) / its
-training, the numbers estimate.ANALYSIS is set from. tests/unit/test_estimate.py holds today's estimate
-against every entry.
+to bench/estimate_runs.json (replacing one of the same profiles and engine), and each study's recorded
+wall time is printed beside today's estimate of it (its stage starts, training and analyses, without
+the engine). tests/unit/test_estimate.py holds today's estimate against every entry.
 """
 
 from __future__ import annotations
@@ -17,14 +16,16 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shlex
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.pipeline import stage_records
 from emergence.core.config import read_params
+from emergence.core.declared import instance_of_module
 from emergence.core.io import write_text
-from emergence.estimate import ENGINE_S, STEP_S, jobs, measure
+from emergence.estimate import ENGINE_S, estimate, jobs, measure
 
 RUNS = Path(__file__).parent / "estimate_runs.json"
 
@@ -43,19 +44,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def record_instance(record: dict, run: Path, params: dict) -> str | None:
+    """The stage instance a record is of: its `stage` (DVC), else the instance its command runs
+    (Snakemake's records name none: `python -m stages.assoc.causal --layers 3 --seed 42`)."""
+    if record.get("stage"):
+        return record["stage"]
+    argv = shlex.split(record["command"])
+    if argv[1:2] != ["-m"] or len(argv) < 3:
+        return None
+    found = instance_of_module(argv[2], run, argv[3:], params)
+    return None if found is None else found.name
+
+
 def study_walls(run: Path) -> dict[str, dict[str, float]]:
-    """Per study: its stage instances' recorded wall seconds (the last successful record of each), their
-    number and resources.py's training FLOPs."""
+    """Per study: its stage instances' recorded wall seconds (the last successful record of each) and
+    their number."""
     params = read_params(run / "params.yaml")
-    wall = {r["stage"]: r["wall_s"] for r in stage_records(run) if r["exit"] == 0 and r.get("stage")}
+    wall = {record_instance(r, run, params): r["wall_s"] for r in stage_records(run) if r["exit"] == 0}
     out: dict[str, dict[str, float]] = {}
-    for instance, study, w in jobs(params, run):
-        s = out.setdefault(study, {"wall_s": 0.0, "stages": 0, "train_flops": 0.0, "train_steps": 0})
+    for instance, study, _ in jobs(params, run):
+        s = out.setdefault(study, {"wall_s": 0.0, "stages": 0})
         s["wall_s"] += wall.get(instance, 0.0)
         s["stages"] += 1
-        if w is not None:
-            s["train_flops"] += w.steps * w.flops_per_step
-            s["train_steps"] += w.steps
     return out
 
 
@@ -87,12 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": round(wall, 1),
         "studies": {k: round(v["wall_s"], 1) for k, v in studies.items()},
     }
+    per = estimate(params, args.run, rates, args.engine)
     for study, s in studies.items():
-        train = s["train_steps"] * STEP_S + s["train_flops"] / rates.flops
-        fixed = s["stages"] * rates.start_s
-        share = (s["wall_s"] - fixed - train) / train if train else float("nan")
-        print(f"{study:<12} wall {s['wall_s'] / 60:6.1f} min, {s['stages']:3d} stages, training {train / 60:6.1f} "
-              f"min at the measured rate: analysis share {share:.2f}")  # fmt: skip
+        e = per[study]
+        est = e["total_s"] - e["stages"] * ENGINE_S[args.engine]
+        ratio = est / s["wall_s"] if s["wall_s"] else float("nan")
+        print(f"{study:<12} wall {s['wall_s'] / 60:6.1f} min, {s['stages']:3d} stages; estimate {est / 60:6.1f} min "
+              f"(training {e['training_s'] / 60:.1f}, analyses {e['analysis_s'] / 60:.1f}): {ratio:.2f}x")  # fmt: skip
     runs = json.loads(RUNS.read_text()) if RUNS.is_file() else []
     runs = [r for r in runs if (r["profiles"], r["engine"]) != (args.profiles, args.engine)] + [entry]
     write_text(json.dumps(runs, indent=1) + "\n", RUNS)

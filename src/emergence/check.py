@@ -336,7 +336,11 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
     if args.estimate != "none" and (args.root / "dvc.yaml").is_file():
         rates = measure(params["base"]["threads"], args.root)
-        print("\n".join(estimate_lines(params, args.root, rates, args.estimate)), flush=True)
+        try:
+            said = estimate_lines(params, args.root, rates, args.estimate)
+        except KeyError as e:  # the estimate reads params.yaml as written; a key left out takes its default
+            said = [f"estimated time: not made, params.yaml leaves out {e.args[0]!r} (its default applies)"]
+        print("\n".join(said), flush=True)
     return 0
 
 

@@ -182,6 +182,15 @@ def test_check_prints_the_estimate_after_the_params_pass_and_skips_it_when_asked
     assert "estimated time" not in capsys.readouterr().out
 
 
+def test_check_passes_params_that_leave_a_default_out_and_says_it_made_no_estimate(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr("emergence.check.measure", lambda threads, root: RATES)
+    text = (ROOT / "params.yaml").read_text()
+    assert "  n_programs: 1000" in text  # binding_trajectory's, the schema's default
+    (tmp_path / "params.yaml").write_text(text.replace("  n_programs: 1000", "", 1))
+    assert check_main([str(tmp_path / "params.yaml"), "--root", str(ROOT)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("leaves out 'n_programs' (its default applies)")
+
+
 @pytest.fixture
 def recorded(tmp_path) -> Path:
     """A run folder: the shipped params, dvc.yaml and pipeline.yaml, four successful stage records (DVC's), one without

@@ -1,4 +1,5 @@
-"""What a tiny-profile run must produce, and how runs are compared (shared by the pipeline tests)."""
+"""What a tiny-profile run must produce, how runs are compared, and which jobs an edit reruns (shared by the
+pipeline tests)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import re
 from pathlib import Path
 
 import yaml
+
+from emergence.core.code_digest import instance_files
+from emergence.core.declared import GUARD
+from emergence.core.pipeline import read_declaration, resolve_jobs
 
 ARTIFACTS = [
     "data/binding/programs.parquet",
@@ -94,11 +99,11 @@ def comparable(data: bytes, suffix: str, ignore_revision: bool) -> bytes:
     return RUN_SPECIFIC.sub(b"", re.sub(rb"Git revision: [^<]*", b"", data))
 
 
-def digest(root: Path, ignore_revision: bool = False) -> dict[str, str]:
+def digest(root: Path, ignore_revision: bool = False, reports: bool = True) -> dict[str, str]:
     """sha256 of every artifact (not the per-image feature cache: a pulled clone has none);
     `ignore_revision` blanks the reports' git revision line, which records whether params.yaml was
     edited before or after each report was built, and their run-specific blocks (machine, engine,
-    wall times)."""
+    wall times); without `reports`, data/ alone (a run of some targets builds no pages)."""
     files = [
         p
         for p in sorted((root / "data").rglob("*"))  # scratch and cache are not artifacts
@@ -106,7 +111,7 @@ def digest(root: Path, ignore_revision: bool = False) -> dict[str, str]:
         and not {"scratch", "cache"} & set(p.parts)
         and p.name not in (".gitignore", ".snakemake_timestamp")
     ]
-    files += [root / a for a in ARTIFACTS if a.startswith("reports/")]
+    files += [root / a for a in ARTIFACTS if a.startswith("reports/") and reports]
     return {
         str(p.relative_to(root)): hashlib.sha256(comparable(p.read_bytes(), p.suffix, ignore_revision)).hexdigest()
         for p in files
@@ -122,3 +127,38 @@ def hash_table(runs: dict[str, dict[str, str]]) -> str:
         rows.append([path, *hashes, "yes" if len(set(hashes)) == 1 and "-" not in hashes else "NO"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows) + "\n"
+
+
+def jobs_of(root: Path) -> list:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    return resolve_jobs(yaml.safe_load((root / "dvc.yaml").read_text()), params)
+
+
+def importers(root: Path, rel: str) -> set[str]:
+    """DVC stage instances whose code digest (core/code_digest.py) holds file `rel`."""
+    files = instance_files(read_declaration(root), yaml.safe_load((root / "params.yaml").read_text()), root)
+    return {instance for instance, code in files.items() if Path(rel) in code and instance != GUARD}
+
+
+def downstream(root: Path, names: set[str]) -> set[str]:
+    """`names` and every job that reads, directly or not, what one of them writes; the params check's
+    stamp excepted (its bytes never change: every job reads it, none reruns for it)."""
+    jobs, found = jobs_of(root), set(names)
+    while True:
+        outs = {out for job in jobs if job.name in found - {GUARD} for out in job.outs}
+        more = {job.name for job in jobs if set(job.inputs) & outs} - found
+        if not more:
+            return found
+        found |= more
+
+
+def dry_run_jobs(root: Path, dry_run: str) -> dict[str, str]:
+    """DVC instance name -> reason line, for every job a Snakemake dry run would run (matched by output)."""
+    instance_of = {out: job.name for job in jobs_of(root) for out in job.outs}
+    jobs = {}
+    for block in dry_run.split("\nrule ")[1:]:
+        output = re.search(r"^\s+output: (.*)$", block, re.M)
+        if output:  # `rule all` has none
+            reason = re.search(r"^\s+reason: (.*)$", block, re.M)
+            jobs[instance_of[output.group(1).split(", ")[0]]] = reason.group(1) if reason else ""
+    return jobs

@@ -132,25 +132,25 @@ def pytest_configure(config):
 
 
 BUILDER = "test_pipeline.py"  # the tiny run's first user
-LONGEST = "test_paper_smoke.py"  # one Snakemake run of the paper shapes, needing nothing else
+SNAKEMAKE = "test_snakemake_run.py"  # the tiny profile through Snakemake, the DVC run asked for at its end
 
 
 def pytest_collection_modifyitems(items):
     """tests/pipeline/ runs stages, engines or whole profiles: `pytest -m "not pipeline"` skips them.
 
     Files run in this order (`make test` hands them to its workers so, with --no-loadscope-reorder,
-    the first file to the first worker, the second to the second): LONGEST; BUILDER, whose first test
-    builds the session's tiny run; then the files that never ask for it; then those that do (a
-    `late_tiny_run` file asks for it only at its end). So one worker builds the tiny run while the other
-    runs the paper smoke, and then the files that do not wait on it (in xdist's own order, by test
-    count, a worker sat on the tiny run's lock)."""
+    the first file to the first worker, the second to the second): BUILDER, whose first test builds the
+    session's tiny run with DVC; SNAKEMAKE, which builds it with Snakemake; then the files that never ask
+    for the DVC run; then those that do (a `late_tiny_run` file asks for it only at its end). So the two
+    engines build side by side, and then the files that do not wait on the DVC run (in xdist's own order,
+    by test count, a worker sat on the tiny run's lock)."""
     for item in items:
         if "pipeline" in item.path.parent.name:
             item.add_marker(pytest.mark.pipeline)
     waits = {
         i.path for i in items if "tiny_run" in getattr(i, "fixturenames", ()) or i.get_closest_marker("late_tiny_run")
     }
-    order = {LONGEST: 0, BUILDER: 1}
+    order = {BUILDER: 0, SNAKEMAKE: 1}
     items.sort(key=lambda i: order.get(i.path.name, 3 if i.path in waits else 2))  # stable: file order kept
 
 

@@ -1,7 +1,7 @@
 """The paper profile's shapes through every stage on this CPU (profiles/paper_smoke.yaml after paper.yaml),
 and each training job's memory estimate (core/resources.py) held against the peak RSS the run measured.
 
-One Snakemake run for the module, on one core (the engine a cluster run uses; the tiny run tests DVC, whose
+One Snakemake run for the module, on two cores (the engine a cluster run uses; the tiny run tests DVC, whose
 lock file rewrite costs seconds per stage at this many stages): a shape, config or memory error the paper run
 would hit on a GPU fails here first. The expected shapes are read from profiles/paper.yaml, not restated."""
 
@@ -21,7 +21,7 @@ from emergence.core.pipeline import resolve_jobs
 from emergence.core.resources import FLOOR_MB
 from emergence.machine import device_job_estimates
 
-pytestmark = [pytest.mark.pipeline, pytest.mark.paper_smoke]  # in `make test`, and alone: `make paper-smoke`
+pytestmark = [pytest.mark.pipeline, pytest.mark.paper_smoke]  # alone: `make paper-smoke` (CI runs it after `make test`)
 
 PAPER = yaml.safe_load((ROOT / "profiles/paper.yaml").read_text())
 # the paper profile's keys that shape a model or its data: paper_smoke may cut anything else
@@ -43,7 +43,7 @@ def _part_of(part, whole) -> bool:
 def smoke(tmp_path_factory) -> Path:
     root = project_copy(tmp_path_factory.mktemp("paper-smoke"), profile="paper")
     run([sys.executable, "-m", "emergence.core.profile", "paper_smoke"], root)
-    run(["snakemake", "--cores", "1"], root)
+    run(["snakemake", "--cores", "2"], root)  # run alone (make paper-smoke): two stages of one thread each
     return root
 
 

@@ -1,4 +1,5 @@
-"""End to end on the tiny profile: DVC, Snakemake, both in turn, and the shared cache.
+"""End to end on the tiny profile: DVC, Snakemake after it, and the shared cache (Snakemake alone:
+test_snakemake_run.py).
 
 One module-scoped DVC run is shared by the tests below (each `dvc repro` of
 the tiny profile trains two seeds, so the suite runs it as few times as it can).
@@ -8,18 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from artifacts import ARTIFACTS, digest, hash_table, ran_stages, set_param
-from conftest import copy_run, project_copy, run
+from artifacts import ARTIFACTS, digest, downstream, dry_run_jobs, importers, ran_stages, set_param
+from conftest import copy_run, run
 
-from emergence.core.code_digest import instance_files
 from emergence.core.declared import GUARD
-from emergence.core.pipeline import read_declaration, resolve_jobs
 from emergence.studies.binding.stress import REFERENCE, STRESS
 
 
@@ -122,41 +120,6 @@ EDITED = [
 ]
 
 
-def jobs_of(root: Path) -> list:
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    return resolve_jobs(yaml.safe_load((root / "dvc.yaml").read_text()), params)
-
-
-def importers(root: Path, rel: str) -> set[str]:
-    """DVC stage instances whose code digest (core/code_digest.py) holds file `rel`."""
-    files = instance_files(read_declaration(root), yaml.safe_load((root / "params.yaml").read_text()), root)
-    return {instance for instance, code in files.items() if Path(rel) in code and instance != GUARD}
-
-
-def downstream(root: Path, names: set[str]) -> set[str]:
-    """`names` and every job that reads, directly or not, what one of them writes; the params check's
-    stamp excepted (its bytes never change: every job reads it, none reruns for it)."""
-    jobs, found = jobs_of(root), set(names)
-    while True:
-        outs = {out for job in jobs if job.name in found - {GUARD} for out in job.outs}
-        more = {job.name for job in jobs if set(job.inputs) & outs} - found
-        if not more:
-            return found
-        found |= more
-
-
-def dry_run_jobs(root: Path, dry_run: str) -> dict[str, str]:
-    """DVC instance name -> reason line, for every job a Snakemake dry run would run (matched by output)."""
-    instance_of = {out: job.name for job in jobs_of(root) for out in job.outs}
-    jobs = {}
-    for block in dry_run.split("\nrule ")[1:]:
-        output = re.search(r"^\s+output: (.*)$", block, re.M)
-        if output:  # `rule all` has none
-            reason = re.search(r"^\s+reason: (.*)$", block, re.M)
-            jobs[instance_of[output.group(1).split(", ")[0]]] = reason.group(1) if reason else ""
-    return jobs
-
-
 @pytest.mark.parametrize("rel", EDITED)
 def test_editing_a_module_reruns_exactly_its_importers(dvc_run, rel):
     """Runs after both engines have built dvc_run; the edit is undone, mtime included.
@@ -164,7 +127,7 @@ def test_editing_a_module_reruns_exactly_its_importers(dvc_run, rel):
     A comment reruns nothing but the guard (which depends on every code file and rewrites the digests).
     A compute edit: after the guard has run, DVC lists exactly the instances whose digest holds the file.
     Snakemake gives each job its digest as a param; it can compare params only for jobs it ran itself, so
-    here it is held to: at most the importers and what they feed (test_snakemake_alone_matches_dvc holds
+    here it is held to: at most the importers and what they feed (test_snakemake_run.py holds
     a run Snakemake built to exactly those).
     """
     path = dvc_run / rel
@@ -187,30 +150,6 @@ def test_editing_a_module_reruns_exactly_its_importers(dvc_run, rel):
     assert (dvc_run / "dvc.lock").read_bytes() == lock
     assert set(stale) == expected
     assert set(dry_run_jobs(dvc_run, dry.stdout + dry.stderr)) <= downstream(dvc_run, expected) | {GUARD}
-
-
-def test_snakemake_alone_matches_dvc(dvc_run, tmp_path):
-    root = project_copy(tmp_path)
-    set_param(root, "binding_ablation", "n_programs", 12)  # as the param tests above left dvc_run
-    set_param(root, "assoc_compare", "window_epochs", 3)
-    run(["snakemake", "--cores", "2"], root)
-    hashes = {"snakemake": digest(root, ignore_revision=True), "dvc": digest(dvc_run, ignore_revision=True)}
-    table = hash_table(hashes)  # shown under `pytest -rA` (and kept beside the run)
-    (tmp_path / "hashes.txt").write_text(table)
-    print(f"every artifact of both runs ({tmp_path / 'hashes.txt'}):\n{table}")
-    assert hashes["snakemake"] == hashes["dvc"]
-    assert (
-        "Nothing to be done"
-        in run(["snakemake", "--cores", "2", "-n"], root).stdout + run(["snakemake", "--cores", "2", "-n"], root).stderr
-    )
-    # a compute edit in the run Snakemake built (it holds each job's params): exactly the importers rerun
-    rel = "src/emergence/studies/assoc/theory.py"
-    (root / rel).write_text((root / rel).read_text() + "\n_EDITED = 1\n")
-    dry = run(["snakemake", "--cores", "1", "--dry-run"], root)
-    jobs, expected = dry_run_jobs(root, dry.stdout + dry.stderr), importers(root, rel)
-    assert expected and set(jobs) == downstream(root, expected)
-    fed = {name for name in expected if name in downstream(root, expected - {name})}  # rerun anyway
-    assert all("Params have changed" in jobs[name] for name in expected - fed)
 
 
 def test_push_then_fresh_clone_pulls_and_is_up_to_date(dvc_run, tmp_path):

@@ -1,4 +1,5 @@
-"""The tiny profile through the Slurm executor on a real one-node cluster (tests/slurm_cluster.py).
+"""The tiny profile's device stages through the Slurm executor on a real one-node cluster
+(tests/slurm_cluster.py): one instance of each, with the stages it needs.
 
 Slurm's own records say which jobs it ran and with which GPUs; the stages that compute on the device
 (those declaring base.device, every training stage among them) must be exactly those jobs, each with a
@@ -43,8 +44,10 @@ def cluster(tmp_path):
         pytest.fail(f"cannot start a one-node Slurm cluster: {e}")
 
 
-def expected_slurm_jobs(root) -> Counter:
-    """Instances per stage that declares base.device, read straight from dvc.yaml and params.yaml."""
+def device_closure(root) -> tuple[list[str], Counter, set[str]]:
+    """One instance of each stage that declares base.device (read straight from dvc.yaml and params.yaml),
+    and everything it needs: (their outputs as Snakemake targets, the device instances per stage, the
+    other stages), so every device rule and its resources meet Slurm at a third of the tiny run's jobs."""
     dvc = yaml.safe_load((root / "dvc.yaml").read_text())
     params = yaml.safe_load((root / "params.yaml").read_text())
     device = {name for name, stage in dvc["stages"].items() if "base.device" in stage.get("params", [])}
@@ -52,13 +55,30 @@ def expected_slurm_jobs(root) -> Counter:
         name for name, stage in dvc["stages"].items() if re.match(r"python -m stages\.\w+\.train", stage["cmd"])
     }
     assert training and training <= device, f"training stages not computing on the device: {training - device}"
-    return Counter(job.name.split("@")[0] for job in resolve_jobs(dvc, params) if job.name.split("@")[0] in device)
+    jobs = resolve_jobs(dvc, params)
+    firsts = {}
+    for job in jobs:
+        if job.name.split("@")[0] in device:
+            firsts.setdefault(job.name.split("@")[0], job)
+    producer = {out: job for job in jobs for out in job.outs}
+    closure, todo = {}, list(firsts.values())
+    while todo:
+        job = todo.pop()
+        closure[job.name] = job
+        todo += [producer[p] for p in job.inputs if p in producer and producer[p].name not in closure]
+    stage = {name: name.split("@")[0] for name in closure}
+    return (
+        [out for job in firsts.values() for out in job.outs],
+        Counter(s for s in stage.values() if s in device),
+        {s for s in stage.values() if s not in device},
+    )
 
 
-def test_tiny_profile_runs_on_slurm_like_dvc(cluster, tmp_path, request):
+def test_each_device_stage_runs_on_slurm_like_dvc(cluster, tmp_path, request):
     started = time.monotonic()
     root = project_copy(tmp_path / "run")
-    smk = run(["snakemake", "--profile", "profiles/slurm", *NO_ACCOUNTING], root, check=False)
+    targets, expected, local_stages = device_closure(root)
+    smk = run(["snakemake", "--profile", "profiles/slurm", *NO_ACCOUNTING, *targets], root, check=False)
     assert smk.returncode == 0, f"snakemake failed:\n{smk.stderr[-4000:]}\n{cluster.log_tail()}"
     ran_s = time.monotonic() - started
 
@@ -68,19 +88,21 @@ def test_tiny_profile_runs_on_slurm_like_dvc(cluster, tmp_path, request):
     assert set(finished) == set(jobs), "jobcomp and scontrol disagree on the jobs run"
     assert all(r["JobState"] == "COMPLETED" for r in finished.values()), finished
     by_rule = Counter(job["rule"] for job in jobs.values())
-    expected = expected_slurm_jobs(root)
+    assert set(expected) == {"binding_train", "binding_aid_train", "assoc_basis", "assoc_train", "grounding_train",
+                             "grounding_marking", "dino_features", "visual_train"}  # fmt: skip
     assert by_rule == expected, f"Slurm ran {dict(by_rule)}, expected the device stages {dict(expected)}"
     no_gpu = [f"{j['rule']} {j['JobId']}: JOB_GRES={j['JOB_GRES']}" for j in jobs.values() if j["JOB_GRES"] != "gpu:1"]
     assert not no_gpu, f"jobs without a GPU allocated: {no_gpu}"
 
-    # every other stage ran here: Snakemake logs each local job as `localrule <name>:`
-    dvc = yaml.safe_load((root / "dvc.yaml").read_text())
+    # every other stage they need ran here: Snakemake logs each local job as `localrule <name>:`
     local = set(re.findall(r"^localrule (\w+):", smk.stderr + smk.stdout, re.M)) - {"all"}
-    assert local == set(dvc["stages"]) - set(expected), local ^ (set(dvc["stages"]) - set(expected))
+    assert local == local_stages and "params_check" in local, local ^ local_stages
 
-    assert "Nothing to be done" in run(["snakemake", "--cores", "1", "-n"], root).stdout
+    assert "Nothing to be done" in run(["snakemake", "--cores", "1", "-n", *targets], root).stdout
     # the session's DVC run, asked for last: a cluster problem fails the test before it is computed.
-    # The reports' git revision line names the tree each copy was taken from (two copies of a
-    # checkout edited in between differ there, and only there), not anything an engine computed.
-    assert digest(root, ignore_revision=True) == digest(request.getfixturevalue("tiny_run"), ignore_revision=True)
-    print(f"\nSlurm bring-up {cluster.bring_up_s:.1f} s; tiny profile on Slurm {ran_s:.0f} s ({len(jobs)} jobs)")
+    # What this run built equals the DVC run's files at the same paths, byte for byte.
+    built = digest(root, reports=False)
+    dvc_run = digest(request.getfixturevalue("tiny_run"), reports=False)
+    assert any(p.startswith("data/visual/runs/") for p in built) and len(built) < len(dvc_run)
+    assert built == {p: dvc_run.get(p) for p in built}
+    print(f"\nSlurm bring-up {cluster.bring_up_s:.1f} s; device stages on Slurm {ran_s:.0f} s ({len(jobs)} jobs)")

@@ -188,6 +188,18 @@ def test_editing_compute_code_changes_exactly_the_instances_holding_it(code_copy
     assert not any(i.startswith(("binding_", "assoc_")) for i in holders)
 
 
+def test_the_thread_count_is_in_every_digest_and_in_no_stage_params(code_copy):
+    """base.threads changes float reductions, so every stage's bytes: each digest holds it (and reruns with
+    it), so no dvc.lock entry needs its own copy of the value."""
+    before = all_digests(code_copy)
+    params = code_copy / "params.yaml"
+    params.write_text(params.read_text().replace("  threads: 2", "  threads: 3", 1))
+    assert read_params(params)["base"]["threads"] == 3
+    assert changed(before, all_digests(code_copy)) == set(before)
+    stages = yaml.safe_load(render(ROOT).split("\n", 3)[3])["stages"]
+    assert not [name for name, stage in stages.items() if "base.threads" in stage.get("params", [])]
+
+
 # ---- the engines: DVC's dep on the digest file, Snakemake's param ----------------------------------------
 
 

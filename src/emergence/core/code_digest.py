@@ -16,7 +16,8 @@ runs it loads) name the architecture under an `arch:` key, or its code names it 
 them all in.
 
 The `params_check` stage writes each instance's digest (`${paths.code_digests}/<stage>[/<item>].txt`:
-one line per file, the hash of its normalized code) and depends on every code file; each other stage
+one line per file, the hash of its normalized code, under a header holding base.threads, which every
+stage reads) and depends on every code file; each other stage
 depends on its own digest file. DVC thus reruns params_check after any code edit, and then exactly
 the stages whose digest changed. The Snakefile gives each rule the same digest as a param (Snakemake
 reruns a job whose params changed). At the end of every stage run, `loaded_outside` holds the project
@@ -52,6 +53,7 @@ REGISTRY = Path("src/emergence/core/models/registry.py")
 HEADER = (
     "# the code of stage instance {instance}: sha256 of each file's code without docstrings, comments and\n"
     "# messages (core/code_digest.py); DVC reruns the instance when this file changes\n"
+    "# base.threads: {threads} (every stage reads it: CPU threads change float reductions, so the bytes)\n"
 )
 MESSAGE_CALLS = {"print", "warn", "warning", "info", "debug", "error", "exception", "critical"}
 MESSAGE_KEYWORDS = {"help", "description", "epilog", "desc", "metavar"}
@@ -214,7 +216,8 @@ def digests(decl: dict[str, Any], params: dict[str, Any], root: Path) -> dict[st
         for f in files:
             if f not in cache:
                 cache[f] = normalized(root / f)
-        return HEADER.format(instance=instance) + "".join(f"{cache[f]}  {f}\n" for f in files)
+        head = HEADER.format(instance=instance, threads=_value(params, "base.threads"))
+        return head + "".join(f"{cache[f]}  {f}\n" for f in files)
 
     return {instance: text(instance, files) for instance, files in instance_files(decl, params, root).items()}
 

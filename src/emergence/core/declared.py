@@ -8,7 +8,9 @@ pipeline.yaml entry does not name: the tiny pipeline run in the tests thus
 checks every stage's declaration against what its code really reads.
 
 Every stage reads `base.threads` (CPU threads change float reductions, so
-artifact bytes); the generator declares it for every stage (`IMPLICIT`).
+artifact bytes): each may read it (`IMPLICIT`), and its value is written into
+every stage's code digest (core/code_digest.py), so a change reruns them all
+without a copy of it in each dvc.lock entry.
 """
 
 from __future__ import annotations
@@ -178,7 +180,7 @@ class Instance:
     reads: StageReads
     outs: dict[str, str]  # its outs and metrics -> as pipeline.yaml writes them (${paths.x}/...)
     untracked: tuple[str, ...]  # meta.untracked paths: scratch, caches
-    params: tuple[str, ...]  # base.threads, binding_train, grounding_models.lstm4, ...
+    params: tuple[str, ...]  # what it runs with: base.threads, binding_train, grounding_models.lstm4, ...
 
 
 def instance_of_module(
@@ -209,7 +211,7 @@ def instance_of_module(
 
 
 def param_keys(stage: dict[str, Any]) -> list[str]:
-    """The params keys DVC records for a stage (the generator adds `IMPLICIT` to every one)."""
+    """The params keys a stage runs with: those DVC records for it, and `IMPLICIT` (held by its code digest)."""
     return [*IMPLICIT, *(str(p) for p in stage.get("params", []))]
 
 

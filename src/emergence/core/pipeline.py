@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from emergence.core.declared import DECLARATION, GUARD, IMPLICIT, completed, instances, interpolate, lookup
+from emergence.core.declared import DECLARATION, GUARD, completed, instances, interpolate, lookup
 from emergence.core.io import PipelineError, write_text
 
 GENERATED = "dvc.yaml"
@@ -173,7 +173,8 @@ def code_folders() -> list[str]:
 
 def render(root: Path) -> str:
     """dvc.yaml's text: the declaration with the guard's code deps put first in its deps, and no params of
-    its own: params.yaml is its dep, so dvc.lock holds the file's hash, not a copy of every section."""
+    its own: params.yaml is its dep, so dvc.lock holds the file's hash, not a copy of every section.
+    base.threads, which every stage reads, is in each code digest instead (`declared.IMPLICIT`)."""
     decl = read_declaration(root)
     keys = user_paths(decl)
     stages = {}
@@ -183,9 +184,9 @@ def render(root: Path) -> str:
         data = list(stage.get("deps", []))
         entry["deps"] = code + data + [dep for dep in user_deps(stage, keys) if dep not in data]
         entry.update((key, value) for key, value in stage.items() if key not in entry)
-        entry["params"] = [*IMPLICIT, *(p for p in stage.get("params", []) if p not in IMPLICIT)]
-        if name == GUARD:
-            del entry["params"]
+        entry.pop("params", None)
+        if name != GUARD and stage.get("params"):  # the guard's dep params.yaml covers every section
+            entry["params"] = stage["params"]
         stages[name] = entry
     dvc = {key: value for key, value in decl.items() if key not in OWN_KEYS}
     body = yaml.safe_dump({**dvc, "stages": stages}, sort_keys=False, width=120)

@@ -46,7 +46,7 @@ WORKERS ?= 2
 test: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not paper_smoke"
 unit: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "not pipeline"
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile -m "not pipeline"
 paper-smoke: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n 1 --dist loadfile -m paper_smoke tests/pipeline/test_paper_smoke.py
 

@@ -12,6 +12,8 @@ from emergence.studies.grounding import inputs
 from emergence.studies.grounding.cooc import CoocParams, cooccurrence_stats, r2_table
 from emergence.studies.grounding.gain import word_gains
 
+WORD_SCORES = {"word": "O", "s_matched": "f", "s_mismatched": "f", "gain": "f"}  # what word_gains averages
+
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
@@ -22,10 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     stats = cooccurrence_stats(inputs.turns(params), held_out, targets)
     rows = pd.concat(
         [
-            read_parquet(
-                inputs.run_file(params, "grounding_gain", run),
-                {"model": "O", "seed": "i", "step": "i", "word": "O", "gain": "f"},
-            )
+            read_parquet(inputs.run_file(params, "grounding_gain", run), {**inputs.RUN_KEYS, **WORD_SCORES})
             for run in inputs.runs_of(params).names()
         ],
         ignore_index=True,

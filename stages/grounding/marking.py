@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = from_dict(TrainConfig, {**values, **load_base(params).train_keys(), "seed": p.seed}, "grounding_train")
     if cfg.batch_size > len(windows):
         raise PipelineError(f"grounding_train.batch_size: only {len(windows)} training sequences, got {cfg.batch_size}")
-    torch.manual_seed(p.seed)  # the same initial weights as the default run of this model and seed
+    torch.manual_seed(p.seed)  # seeded as the default run; not its weights (the all-marked vocabulary is larger)
     model = build_model(arch, {**model_cfg, "d_vocab": len(index), "n_ctx": seq_len}, f"grounding_models.{p.model}")
     out = path_of(params, "grounding_marking")
     run = run_name(p.model, p.seed)

@@ -22,13 +22,15 @@ from emergence.studies.grounding.report import (
 )
 from emergence.studies.grounding.tokens import LLCRuns, read_vocab
 
+WORD_SCORES = {"word": "O", "s_matched": "f", "s_mismatched": "f", "gain": "f"}  # what word_gains averages
+
 
 @stage_main
 def main(argv: list[str] | None = None) -> None:
     _, params = start_stage(__doc__, argv)
     runs = inputs.runs_of(params)
     attention_runs = [f"{m}_seed{s}" for m in inputs.attention_models(params).models for s in runs.seeds]
-    gain, gain_files = per_run(params, "grounding_gain", runs.names(), {"word": "O", "gain": "f"})
+    gain, gain_files = per_run(params, "grounding_gain", runs.names(), WORD_SCORES)
     lens, lens_files = per_run(params, "grounding_lens", runs.names(), {"lens": "O", "layer": "i", "gain": "f"})
     saliency, sal_files = per_run(
         params, "grounding_saliency", attention_runs, {"layer": "i", "head": "i", "metric": "O", "value": "f"}
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     targets = read_parquet(path_of(params, "grounding_targets"), {"word": "O"})
     eval_set = inputs.eval_set(params)
     curve = gain_by_checkpoint(gain)
-    template_gain, template_files = per_run(params, "grounding_template_gain", runs.names(), {"word": "O", "gain": "f"})
+    template_gain, template_files = per_run(params, "grounding_template_gain", runs.names(), WORD_SCORES)
     template_curve = gain_by_checkpoint(template_gain)
     templates = read_parquet(
         path_of(params, "grounding_templates"), {"template": "O", "context": "O", "n_unk": "i", "source": "O"}
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> None:
     ]
     ablation_path = path_of(params, "grounding_marking") / "gain.parquet"
     rule_ablation = read_parquet(ablation_path, {"measure": "O", "word": "O", "gain": "f", "model": "O", "seed": "i"})
+    if rule_ablation.empty:
+        raise PipelineError(f"{ablation_path}: no rows (grounding_marking writes one per word and measure)")
     first = rule_ablation.iloc[0]
     rules = rule_table(default_word_gains(gain, template_gain, first["model"], first["seed"]), rule_ablation)
     inputs_read = [
@@ -85,6 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         path_of(params, "grounding_targets"),
         path_of(params, "grounding_eval"),
         path_of(params, "grounding_cooc"),
+        path_of(params, "grounding_cooc_words"),
         path_of(params, "grounding_templates"),
         *gain_files,
         *template_files,

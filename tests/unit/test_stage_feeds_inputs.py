@@ -398,6 +398,20 @@ def test_cooc_regresses_every_runs_gain_on_the_training_turns_statistics(project
     pd.testing.assert_frame_equal(pd.read_parquet("data/grounding/cooc.parquet"), answer)
 
 
+def test_cooc_refuses_a_gain_table_without_the_scores_it_averages(project, monkeypatch, capsys):
+    params = project(grounding_runs=RUNS)
+    targets, _ = inputs.vocab_index(params)
+    for model in RUNS["models"]:
+        for seed in RUNS["seeds"]:
+            write_parquet(gain_rows(model, seed, targets), f"data/grounding/gain/{model}_seed{seed}.parquet")
+    broken = "data/grounding/gain/lstm4_seed2.parquet"
+    write_parquet(pd.read_parquet(broken).drop(columns="s_matched"), broken)
+    r2 = spy(monkeypatch, cooc, "r2_table", lambda *a: None)
+    assert cooc.main([]) == 1
+    assert_names(one_error(capsys), broken, "s_matched")
+    assert not r2.calls and not Path("data/grounding/cooc.parquet").exists()
+
+
 MARKING = {
     "grounding_marking": {"model": "transformer4", "seed": 2},
     "grounding_runs": {"seeds": [0, 2]},

@@ -159,8 +159,9 @@ def grounding_project(tmp_path, monkeypatch):
     params = workspace(tmp_path, monkeypatch, G_EDITS)
     g = "data/grounding"
     every = [*G_RUNS, "mamba4_seed0", "transformer4_seed1"]  # the last two: no runs of grounding_runs
-    write_runs(f"{g}/gain", every, lambda k: [{"step": 5, "word": "ball", "gain": 0.1 * k}])
-    write_runs(f"{g}/template_gain", every, lambda k: [{"step": 5, "word": "ball", "gain": 0.2 * k}])
+    scored = {"word": "ball", "s_matched": 2.0, "s_mismatched": 2.5}
+    write_runs(f"{g}/gain", every, lambda k: [{"step": 5, **scored, "gain": 0.1 * k}])
+    write_runs(f"{g}/template_gain", every, lambda k: [{"step": 5, **scored, "gain": 0.2 * k}])
     write_runs(f"{g}/lens", every, lambda k: [{"step": 5, "lens": "tuned", "layer": k, "gain": 0.1}])
     write_runs(f"{g}/saliency", every, lambda k: [{"step": 5, "layer": k, "head": 0, "metric": "m", "value": 0.5}])
     write_runs(f"{g}/heads", every, lambda k: [{"step": 5, "layer": k, "head": 1, "kind": "aggregate"}])
@@ -239,6 +240,7 @@ def test_grounding_report_feeds_every_section_the_runs_params_name(grounding_pro
         "targets.parquet",
         "eval.parquet",
         "cooc.parquet",
+        "cooc_words.parquet",
         "templates.parquet",
     ]
     per_run = [f"{w}/{r}.parquet" for w in ("gain", "template_gain", "lens") for r in G_RUNS]
@@ -276,6 +278,22 @@ def test_grounding_report_refuses_unreadable_transcript_counts(grounding_project
     page = spy(monkeypatch, grounding_report, "grounding_page", lambda *a, **k: "<html></html>")
     assert grounding_report.main([]) == 1
     assert_names(one_error(capsys), "reports/metrics/childes_counts.json", "JSONDecodeError")
+    assert not page.calls and not Path("reports/metrics/grounding.json").exists()
+
+
+@pytest.mark.parametrize("table", ["marking/gain.parquet", "gain/lstm4_seed2.parquet"])
+def test_grounding_report_refuses_an_empty_rule_ablation_or_a_gain_table_without_its_scores(
+    table, grounding_project, monkeypatch, capsys
+):
+    path = f"data/grounding/{table}"
+    if table.startswith("marking"):
+        write_parquet(pd.read_parquet(path).iloc[:0], path)
+    else:
+        write_parquet(pd.read_parquet(path).drop(columns="s_mismatched"), path)
+    tagged(monkeypatch, report_mech, *MECH)
+    page = spy(monkeypatch, grounding_report, "grounding_page", lambda *a, **k: "<html></html>")
+    assert grounding_report.main([]) == 1
+    assert_names(one_error(capsys), path, *([] if table.startswith("marking") else ["s_mismatched"]))
     assert not page.calls and not Path("reports/metrics/grounding.json").exists()
 
 

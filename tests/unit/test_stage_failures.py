@@ -191,6 +191,20 @@ def test_a_stage_run_by_hand_with_a_value_params_does_not_list_is_refused(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]  # not even its lock
 
 
+def test_a_stage_is_known_by_its_own_module_through_frames_that_wrap_start_stage(tmp_path, monkeypatch, capsys):
+    """`make mutation` wraps each mutated function in a trampoline of mutmut's, a frame of its own between
+    the stage and start_stage: the stage is still the caller, not the trampoline's module."""
+    from stages.binding import train
+
+    wrapper = {"__name__": "mutmut.trampoline", "start_stage": train.start_stage}
+    exec("def wrapped(*args, **kwargs):\n    return start_stage(*args, **kwargs)\n", wrapper)
+    monkeypatch.setattr(train, "start_stage", wrapper["wrapped"])
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    assert train.main(["--seed", "7"]) == 1
+    assert_names(capsys.readouterr().err, "--seed 7", "base.seeds", "stage binding_train ")
+
+
 def test_the_instance_of_a_shared_script_is_the_one_its_flags_name():
     caption = instance_of_module(
         "stages.grounding.train", ROOT, ["--setting", "caption", "--model", "transformer4", "--seed", "1"], SHIPPED

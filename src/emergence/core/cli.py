@@ -234,8 +234,13 @@ def project_root() -> Path:
 
 
 def _caller_module() -> str:
-    # The stage calling start_stage: its module name, or under `python -m` the name it was run as.
-    caller = sys._getframe(2).f_globals
+    # The stage calling start_stage: its module name, or under `python -m` the name it was run as. It is
+    # the first frame outside this module, not a fixed depth: mutmut's trampolines (`make mutation`) put
+    # frames of their own between a mutated function and its caller.
+    frame = sys._getframe(1)
+    while frame.f_globals["__name__"] == __name__ or frame.f_globals["__name__"].startswith("mutmut."):
+        frame = frame.f_back
+    caller = frame.f_globals
     spec = caller.get("__spec__")
     return spec.name if caller["__name__"] == "__main__" and spec else caller["__name__"]
 

@@ -3,9 +3,12 @@ a stage module's namespace, and runs whose checkpoints all differ (so loading th
 
 from __future__ import annotations
 
+import importlib
+import shutil
 import zlib
 from pathlib import Path
 
+import pytest
 import safetensors.torch
 import torch
 import yaml
@@ -30,6 +33,22 @@ def workspace(tmp: Path, monkeypatch, edits: dict | None = None) -> dict:
     (tmp / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     monkeypatch.chdir(tmp)
     return params
+
+
+def build_upstream(root: Path, edits: dict, stages: list[tuple[str, list[str]]], study: str) -> None:
+    """root as a project holding resources/ and params.yaml (`tiny_params(edits)`), after each
+    (stage, argv) of stages/<study>/ ran there in order, in-process."""
+    shutil.copytree(ROOT / "resources", root / "resources")
+    with pytest.MonkeyPatch.context() as mp:
+        workspace(root, mp, edits)
+        for name, argv in stages:
+            assert importlib.import_module(f"stages.{study}.{name}").main(argv) == 0, (name, argv)
+
+
+def one_error(capsys) -> str:
+    """The last line a stage printed on stderr (its one-line refusal)."""
+    (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
+    return line
 
 
 class Spy:

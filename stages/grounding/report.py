@@ -21,8 +21,7 @@ from emergence.studies.grounding.report import (
     seed_table,
 )
 from emergence.studies.grounding.tokens import LLCRuns, read_vocab
-
-WORD_SCORES = {"word": "O", "s_matched": "f", "s_mismatched": "f", "gain": "f"}  # what word_gains averages
+from stages.grounding.cooc import WORD_SCORES
 
 
 @stage_main

@@ -7,7 +7,6 @@ of another seed and model sit beside the one asked for."""
 
 from __future__ import annotations
 
-import importlib
 import shutil
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from feeds import ROOT, ran, save_run, spy, spy_listing, step_of, tiny_params, workspace
+from feeds import build_upstream, ran, save_run, spy, spy_listing, step_of, tiny_params, workspace
 
 from emergence.core.io import write_parquet
 from emergence.studies.grounding import inputs, visual_inputs
@@ -56,11 +55,7 @@ pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings(
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("grounding")
-    shutil.copytree(ROOT / "resources", root / "resources")
-    with pytest.MonkeyPatch.context() as mp:
-        workspace(root, mp, EDITS)
-        for name, argv in UPSTREAM:
-            assert importlib.import_module(f"stages.grounding.{name}").main(argv) == 0, name
+    build_upstream(root, EDITS, UPSTREAM, "grounding")
     params = tiny_params(EDITS)
     config = {k: v for k, v in params["grounding_models"]["transformer4"].items() if k != "arch"}
     for corpus, folder in (("grounding", "data/grounding/runs"), ("visual", "data/visual/runs")):

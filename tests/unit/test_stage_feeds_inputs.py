@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import ROOT, SHARED_DATA
-from feeds import ran, spy, step_of, workspace
+from feeds import build_upstream, one_error, ran, spy, step_of, workspace
 from refusals import assert_names
 
 from emergence.core.io import file_sha256, write_parquet
@@ -84,11 +84,7 @@ pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings(
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("grounding_inputs")
-    shutil.copytree(ROOT / "resources", root / "resources")
-    with pytest.MonkeyPatch.context() as mp:
-        workspace(root, mp, EDITS)
-        for name, argv in UPSTREAM:
-            assert globals()[name].main(argv) == 0, (name, argv)
+    build_upstream(root, EDITS, UPSTREAM, "grounding")
     return root
 
 
@@ -110,11 +106,6 @@ def same_files(got: Path, want: Path) -> None:
     names = sorted(p.relative_to(want) for p in want.rglob("*") if p.is_file())
     assert names and names == sorted(p.relative_to(got) for p in got.rglob("*") if p.is_file())
     assert all((got / n).read_bytes() == (want / n).read_bytes() for n in names)
-
-
-def one_error(capsys) -> str:
-    (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
-    return line
 
 
 # --- generators ---

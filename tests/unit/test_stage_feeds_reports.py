@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from feeds import ROOT, ran, spy, workspace
+from feeds import ROOT, one_error, ran, spy, workspace
 from refusals import assert_names
 
 from emergence.claims import ASSOC, BINDING, CLAIMS, FIGURES, GROUNDING, VISUAL
@@ -44,11 +44,6 @@ def frame(rows: list[dict]) -> pd.DataFrame:
 
 def runs_in(df: pd.DataFrame, *keys: str) -> list[tuple]:
     return sorted(set(map(tuple, df[list(keys)].values.tolist())))
-
-
-def one_error(capsys) -> str:
-    (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
-    return line
 
 
 def same(got: pd.DataFrame, files: list[str]) -> None:

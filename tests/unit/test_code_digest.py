@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import SOURCES
 from refusals import refuses
 
 from emergence.core.cli import code_in_digest
@@ -88,7 +88,7 @@ def test_a_print_into_a_file_keeps_its_text(tmp_path):
 
 @pytest.fixture(scope="module")
 def shipped() -> dict[str, set[str]]:
-    files = instance_files(read_declaration(ROOT), read_params(ROOT / "params.yaml"), ROOT)
+    files = instance_files(read_declaration(SOURCES), read_params(SOURCES / "params.yaml"), SOURCES)
     return {instance: {str(p) for p in found} for instance, found in files.items()}
 
 
@@ -100,11 +100,11 @@ ARCHS = {"attn_only", "lstm", "mamba2", "transformer"}
 
 
 def arch_of_model(name: str) -> str:
-    return read_params(ROOT / "params.yaml")["grounding_models"][name]["arch"]
+    return read_params(SOURCES / "params.yaml")["grounding_models"][name]["arch"]
 
 
 def test_an_instance_holds_the_architectures_it_builds_and_no_other(shipped):
-    params = read_params(ROOT / "params.yaml")
+    params = read_params(SOURCES / "params.yaml")
     assert models(shipped["binding_train@0"]) & ARCHS == {params["binding_model"]["arch"]}
     assert models(shipped["assoc_train@1-0"]) & ARCHS == {"attn_only"}  # named in the code: build_model("attn_only")
     assert not models(shipped["binding_data"])  # builds no model
@@ -117,10 +117,23 @@ def test_an_instance_holds_the_architectures_it_builds_and_no_other(shipped):
     assert len({arch_of_model(m) for m in params["grounding_runs"]["models"]}) > 1  # the choice can go wrong
 
 
+def test_one_instance_alone_holds_what_it_holds_among_all(shipped):
+    """What a stage checks at its exit (its own instance, through its producers' archs) is what params_check
+    wrote for it; the guard and an unknown name have no code of their own."""
+    decl, params = read_declaration(SOURCES), read_params(SOURCES / "params.yaml")
+    models_ = params["grounding_runs"]["models"]
+    lstm = next(m for m in models_ if arch_of_model(m) == "lstm")
+    for instance in (f"grounding_gain@{lstm}-0", "grounding_report", "binding_train@0", "plotly_js"):
+        alone = instance_files(decl, params, SOURCES, only=instance)
+        assert {k: {str(p) for p in v} for k, v in alone.items()} == {instance: shipped[instance]}
+    assert instance_files(decl, params, SOURCES, only=GUARD) == {}
+    assert instance_files(decl, params, SOURCES, only="no_such_stage") == {}
+
+
 def test_no_plumbing_file_is_in_any_digest_and_every_stage_script_is_in_its_own(shipped):
-    plumbing = {str(p) for p in plumbing_files(ROOT)}
+    plumbing = {str(p) for p in plumbing_files(SOURCES)}
     assert len(plumbing) == len(PLUMBING)
-    stages = read_stages(ROOT)
+    stages = read_stages(SOURCES)
     for instance, files in shipped.items():
         assert not files & plumbing, instance
         module = stages[instance.split("@")[0]]["cmd"].split()[2]
@@ -130,7 +143,7 @@ def test_no_plumbing_file_is_in_any_digest_and_every_stage_script_is_in_its_own(
 @pytest.mark.parametrize("module", sorted(PLUMBING))
 def test_plumbing_imports_no_numerical_library(module):
     """Plumbing refuses, parses, locks and records: it computes nothing an artifact holds."""
-    path = ROOT / "src" / Path(*module.split(".")).with_suffix(".py")
+    path = SOURCES / "src" / Path(*module.split(".")).with_suffix(".py")
     imported = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -146,9 +159,9 @@ def test_plumbing_imports_no_numerical_library(module):
 @pytest.fixture
 def code_copy(tmp_path) -> Path:
     for name in ("src", "stages"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(SOURCES / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pipeline.yaml", "params.yaml"):
-        shutil.copy(ROOT / name, tmp_path / name)
+        shutil.copy(SOURCES / name, tmp_path / name)
     return tmp_path
 
 
@@ -196,7 +209,7 @@ def test_the_thread_count_is_in_every_digest_and_in_no_stage_params(code_copy):
     params.write_text(params.read_text().replace("  threads: 2", "  threads: 3", 1))
     assert read_params(params)["base"]["threads"] == 3
     assert changed(before, all_digests(code_copy)) == set(before)
-    stages = yaml.safe_load(render(ROOT).split("\n", 3)[3])["stages"]
+    stages = yaml.safe_load(render(SOURCES).split("\n", 3)[3])["stages"]
     assert not [name for name, stage in stages.items() if "base.threads" in stage.get("params", [])]
 
 
@@ -204,8 +217,8 @@ def test_the_thread_count_is_in_every_digest_and_in_no_stage_params(code_copy):
 
 
 def test_every_stage_but_the_guard_depends_on_its_own_digest_and_the_guard_on_all_code():
-    dvc = yaml.safe_load(render(ROOT).split("\n", 3)[3])["stages"]
-    stages = read_stages(ROOT)
+    dvc = yaml.safe_load(render(SOURCES).split("\n", 3)[3])["stages"]
+    stages = read_stages(SOURCES)
     for name, stage in dvc.items():
         code = [d for d in stage["deps"] if str(d).startswith(("src", "stages"))]
         if name == GUARD:
@@ -216,9 +229,9 @@ def test_every_stage_but_the_guard_depends_on_its_own_digest_and_the_guard_on_al
 
 
 def test_each_snakemake_job_carries_its_instance_digest_as_a_param():
-    params = read_params(ROOT / "params.yaml")
-    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())
-    code = {i: f"sha-{i}" for i in digests(dvc, params, ROOT)}
+    params = read_params(SOURCES / "params.yaml")
+    dvc = yaml.safe_load((SOURCES / "dvc.yaml").read_text())
+    code = {i: f"sha-{i}" for i in digests(dvc, params, SOURCES)}
     rule = {r.name: r for r in rules_of(dvc, params, code)}["grounding_gain"]
     fn = rule.param_functions(params)["code_digest"]
     models = params["grounding_runs"]["models"]
@@ -230,7 +243,7 @@ def test_each_snakemake_job_carries_its_instance_digest_as_a_param():
 
 
 def test_a_stage_that_loaded_a_module_outside_its_digest_is_refused():
-    params = read_params(ROOT / "params.yaml")
+    params = read_params(SOURCES / "params.yaml")
     import emergence.core.models.lstm  # noqa: F401  (what binding_train@0 never builds)
 
     started = set(sys.modules) - {"emergence.core.models.lstm"}

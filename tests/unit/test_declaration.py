@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, SOURCES
 from refusals import assert_refused, key_of, refuses
 
 from emergence.core.code_digest import instance_files, plumbing_files
@@ -66,7 +66,7 @@ def test_every_module_a_stage_loads_is_in_its_code_digest_and_among_the_guards_d
     )
     loaded = json.loads(proc.stdout)
     guard = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][GUARD]["deps"]
-    code = instance_files(read_declaration(ROOT), read_params(ROOT / "params.yaml"), ROOT)
+    code = instance_files(read_declaration(SOURCES), read_params(SOURCES / "params.yaml"), SOURCES)
     plumbing = {str(p) for p in plumbing_files(ROOT)}
     for name, stage in stages.items():
         files = {str(Path(f).resolve().relative_to(ROOT)) for f in loaded[stage_module(stage["cmd"], name)]}

@@ -145,7 +145,7 @@ def code_in_digest(stage: str, params: dict, started_with: set[str]) -> None:
     code digest: one the digest's static walk could not see would change the outputs unhashed."""
     root = project_root()
     with reads.unrecorded():
-        files = instance_files(read_declaration(root), params, root)
+        files = instance_files(read_declaration(root), params, root, only=stage)
     if stage not in files:  # the params check: no stage depends on its code
         return
     listed = [str(p) for p in files[stage]]

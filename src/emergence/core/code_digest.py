@@ -147,24 +147,36 @@ def params_archs(value: Any) -> set[str]:
     return set()
 
 
-def instance_files(decl: dict[str, Any], params: dict[str, Any], root: Path) -> dict[str, list[Path]]:
-    """Stage instance (DVC's name) -> the files of its code, for every instance the params give."""
+def instance_files(
+    decl: dict[str, Any], params: dict[str, Any], root: Path, only: str | None = None
+) -> dict[str, list[Path]]:
+    """Stage instance (DVC's name) -> the files of its code, for every instance the params give, or for
+    `only` (a stage checking itself at its exit walks its own imports and its producers', not all)."""
     closures = _Closures(root)
-    jobs = resolve_jobs(decl, params)
-    producer = {out: job.name for job in jobs for out in job.outs if job.name != GUARD}  # the guard reads all
-    static = {name: closures.compute(module_of(stage)) for name, stage in decl["stages"].items()}
+    jobs = {job.name: job for job in resolve_jobs(decl, params)}
+    producer = {out: job.name for job in jobs.values() for out in job.outs if job.name != GUARD}  # the guard reads all
+
+    def static(name: str) -> list[Path]:
+        return closures.compute(module_of(decl["stages"][name.split("@")[0]]))
+
     archs: dict[str, set[str]] = {}
-    for job in jobs:  # in declaration order: a stage is declared after the stages whose outputs it reads
-        stage = job.name.split("@")[0]
-        own = params_archs([_value(params, key) for key in job.params]) | closures.named_archs(static[stage])
-        archs[job.name] = own.union(*(archs.get(producer[i], set()) for i in job.inputs if i in producer))
+
+    def archs_of(name: str) -> set[str]:  # its params' and code's, and those of the stages it reads from
+        if name not in archs:
+            archs[name] = set()  # a cycle, which the engines refuse, ends here
+            own = params_archs([_value(params, key) for key in jobs[name].params]) | closures.named_archs(static(name))
+            archs[name] = own.union(*(archs_of(producer[i]) for i in jobs[name].inputs if i in producer))
+        return archs[name]
+
     known = known_archs(root)
     files = {}
-    for job in jobs[1:] if jobs and jobs[0].name == GUARD else jobs:  # the guard itself: no stage reads it
-        code = set(static[job.name.split("@")[0]])
+    for name in jobs if only is None else [only] if only in jobs else []:
+        if name == GUARD:  # the guard itself: no stage reads it
+            continue
+        code = set(static(name))
         if REGISTRY in code:
-            code = code.union(*(closures.compute(f"{ARCH_PACKAGE}.{a}") for a in sorted(archs[job.name] & known)))
-        files[job.name] = sorted(code)
+            code = code.union(*(closures.compute(f"{ARCH_PACKAGE}.{a}") for a in sorted(archs_of(name) & known)))
+        files[name] = sorted(code)
     return files
 
 

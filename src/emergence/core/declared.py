@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from emergence.core.config import PARAMS_FILE, did_you_mean
+from emergence.core.config import FAST_LOADER, PARAMS_FILE, did_you_mean
 from emergence.core.io import PipelineError
 
 DECLARATION = "pipeline.yaml"
@@ -96,7 +96,7 @@ def known_sections(root: Path) -> list[str] | None:
     declared = root / DECLARATION
     if not declared.is_file():
         return None
-    return list((yaml.safe_load(declared.read_text()) or {}).get("schemas") or {})
+    return list((yaml.load(declared.read_text(), FAST_LOADER) or {}).get("schemas") or {})
 
 
 def unknown_section(name: str, known: list[str]) -> str:
@@ -128,7 +128,7 @@ def producer_of(path: str | Path, root: Path, params: dict[str, Any]) -> str | N
 def read_stages(root: Path) -> dict[str, dict[str, Any]]:
     """pipeline.yaml's stages, completed ({} where there is no declaration)."""
     path = root / DECLARATION
-    return completed(yaml.safe_load(path.read_text()) or {}).get("stages") or {} if path.is_file() else {}
+    return completed(yaml.load(path.read_text(), FAST_LOADER) or {}).get("stages") or {} if path.is_file() else {}
 
 
 GUARD = "params_check"  # the stage that checks the whole params file: every other stage depends on its output

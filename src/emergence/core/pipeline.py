@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from emergence.core.config import FAST_LOADER
 from emergence.core.declared import DECLARATION, GUARD, completed, instances, interpolate, lookup
 from emergence.core.io import PipelineError, write_text
 
@@ -119,7 +120,7 @@ def stage_module(cmd: str, where: str) -> str:
 def read_declaration(root: Path) -> dict[str, Any]:
     path = root / DECLARATION
     try:
-        decl = yaml.safe_load(path.read_text())
+        decl = yaml.load(path.read_text(), FAST_LOADER)
     except (OSError, yaml.YAMLError) as e:
         raise PipelineError(f"{path}: cannot read the pipeline declaration ({e})") from e
     if not isinstance(decl, dict) or not isinstance(decl.get("stages"), dict):
@@ -247,7 +248,7 @@ def is_directory(path: str) -> bool:
 
 @cache
 def _dvc_yaml(root: Path) -> dict:
-    return yaml.safe_load((root / GENERATED).read_text())
+    return yaml.load((root / GENERATED).read_text(), FAST_LOADER)
 
 
 # ---- dvc.yaml -> Snakemake rules: one per DVC stage, its matrix axes as wildcards ----------------

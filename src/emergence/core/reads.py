@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from emergence.core.code_digest import listed_files, plumbing_files
+from emergence.core.config import FAST_LOADER
 from emergence.core.declared import DECLARATION, DIGESTS_KEY, digest_path, instances, interpolate
 from emergence.core.io import PipelineError
 
@@ -41,7 +42,6 @@ WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 # Readers that open files natively: (module, attribute). Project modules bind them by `from x import y`.
 NATIVE_READERS = (("pyarrow.parquet", "read_table"), ("safetensors", "safe_open"), ("safetensors.torch", "load_file"))
 PROJECT = ("emergence", "stages", "__main__")
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # dvc.yaml is ~2,000 lines: 10x faster in C, at every exit
 TEMPORARY = re.compile(r"\.([^/]+)\.[^/]+\.tmp/\1(?=/|$)")  # io.atomic_path's `.name.XXXX.tmp/name`: name
 
 
@@ -139,8 +139,8 @@ def declared_paths(command: str, root: Path | str = ".") -> list[str] | None:
     its deps, outs, metrics and meta.untracked paths. None: no instance of dvc.yaml runs `command`."""
     root = Path(root)
     try:
-        stages = yaml.load((root / GENERATED).read_text(encoding="utf-8"), LOADER)["stages"]
-        params = yaml.safe_load((root / PARAMS).read_text(encoding="utf-8"))
+        stages = yaml.load((root / GENERATED).read_text(encoding="utf-8"), FAST_LOADER)["stages"]
+        params = yaml.load((root / PARAMS).read_text(encoding="utf-8"), FAST_LOADER)
         argv = shlex.split(command)
         for name, stage in stages.items():
             for instance, item in instances(name, stage, params):

@@ -27,9 +27,6 @@ from emergence.core.rules import bound_problems
 
 T = TypeVar("T")
 PARAMS_FILE = "params.yaml"
-# PyYAML's C parser where it has one: pipeline.yaml and dvc.yaml are read whole at every stage start and
-# exit, ~10x faster than in Python. params.yaml keeps the checking loader below, whose hooks are Python.
-FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -29,8 +29,7 @@ from typing import Any
 
 import yaml
 
-from emergence.core.config import FAST_LOADER
-from emergence.core.declared import DECLARATION, GUARD, completed, instances, interpolate, lookup
+from emergence.core.declared import DECLARATION, FAST_LOADER, GUARD, completed, instances, interpolate, lookup
 from emergence.core.io import PipelineError, write_text
 
 GENERATED = "dvc.yaml"

@@ -28,8 +28,7 @@ from typing import Any
 import yaml
 
 from emergence.core.code_digest import listed_files, plumbing_files
-from emergence.core.config import FAST_LOADER
-from emergence.core.declared import DECLARATION, DIGESTS_KEY, digest_path, instances, interpolate
+from emergence.core.declared import DECLARATION, DIGESTS_KEY, FAST_LOADER, digest_path, instances, interpolate
 from emergence.core.io import PipelineError
 
 PARAMS = "params.yaml"

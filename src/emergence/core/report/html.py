@@ -12,14 +12,16 @@ import base64
 import html
 import io
 import math
+from typing import TYPE_CHECKING
 
 import matplotlib as mpl
 import pandas as pd
 import yaml
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from emergence.core.report import interactive
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 CSS = """
 body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto;
@@ -106,6 +108,8 @@ def fragment_table(head: list[str], rows: list[list[str]], text_cols: list[bool]
 
 def figure(fig: Figure, alt: str, dpi: int = 100) -> str:
     """Render `fig` with Agg to PNG and embed it; PNG metadata is dropped so bytes are reproducible."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # see plots.new_figure: imported when drawn
+
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     with mpl.rc_context():

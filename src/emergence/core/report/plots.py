@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 PHASE_COLOURS = {"random": "#bbbbbb", "heuristic": "#f5b041", "traversal": "#58d68d"}
 CLASS_COLOURS = {
@@ -35,7 +37,17 @@ def plot_style() -> Iterator[None]:
         yield
 
 
+def _patch(**kw):  # a legend swatch; imported when drawn, as new_figure's Figure
+    from matplotlib.patches import Patch
+
+    return Patch(**kw)
+
+
 def new_figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw) -> tuple[Figure, np.ndarray]:
+    # matplotlib's figure machinery takes ~0.4 s to import, and every stage imports the report modules (for
+    # their params rules) where only a report stage draws: it is imported here, when a page is drawn.
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
     return fig, axes
@@ -74,7 +86,7 @@ def trajectory(acc: pd.DataFrame, agree: pd.DataFrame, bands: pd.DataFrame) -> F
             ax.set_ylabel(f"seed {seed}")
         step_axis(axes[-1, 0], acc["step"])
         handles, labels = axes[0, 0].get_legend_handles_labels()
-        handles += [Patch(color=c, alpha=0.25) for c in PHASE_COLOURS.values()]
+        handles += [_patch(color=c, alpha=0.25) for c in PHASE_COLOURS.values()]
         labels += [f"phase: {n}" for n in PHASE_COLOURS]
         fig.legend(handles, labels, loc="outside right upper")
     return fig
@@ -187,7 +199,7 @@ def patching(mat: pd.DataFrame, classes: pd.Series) -> Figure:
         strip.set_yticks([])
         strip.set_title("position class")
         strip.legend(
-            [Patch(color=c) for c in CLASS_COLOURS.values()],
+            [_patch(color=c) for c in CLASS_COLOURS.values()],
             names,
             ncols=len(names),
             loc="lower center",

@@ -6,7 +6,8 @@ Trains the project's Transformer (by default the embedded default's: 6 layers,
 d_model 64, 4 heads, RoPE, conv_kernel 4) on a pool of freshly generated
 programs whose line counts are drawn uniformly from --lines (a length mixture;
 16 16 is the default training distribution) and every --eval-every steps
-prints, on the paper's 16-line programs (never trained on): accuracy overall
+prints, on held-out 16-line programs (the paper's length; ProgramConfig's default, balanced generator;
+never trained on): accuracy overall
 and per hop class, and the line-value accuracy at each newline split by line kind:
 `const` (x=5), `copy1` (x=y, y assigned once so far), `copyN` (y reassigned).
 

@@ -82,6 +82,24 @@ def copy_run(src: Path, dest: Path) -> Path:
     return dest
 
 
+@pytest.fixture
+def threads(monkeypatch) -> list:
+    """torch.set_num_threads recorded, not applied: what a bench's main asked for."""
+    import torch
+
+    seen: list = []
+    monkeypatch.setattr(torch, "set_num_threads", seen.append)
+    return seen
+
+
+def help_text(call, capsys) -> str:
+    """What `call()` (a CLI given `--help`) prints, whitespace-normalised; it must exit 0."""
+    with pytest.raises(SystemExit) as e:
+        call()
+    assert e.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
     """One `dvc repro` of the tiny profile for the whole session (every stage; ~20 min on CI's 2 cores).

@@ -10,9 +10,9 @@ import re
 
 import numpy as np
 import pytest
-import torch
 import yaml
 from binding_oracle import SEEN, lines_of, oracle_checkpoint, scored, trace
+from conftest import help_text
 
 from bench import binding_line_depth as line_depth
 from emergence.studies.binding.programs import ProgramConfig
@@ -51,13 +51,6 @@ def params_file(tmp_path):
 def checkpoints(tmp_path_factory):
     d = tmp_path_factory.mktemp("line_depth")
     return [oracle_checkpoint(d, step, wrong) for step, wrong in zip((3, 8), WRONG)]
-
-
-@pytest.fixture
-def threads(monkeypatch) -> list:
-    seen = []
-    monkeypatch.setattr(torch, "set_num_threads", seen.append)
-    return seen
 
 
 def depths(text: str) -> list[int]:
@@ -108,10 +101,7 @@ def test_main_draws_600_programs_from_seed_99_of_params_yaml_by_default(
 
 
 def test_help_names_the_checkpoints_and_every_flag(capsys):
-    with pytest.raises(SystemExit) as e:
-        line_depth.main(["--help"])
-    assert e.value.code == 0
-    out = " ".join(capsys.readouterr().out.split())
+    out = help_text(lambda: line_depth.main(["--help"]), capsys)
     assert " ".join(line_depth.__doc__.splitlines()[0].split()) in out
     assert "checkpoints step{N} directories of binding runs" in out
     assert "--programs PROGRAMS" in out and "--seed SEED" in out and "--params PARAMS" in out

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 from binding_oracle import SEEN, TOK, TRAINED, lines_of, oracle, trace
+from conftest import help_text
 
 from bench import binding_lookup as lookup
 from emergence.core.models.transformer import TransformerConfig
@@ -64,10 +65,7 @@ def test_flags():
 
 
 def test_help_names_every_flag_and_says_what_the_unusual_ones_do(capsys):
-    with pytest.raises(SystemExit) as e:
-        lookup.parse_args(["--help"])
-    assert e.value.code == 0
-    out = words(capsys.readouterr().out)
+    out = help_text(lambda: lookup.parse_args(["--help"]), capsys)
     assert words(lookup.__doc__.splitlines()[0]) in out
     assert "--lines MIN MAX" in out and "--control K pure-lookup control with K lines" in out
     assert "--ramp RAMP curriculum: the longest program allowed grows from MIN to MAX lines over this many steps" in out

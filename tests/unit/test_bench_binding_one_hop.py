@@ -12,9 +12,9 @@ import re
 
 import numpy as np
 import pytest
-import torch
 import yaml
 from binding_oracle import SEEN, lines_of, oracle_checkpoint, scored, trace
+from conftest import help_text
 
 from bench import binding_one_hop as one_hop
 from emergence.studies.binding.programs import ProgramConfig
@@ -64,10 +64,7 @@ def test_layout_is_none_unless_the_query_is_1_hop():
 
 
 def test_help_names_the_checkpoint_and_every_flag(capsys):
-    with pytest.raises(SystemExit) as e:
-        one_hop.main(["--help"])
-    assert e.value.code == 0
-    out = " ".join(capsys.readouterr().out.split())
+    out = help_text(lambda: one_hop.main(["--help"]), capsys)
     assert " ".join(one_hop.__doc__.splitlines()[0].split()) in out
     assert "checkpoint a step{N} directory of a binding run" in out
     assert "--programs PROGRAMS 1-hop programs of the second generator" in out
@@ -162,13 +159,6 @@ def params_file(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(PARAMS))
     return path
-
-
-@pytest.fixture
-def threads(monkeypatch) -> list:
-    seen = []
-    monkeypatch.setattr(torch, "set_num_threads", seen.append)
-    return seen
 
 
 def test_main_scores_the_programs_of_its_seed_and_size_with_the_stream_of_its_params(

@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from binding_oracle import SEEN, lines_of, oracle_checkpoint, trace
+from conftest import help_text
 
 from bench import binding_robustness as robustness
 from emergence.studies.binding.programs import ProgramConfig
@@ -25,13 +25,6 @@ PAPER = ProgramConfig(distribution="paper")
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     return oracle_checkpoint(tmp_path_factory.mktemp("robustness"), 4, WRONG)
-
-
-@pytest.fixture
-def threads(monkeypatch) -> list:
-    seen = []
-    monkeypatch.setattr(torch, "set_num_threads", seen.append)
-    return seen
 
 
 @pytest.fixture
@@ -121,10 +114,7 @@ def test_main_draws_60_per_hop_600_paper_and_300_balanced_from_seeds_11_12_13_by
 
 
 def test_help_names_the_checkpoint_and_every_flag(capsys):
-    with pytest.raises(SystemExit) as e:
-        robustness.main(["--help"])
-    assert e.value.code == 0
-    out = " ".join(capsys.readouterr().out.split())
+    out = help_text(lambda: robustness.main(["--help"]), capsys)
     assert " ".join(robustness.__doc__.splitlines()[0].split()) in out
     assert "checkpoint a step{N} directory of a binding run" in out
     assert "--per-hop PER_HOP stress programs per (distribution, hop count)" in out

@@ -10,8 +10,8 @@ import random
 import string
 
 import pytest
-import torch
 from binding_oracle import SEEN, lines_of, oracle_checkpoint, scored, trace
+from conftest import help_text
 
 from bench import binding_spec_check as spec
 
@@ -221,13 +221,6 @@ def checkpoint(tmp_path_factory):
     return oracle_checkpoint(tmp_path_factory.mktemp("spec_check"), 5, WRONG)
 
 
-@pytest.fixture
-def threads(monkeypatch) -> list:
-    seen = []
-    monkeypatch.setattr(torch, "set_num_threads", seen.append)
-    return seen
-
-
 def test_main_prints_each_variants_accuracy_by_hop_count_all_and_n(checkpoint, capsys, threads):
     SEEN.clear()
     spec.main([str(checkpoint), "--per-hop", "3", "--seed", "7", "--threads", "3"])
@@ -282,10 +275,7 @@ def test_main_asks_each_variant_for_100_programs_per_hop_count_by_default(checkp
 
 
 def test_help_names_the_checkpoint_and_every_flag(capsys):
-    with pytest.raises(SystemExit) as e:
-        spec.main(["--help"])
-    assert e.value.code == 0
-    out = words(capsys.readouterr().out)
+    out = help_text(lambda: spec.main(["--help"]), capsys)
     assert words(spec.__doc__.splitlines()[0]) in out
     assert "checkpoint a step{N} directory of a binding run" in out
     assert "--per-hop PER_HOP programs per (variant, hop count)" in out

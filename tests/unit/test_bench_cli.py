@@ -9,7 +9,6 @@ import math
 import re
 
 import pytest
-import torch
 
 import bench.assoc_basis as assoc_basis
 import bench.dino_cache as dino_cache
@@ -17,7 +16,7 @@ import bench.pipeline as pipeline
 import bench.saliency as saliency
 import bench.train_throughput as train_throughput
 from bench.table import not_measured, row
-from tests.conftest import ROOT
+from tests.conftest import ROOT, help_text
 
 DOC = (ROOT / "docs/bench.md").read_text()
 
@@ -32,18 +31,7 @@ def words(text: str) -> str:
 
 @pytest.mark.parametrize("module", [saliency, dino_cache, assoc_basis, train_throughput], ids=lambda m: m.__name__)
 def test_help_opens_with_the_docstrings_first_line(module, capsys):
-    with pytest.raises(SystemExit) as e:
-        module.parse_args(["--help"])
-    assert e.value.code == 0
-    assert words(module.__doc__.splitlines()[0]) in words(capsys.readouterr().out)
-
-
-@pytest.fixture
-def threads(monkeypatch) -> list:
-    """torch.set_num_threads recorded, not applied."""
-    seen = []
-    monkeypatch.setattr(torch, "set_num_threads", seen.append)
-    return seen
+    assert words(module.__doc__.splitlines()[0]) in help_text(lambda: module.parse_args(["--help"]), capsys)
 
 
 # --- bench/saliency.py -----------------------------------------------------

@@ -84,18 +84,18 @@ def line_kinds(prog) -> list[str]:
     return kinds
 
 
-@torch.no_grad()
 def line_accuracy(model, progs, tok: CharTokenizer) -> dict[str, float]:
     """Accuracy of the newline predictions (line_values targets) per line kind."""
-    data = encode_programs([p.text for p in progs], [p.answer for p in progs], tok, "line_values")
-    logits, _ = model(data.idx)  # (N, T, V)
-    hits = {k: [] for k in LINE_KINDS}
-    for i, p in enumerate(progs):
-        where = torch.nonzero(data.targets[i] >= 0).flatten()[:-1]  # newlines; the last target is the answer
-        ok = (logits[i, where].argmax(-1) == data.targets[i, where]).tolist()
-        for kind, hit in zip(line_kinds(p), ok):
-            hits[kind].append(hit)
-    return {k: float(np.mean(v)) if v else float("nan") for k, v in hits.items()}
+    with torch.no_grad():
+        data = encode_programs([p.text for p in progs], [p.answer for p in progs], tok, "line_values")
+        logits, _ = model(data.idx)  # (N, T, V)
+        hits = {k: [] for k in LINE_KINDS}
+        for i, p in enumerate(progs):
+            where = torch.nonzero(data.targets[i] >= 0).flatten()[:-1]  # newlines; the last target is the answer
+            ok = (logits[i, where].argmax(-1) == data.targets[i, where]).tolist()
+            for kind, hit in zip(line_kinds(p), ok):
+                hits[kind].append(hit)
+        return {k: float(np.mean(v)) if v else float("nan") for k, v in hits.items()}
 
 
 def control_batch(rng: np.random.Generator, n: int, k: int, tok: CharTokenizer) -> tuple[torch.Tensor, torch.Tensor]:

@@ -110,14 +110,14 @@ def tokenizer_for(step_dir: Path, given: str | None) -> str:
     )
 
 
-@torch.no_grad()
 def max_logit_difference(
     ours: torch.nn.Module, theirs, d_vocab: int, n_ctx: int | None, seed: int = 0, view=lambda logits: logits
 ) -> float:
     """Max |logit difference| on 4 random sequences of min(n_ctx, 32) tokens, of both sides' `view` of them."""
-    g = torch.Generator().manual_seed(seed)
-    idx = torch.randint(0, d_vocab, (4, min(n_ctx or 32, 32)), generator=g)  # (B, T)
-    return float((view(ours(idx)[0]) - view(theirs(idx))).abs().max())  # ours: (logits, loss)
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(seed)
+        idx = torch.randint(0, d_vocab, (4, min(n_ctx or 32, 32)), generator=g)  # (B, T)
+        return float((view(ours(idx)[0]) - view(theirs(idx))).abs().max())  # ours: (logits, loss)
 
 
 def export(checkpoint: Path, out: Path, to: str = "hf", tokenizer: str | None = None, force: bool = False) -> float:

@@ -41,13 +41,13 @@ def centred(logits: torch.Tensor) -> torch.Tensor:
     return logits - logits.mean(-1, keepdim=True)
 
 
-@torch.no_grad()
 def hook_differences(model: torch.nn.Module, folder: Path, idx: torch.Tensor) -> dict[str, float | None]:
     """Per hook name both sides cache: max |difference| of the values, None where the shapes differ
     (a layout, not a value: e.g. heads before or after positions)."""
-    _, ours = model.run_with_cache(idx)
-    _, theirs = bridge(folder).run_with_cache(idx)
-    return {
-        name: float((ours[name] - theirs[name]).abs().max()) if ours[name].shape == theirs[name].shape else None
-        for name in sorted(set(ours) & set(theirs.keys()))
-    }
+    with torch.no_grad():
+        _, ours = model.run_with_cache(idx)
+        _, theirs = bridge(folder).run_with_cache(idx)
+        return {
+            name: float((ours[name] - theirs[name]).abs().max()) if ours[name].shape == theirs[name].shape else None
+            for name in sorted(set(ours) & set(theirs.keys()))
+        }

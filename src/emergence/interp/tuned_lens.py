@@ -103,21 +103,20 @@ def train_lens(model: nn.Module, windows: np.ndarray, params: LensParams) -> tup
     return lens, pd.DataFrame(rows, columns=["step", "layer", "kl"])
 
 
-@torch.no_grad()
 def layer_kl(model: nn.Module, lens: TunedLens | None, windows: np.ndarray, batch_size: int = 64) -> np.ndarray:
     """(L,) mean KL(final || lens at layer l) over every token of the (N, T) windows."""
-    device, names = _device(model), resid_names(model)
-    data = torch.as_tensor(np.asarray(windows), dtype=torch.long)
-    total = torch.zeros(len(names), dtype=torch.float64)
-    for start in range(0, len(data), batch_size):
-        logits, cache = model.run_with_cache(data[start : start + batch_size].to(device), names)
-        teacher = logits.float().log_softmax(-1)  # (B, T, V)
-        for l, name in enumerate(names):
-            total[l] += _kl(teacher, _log_probs(model, lens, cache[name], l)).sum().double().cpu()
-    return (total / data.numel()).numpy()
+    with torch.no_grad():
+        device, names = _device(model), resid_names(model)
+        data = torch.as_tensor(np.asarray(windows), dtype=torch.long)
+        total = torch.zeros(len(names), dtype=torch.float64)
+        for start in range(0, len(data), batch_size):
+            logits, cache = model.run_with_cache(data[start : start + batch_size].to(device), names)
+            teacher = logits.float().log_softmax(-1)  # (B, T, V)
+            for l, name in enumerate(names):
+                total[l] += _kl(teacher, _log_probs(model, lens, cache[name], l)).sum().double().cpu()
+        return (total / data.numel()).numpy()
 
 
-@torch.no_grad()
 def layer_surprisal(
     model: nn.Module,
     lens: TunedLens | None,
@@ -131,15 +130,16 @@ def layer_surprisal(
     Contexts are right-padded with 0: every zoo model is causal, so padding
     after the last real token cannot change what it reads.
     """
-    device, names = _device(model), resid_names(model)
-    out = []
-    for start in range(0, len(contexts), batch_size):
-        chunk = contexts[start : start + batch_size]
-        idx, lengths = right_pad(chunk, device)
-        logits, cache = model.run_with_cache(idx, names)
-        rows, last = torch.arange(len(chunk), device=device), lengths - 1
-        logps = [_log_probs(model, lens, cache[name][rows, last], l) for l, name in enumerate(names)]
-        logps.append(logits[rows, last].float().log_softmax(-1))  # L + 1 of (B, V)
-        tgt = torch.tensor(targets[start : start + batch_size], device=device)
-        out.append(-torch.stack(logps)[:, rows, tgt].cpu().numpy())  # (L + 1, B)
-    return np.concatenate(out, axis=1) if out else np.zeros((len(names) + 1, 0))
+    with torch.no_grad():
+        device, names = _device(model), resid_names(model)
+        out = []
+        for start in range(0, len(contexts), batch_size):
+            chunk = contexts[start : start + batch_size]
+            idx, lengths = right_pad(chunk, device)
+            logits, cache = model.run_with_cache(idx, names)
+            rows, last = torch.arange(len(chunk), device=device), lengths - 1
+            logps = [_log_probs(model, lens, cache[name][rows, last], l) for l, name in enumerate(names)]
+            logps.append(logits[rows, last].float().log_softmax(-1))  # L + 1 of (B, V)
+            tgt = torch.tensor(targets[start : start + batch_size], device=device)
+            out.append(-torch.stack(logps)[:, rows, tgt].cpu().numpy())  # (L + 1, B)
+        return np.concatenate(out, axis=1) if out else np.zeros((len(names) + 1, 0))

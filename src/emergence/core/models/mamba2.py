@@ -100,7 +100,6 @@ def hf_config(cfg: Mamba2Config) -> transformers.Mamba2Config:
     )
 
 
-@torch.no_grad()
 def mamba_ssm_init(mixer: nn.Module) -> None:
     """Where HF's Mamba-2 init departs from mamba_ssm 2.3.2's (modules/mamba2.py, Mamba2.__init__, and
     models/mixer_seq_simple.py, _init_weights), mamba_ssm's rule:
@@ -111,11 +110,12 @@ def mamba_ssm_init(mixer: nn.Module) -> None:
     The rest is the same in both: dt_bias the inverse softplus of dt ~ exp(U[log 1e-3, log 0.1])
     floored at 1e-4, D = 1, out_proj kaiming_uniform / sqrt(n_layers), embeddings normal 0.02 (mamba_ssm
     ties lm_head to them; ours is untied, drawn alike), norms 1."""
-    mixer.A_log.copy_(torch.empty(mixer.num_heads).uniform_(1, 16).log())
-    mixer.in_proj.reset_parameters()
-    if mixer.in_proj.bias is not None:
-        nn.init.zeros_(mixer.in_proj.bias)  # _init_weights zeroes every Linear bias
-    mixer.conv1d.reset_parameters()
+    with torch.no_grad():
+        mixer.A_log.copy_(torch.empty(mixer.num_heads).uniform_(1, 16).log())
+        mixer.in_proj.reset_parameters()
+        if mixer.in_proj.bias is not None:
+            nn.init.zeros_(mixer.in_proj.bias)  # _init_weights zeroes every Linear bias
+        mixer.conv1d.reset_parameters()
 
 
 # Without CUDA the PyTorch path is the only one that can exist (mamba-ssm cannot even be

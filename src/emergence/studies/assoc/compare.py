@@ -154,37 +154,37 @@ def _slope(x: pd.Series, y: pd.Series) -> float:
     return float(np.polyfit(np.log(x.to_numpy(float)), np.log(y.to_numpy(float)), 1)[0])
 
 
-@torch.no_grad()
 def corpus_loss(model: torch.nn.Module, sequences: np.ndarray, rows: int = 256) -> float:
     """Mean next-token cross-entropy over every position of `sequences` (N, T + 1)."""
-    device = next(model.parameters()).device
-    total, count = 0.0, 0
-    for x, y in chunks(sequences, rows, str(device)):
-        _, loss = model(x, y)
-        total += float(loss) * y.numel()
-        count += y.numel()
-    return total / count
+    with torch.no_grad():
+        device = next(model.parameters()).device
+        total, count = 0.0, 0
+        for x, y in chunks(sequences, rows, str(device)):
+            _, loss = model(x, y)
+            total += float(loss) * y.numel()
+            count += y.numel()
+        return total / count
 
 
-@torch.no_grad()
 def causal_table(model: torch.nn.Module, basis: Basis, sequences: np.ndarray) -> pd.DataFrame:
     """The paper's causal intervention: training loss after removing each weight's theoretical direction."""
-    rows = [{"layer": -1, "weight": "none", "loss": corpus_loss(model, sequences), "cosine": float("nan")}]
-    for layer, name, learned in layer_weights(model):
-        original = learned.detach().clone()
-        learned.copy_(remove_direction(original, basis.direction(name)))
-        try:
-            rows.append(
-                {
-                    "layer": layer,
-                    "weight": name,
-                    "loss": corpus_loss(model, sequences),
-                    "cosine": cosine(original, basis.direction(name)),
-                }
-            )
-        finally:
-            learned.copy_(original)
-    return pd.DataFrame(rows)
+    with torch.no_grad():
+        rows = [{"layer": -1, "weight": "none", "loss": corpus_loss(model, sequences), "cosine": float("nan")}]
+        for layer, name, learned in layer_weights(model):
+            original = learned.detach().clone()
+            learned.copy_(remove_direction(original, basis.direction(name)))
+            try:
+                rows.append(
+                    {
+                        "layer": layer,
+                        "weight": name,
+                        "loss": corpus_loss(model, sequences),
+                        "cosine": cosine(original, basis.direction(name)),
+                    }
+                )
+            finally:
+                learned.copy_(original)
+        return pd.DataFrame(rows)
 
 
 def top_associations(

@@ -40,7 +40,6 @@ def _accuracy_rows(
     return rows
 
 
-@torch.no_grad()
 def ablation_table(
     model: HookedModel,
     data: EncodedPrograms,
@@ -59,29 +58,30 @@ def ablation_table(
     unablated baseline is layer = head = -1, mode "none". Mean ablation uses
     per-position means over `data` itself.
     """
-    hops = np.asarray(hops)
-    if len(hops) != len(data):
-        raise ValueError(f"hops has {len(hops)} entries for {len(data)} programs")
-    answers = data.answers.numpy()
-    groups = [(-1, np.ones(len(hops), dtype=bool))] + [(int(k), hops == k) for k in np.unique(hops)]
-    correct = predict_answers(model, data, tok, batch_size) == answers
-    rows = _accuracy_rows(correct, groups, dict(layer=-1, head=-1, mode="none"), None)
-    baseline = {row["hops"]: row["value"] for row in rows}
-    mean_z = mean_head_activations(model, data.idx, data.answer_pos + 1, batch_size) if "mean" in modes else None
-    cells = [
-        (layer, head, mode)
-        for layer in range(model.config.n_layers)
-        for head in range(model.config.n_heads)
-        for mode in modes
-    ]
-    for layer, head, mode in tqdm(cells, desc="head ablations", disable=None):
-        with model.hooks([ablation_hook(layer, head, mode, mean_z)]):
-            correct = predict_answers(model, data, tok, batch_size) == answers
-        rows += _accuracy_rows(correct, groups, dict(layer=layer, head=head, mode=mode), baseline)
-    table = pd.DataFrame(rows)
-    table.insert(0, "step", np.int64(step))
-    table.insert(0, "seed", np.int64(seed))
-    return table
+    with torch.no_grad():
+        hops = np.asarray(hops)
+        if len(hops) != len(data):
+            raise ValueError(f"hops has {len(hops)} entries for {len(data)} programs")
+        answers = data.answers.numpy()
+        groups = [(-1, np.ones(len(hops), dtype=bool))] + [(int(k), hops == k) for k in np.unique(hops)]
+        correct = predict_answers(model, data, tok, batch_size) == answers
+        rows = _accuracy_rows(correct, groups, dict(layer=-1, head=-1, mode="none"), None)
+        baseline = {row["hops"]: row["value"] for row in rows}
+        mean_z = mean_head_activations(model, data.idx, data.answer_pos + 1, batch_size) if "mean" in modes else None
+        cells = [
+            (layer, head, mode)
+            for layer in range(model.config.n_layers)
+            for head in range(model.config.n_heads)
+            for mode in modes
+        ]
+        for layer, head, mode in tqdm(cells, desc="head ablations", disable=None):
+            with model.hooks([ablation_hook(layer, head, mode, mean_z)]):
+                correct = predict_answers(model, data, tok, batch_size) == answers
+            rows += _accuracy_rows(correct, groups, dict(layer=layer, head=head, mode=mode), baseline)
+        table = pd.DataFrame(rows)
+        table.insert(0, "step", np.int64(step))
+        table.insert(0, "seed", np.int64(seed))
+        return table
 
 
 def rank_routing_heads(table: pd.DataFrame, deepest_hops: int | None = None) -> pd.DataFrame:

@@ -93,18 +93,18 @@ def sampler(data: EncodedPrograms, batch_size: int, seed: int):
     return batch_fn
 
 
-@torch.no_grad()
 def predict_answers(
     model: torch.nn.Module, data: EncodedPrograms, tok: CharTokenizer, batch_size: int = 256
 ) -> np.ndarray:
     """Predicted digit (argmax over the full vocabulary; -1 if not a digit) per program."""
-    digit_of = {t: d for d, t in enumerate(tok.digit_ids)}
-    device = next(model.parameters()).device
-    preds = []
-    for s in range(0, len(data), batch_size):
-        idx = data.idx[s : s + batch_size].to(device)
-        logits, _ = model(idx)  # (B, T, V)
-        pos = data.answer_pos[s : s + batch_size].to(device)
-        top = logits[torch.arange(len(idx), device=device), pos].argmax(-1).cpu().tolist()
-        preds.extend(digit_of.get(t, -1) for t in top)
-    return np.asarray(preds, dtype=np.int64)
+    with torch.no_grad():
+        digit_of = {t: d for d, t in enumerate(tok.digit_ids)}
+        device = next(model.parameters()).device
+        preds = []
+        for s in range(0, len(data), batch_size):
+            idx = data.idx[s : s + batch_size].to(device)
+            logits, _ = model(idx)  # (B, T, V)
+            pos = data.answer_pos[s : s + batch_size].to(device)
+            top = logits[torch.arange(len(idx), device=device), pos].argmax(-1).cpu().tolist()
+            preds.extend(digit_of.get(t, -1) for t in top)
+        return np.asarray(preds, dtype=np.int64)

@@ -130,7 +130,6 @@ def _patched_logits(
     return logits  # (B, T, V)
 
 
-@torch.no_grad()
 def patch_residual(
     model: HookedModel,
     base_idx: torch.Tensor,
@@ -142,11 +141,12 @@ def patch_residual(
     """Base-run logits (B, T, V) with the residual stream entering `layer` at `positions`
     replaced by the cf run's (layer == n_layers: the final block's output).
     `cf_resid` (B, T, d_model) reuses a cached cf activation at that hook."""
-    name = resid_hook_name(model.config.n_layers, layer)
-    if cf_resid is None:
-        _, cache = model.run_with_cache(cf_idx, [name])
-        cf_resid = cache[name]
-    return _patched_logits(model, base_idx, name, positions, cf_resid)
+    with torch.no_grad():
+        name = resid_hook_name(model.config.n_layers, layer)
+        if cf_resid is None:
+            _, cache = model.run_with_cache(cf_idx, [name])
+            cf_resid = cache[name]
+        return _patched_logits(model, base_idx, name, positions, cf_resid)
 
 
 def _device(model: HookedModel) -> torch.device:
@@ -222,7 +222,6 @@ def _patch_batch(model: HookedModel, batch: pd.DataFrame, tok: CharTokenizer, ta
     return int(ok.sum())
 
 
-@torch.no_grad()
 def patching_table(
     model: HookedModel, pairs: pd.DataFrame, tok: CharTokenizer, *, seed: int, step: int, batch_size: int = 64
 ) -> pd.DataFrame:
@@ -235,54 +234,57 @@ def patching_table(
     "pairs_correct" (layer = position = -1): the fraction of all pairs kept.
     Layer n_layers patches the final block's output.
     """
-    lengths = pairs["base"].str.len()
-    if lengths.nunique() != 1:
-        raise PipelineError("counterfactual pairs: need at least one pair, all of one program length")
-    tally = _Tally(model.config.n_layers + 1, int(lengths.iloc[0]), int(pairs["hops"].max()))
-    starts = tqdm(range(0, len(pairs), batch_size), desc="patching batches", disable=None)
-    n_ok = sum(_patch_batch(model, pairs.iloc[s : s + batch_size].reset_index(drop=True), tok, tally) for s in starts)
-    layer, pos, cls, depth = np.nonzero(tally.n)
-    n = tally.n[layer, pos, cls, depth]
-    cells = dict(
-        seed=seed,
-        step=step,
-        layer=layer,
-        head=-1,
-        position=pos,
-        position_class=np.array(POSITION_CLASSES, dtype=object)[cls],
-        chain_depth=depth - 1,
-    )
-    rows = [
-        pd.DataFrame({**cells, "metric": metric, "value": hits[layer, pos, cls, depth] / n, "n": n})
-        for metric, hits in (("patch_success", tally.cf), ("base_kept", tally.base))
-    ]
-    summary = pd.DataFrame(
-        dict(
-            seed=[seed],
-            step=step,
-            layer=-1,
-            head=-1,
-            position=-1,
-            position_class="all",
-            chain_depth=-1,
-            metric="pairs_correct",
-            value=n_ok / max(len(pairs), 1),
-            n=len(pairs),
+    with torch.no_grad():
+        lengths = pairs["base"].str.len()
+        if lengths.nunique() != 1:
+            raise PipelineError("counterfactual pairs: need at least one pair, all of one program length")
+        tally = _Tally(model.config.n_layers + 1, int(lengths.iloc[0]), int(pairs["hops"].max()))
+        starts = tqdm(range(0, len(pairs), batch_size), desc="patching batches", disable=None)
+        n_ok = sum(
+            _patch_batch(model, pairs.iloc[s : s + batch_size].reset_index(drop=True), tok, tally) for s in starts
         )
-    )
-    table = pd.concat([summary, *rows], ignore_index=True)
-    return table.astype(
-        {
-            "seed": "int64",
-            "step": "int64",
-            "layer": "int64",
-            "head": "int64",
-            "position": "int64",
-            "chain_depth": "int64",
-            "value": "float64",
-            "n": "int64",
-        }
-    )
+        layer, pos, cls, depth = np.nonzero(tally.n)
+        n = tally.n[layer, pos, cls, depth]
+        cells = dict(
+            seed=seed,
+            step=step,
+            layer=layer,
+            head=-1,
+            position=pos,
+            position_class=np.array(POSITION_CLASSES, dtype=object)[cls],
+            chain_depth=depth - 1,
+        )
+        rows = [
+            pd.DataFrame({**cells, "metric": metric, "value": hits[layer, pos, cls, depth] / n, "n": n})
+            for metric, hits in (("patch_success", tally.cf), ("base_kept", tally.base))
+        ]
+        summary = pd.DataFrame(
+            dict(
+                seed=[seed],
+                step=step,
+                layer=-1,
+                head=-1,
+                position=-1,
+                position_class="all",
+                chain_depth=-1,
+                metric="pairs_correct",
+                value=n_ok / max(len(pairs), 1),
+                n=len(pairs),
+            )
+        )
+        table = pd.concat([summary, *rows], ignore_index=True)
+        return table.astype(
+            {
+                "seed": "int64",
+                "step": "int64",
+                "layer": "int64",
+                "head": "int64",
+                "position": "int64",
+                "chain_depth": "int64",
+                "value": "float64",
+                "n": "int64",
+            }
+        )
 
 
 def _head_patch(name_h: int, pos: torch.Tensor, src: torch.Tensor):
@@ -298,7 +300,6 @@ def _head_patch(name_h: int, pos: torch.Tensor, src: torch.Tensor):
     return patch
 
 
-@torch.no_grad()
 def head_step_table(
     model: HookedModel, pairs: pd.DataFrame, tok: CharTokenizer, *, seed: int, step: int, batch_size: int = 64
 ) -> pd.DataFrame:
@@ -312,42 +313,44 @@ def head_step_table(
     into line k is the one that moves it one link (ours: the paper names heads per hop; an intervention
     per step, at the line where the step lands, is our reading of "which head moves the value").
     """
-    n_layers, n_heads = model.config.n_layers, model.config.n_heads
-    max_hops = int(pairs["hops"].max())
-    hits = np.zeros((n_layers, n_heads, max_hops + 1), dtype=np.int64)
-    counts = np.zeros(max_hops + 1, dtype=np.int64)
-    names = [f"blocks.{layer}.attn.hook_z" for layer in range(n_layers)]
-    device = _device(model)
-    for s in tqdm(range(0, len(pairs), batch_size), desc="head steps", disable=None):
-        batch = pairs.iloc[s : s + batch_size].reset_index(drop=True)
-        enc_b = encode_programs(batch["base"].tolist(), batch["base_answer"].tolist(), tok)
-        enc_c = encode_programs(batch["cf"].tolist(), batch["cf_answer"].tolist(), tok)
-        logits_b, _ = model(enc_b.idx.to(device))
-        logits_c, cache_c = model.run_with_cache(enc_c.idx.to(device), names)
-        ok = (answer_digits(logits_b, enc_b.answer_pos, tok) == enc_b.answers.numpy()) & (
-            answer_digits(logits_c, enc_c.answer_pos, tok) == enc_c.answers.numpy()
-        )
-        for k in range(1, max_hops + 1):
-            rows = np.flatnonzero(ok & (batch["hops"].to_numpy() >= k))
-            if not len(rows):
-                continue
-            line = np.array([list(reversed(batch.at[r, "chain_lines"]))[k] for r in rows])
-            pos = torch.from_numpy(np.stack([LINE * line + 2, LINE * line + 3], axis=1))  # (B_k, 2): rhs, newline
-            idx, answer_pos = enc_b.idx[rows].to(device), enc_b.answer_pos[rows]
-            cf_ans = enc_c.answers[rows].numpy()
-            counts[k] += len(rows)
-            for layer, name in enumerate(names):
-                src = cache_c[name][rows]
-                for h in range(n_heads):
-                    with model.hooks([(name, _head_patch(h, pos, src))]):
-                        logits, _ = model(idx)
-                    hits[layer, h, k] += int((answer_digits(logits, answer_pos, tok) == cf_ans).sum())
-    layer, head, depth = np.nonzero(np.broadcast_to(counts > 0, hits.shape))
-    return pd.DataFrame(
-        dict(seed=seed, step=step, layer=layer, head=head, position=-1, position_class="chain_line", chain_depth=depth,
-             metric="head_step_success", value=hits[layer, head, depth] / counts[depth], n=counts[depth])
-    ).astype({"seed": "int64", "step": "int64", "layer": "int64", "head": "int64", "position": "int64",
-              "chain_depth": "int64", "value": "float64", "n": "int64"})  # fmt: skip
+    with torch.no_grad():
+        n_layers, n_heads = model.config.n_layers, model.config.n_heads
+        max_hops = int(pairs["hops"].max())
+        hits = np.zeros((n_layers, n_heads, max_hops + 1), dtype=np.int64)
+        counts = np.zeros(max_hops + 1, dtype=np.int64)
+        names = [f"blocks.{layer}.attn.hook_z" for layer in range(n_layers)]
+        device = _device(model)
+        for s in tqdm(range(0, len(pairs), batch_size), desc="head steps", disable=None):
+            batch = pairs.iloc[s : s + batch_size].reset_index(drop=True)
+            enc_b = encode_programs(batch["base"].tolist(), batch["base_answer"].tolist(), tok)
+            enc_c = encode_programs(batch["cf"].tolist(), batch["cf_answer"].tolist(), tok)
+            logits_b, _ = model(enc_b.idx.to(device))
+            logits_c, cache_c = model.run_with_cache(enc_c.idx.to(device), names)
+            ok = (answer_digits(logits_b, enc_b.answer_pos, tok) == enc_b.answers.numpy()) & (
+                answer_digits(logits_c, enc_c.answer_pos, tok) == enc_c.answers.numpy()
+            )
+            for k in range(1, max_hops + 1):
+                rows = np.flatnonzero(ok & (batch["hops"].to_numpy() >= k))
+                if not len(rows):
+                    continue
+                line = np.array([list(reversed(batch.at[r, "chain_lines"]))[k] for r in rows])
+                pos = torch.from_numpy(np.stack([LINE * line + 2, LINE * line + 3], axis=1))  # (B_k, 2): rhs, newline
+                idx, answer_pos = enc_b.idx[rows].to(device), enc_b.answer_pos[rows]
+                cf_ans = enc_c.answers[rows].numpy()
+                counts[k] += len(rows)
+                for layer, name in enumerate(names):
+                    src = cache_c[name][rows]
+                    for h in range(n_heads):
+                        with model.hooks([(name, _head_patch(h, pos, src))]):
+                            logits, _ = model(idx)
+                        hits[layer, h, k] += int((answer_digits(logits, answer_pos, tok) == cf_ans).sum())
+        layer, head, depth = np.nonzero(np.broadcast_to(counts > 0, hits.shape))
+        return pd.DataFrame(
+            dict(seed=seed, step=step, layer=layer, head=head, position=-1, position_class="chain_line",
+                 chain_depth=depth, metric="head_step_success", value=hits[layer, head, depth] / counts[depth],
+                 n=counts[depth])
+        ).astype({"seed": "int64", "step": "int64", "layer": "int64", "head": "int64", "position": "int64",
+                  "chain_depth": "int64", "value": "float64", "n": "int64"})  # fmt: skip
 
 
 @dataclasses.dataclass

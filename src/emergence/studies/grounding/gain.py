@@ -18,7 +18,6 @@ from emergence.interp.padding import right_pad
 from emergence.studies.grounding.tokens import encode, lan, mismatched
 
 
-@torch.no_grad()
 def last_log_probs(
     model: torch.nn.Module,
     contexts: Sequence[Sequence[int]],
@@ -34,22 +33,23 @@ def last_log_probs(
     last real token cannot change its prediction. `prefixes` (N, P, d_prefix):
     each context's environment prefix (models with d_prefix > 0), read first.
     """
-    device = next(model.parameters()).device
-    out = []
-    for start in range(0, len(contexts), batch_size):
-        chunk = contexts[start : start + batch_size]
-        idx, lengths = right_pad(chunk, device)
-        extra = {} if prefixes is None else {"prefix": prefixes[start : start + batch_size].to(device)}
-        logits, _ = model(idx, **extra)  # (B, P + T, V)
-        pos = lengths - 1 + (logits.shape[1] - idx.shape[1])  # past the prefix, if any
-        log_probs = logits[torch.arange(len(chunk), device=device), pos].float().log_softmax(-1)  # (B, V)
-        if columns is not None:
-            picked = torch.as_tensor(columns[start : start + batch_size], device=device)
-            log_probs = log_probs.gather(1, picked[:, None])[:, 0]  # (B,)
-        out.append(log_probs.cpu().numpy())
-    if out:
-        return np.concatenate(out)
-    return np.zeros(0 if columns is not None else (0, 0), dtype=np.float32)
+    with torch.no_grad():
+        device = next(model.parameters()).device
+        out = []
+        for start in range(0, len(contexts), batch_size):
+            chunk = contexts[start : start + batch_size]
+            idx, lengths = right_pad(chunk, device)
+            extra = {} if prefixes is None else {"prefix": prefixes[start : start + batch_size].to(device)}
+            logits, _ = model(idx, **extra)  # (B, P + T, V)
+            pos = lengths - 1 + (logits.shape[1] - idx.shape[1])  # past the prefix, if any
+            log_probs = logits[torch.arange(len(chunk), device=device), pos].float().log_softmax(-1)  # (B, V)
+            if columns is not None:
+                picked = torch.as_tensor(columns[start : start + batch_size], device=device)
+                log_probs = log_probs.gather(1, picked[:, None])[:, 0]  # (B,)
+            out.append(log_probs.cpu().numpy())
+        if out:
+            return np.concatenate(out)
+        return np.zeros(0 if columns is not None else (0, 0), dtype=np.float32)
 
 
 def target_surprisal(

@@ -129,10 +129,22 @@ def probes_in_embedded_corpus(params: dict) -> list[str]:
     if source is None or source != embedded or stories.n_stories > CHEAP_STORIES:
         return []
     try:
-        vocab = build_corpus(generate_stories(stories), corpus, str(source)).vocab
+        vocab = _embedded_vocab(stories, corpus, str(source))
         return missing_probes(vocab, words.probes, f"the embedded stories ({source}, assoc_stories)")
     except PipelineError as e:  # the corpus stage would stop on it too
         return [str(e)]
+
+
+_VOCABS: dict[str, Any] = {}  # one build per (stories, corpus, source) in a process: check runs again and again
+
+
+def _embedded_vocab(stories: StoryConfig, corpus: CorpusParams, source: str) -> Any:
+    """The vocabulary assoc_corpus builds from the embedded stories; the same sections give the same one
+    (the stories are drawn from their seed), so a process that checks params many times builds it once."""
+    key = repr((stories, corpus, source))
+    if key not in _VOCABS:
+        _VOCABS[key] = build_corpus(generate_stories(stories), corpus, source).vocab
+    return _VOCABS[key]
 
 
 # ---- images against this machine's memory and what PIL reads ----------------------------------------------------

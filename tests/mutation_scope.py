@@ -1,0 +1,181 @@
+"""mutmut on a few files at a time, against only the tests that run their code, so that a campaign
+resumes on a fresh machine in minutes instead of remapping the whole suite first:
+
+    python tests/mutation_scope.py map                  # which test files run each source file (coverage)
+    python tests/mutation_scope.py run FILE...          # mutmut on FILEs (src/emergence/core/io.py ...)
+
+mutmut's own map of tests to functions (mutants/mutmut-stats.json) comes from one run of its whole
+test selection in one process: ~50 min here. `map` runs the same selection under coverage on WORKERS
+processes and writes, per source file, the test files that executed a line of it (mutants/scope.json).
+`run` then gives mutmut those test files as its selection, with `only_mutate` narrowed to FILEs, and
+starts from no stats: mutmut maps just those tests, runs each mutant that has no verdict yet (the
+ledger's are restored first) and the ledger is saved after. A mutant's tests are a subset of what
+mutmut's whole-suite map would give it (coverage sees the same in-process calls), so a verdict can only
+err towards survived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCOPE = ROOT / "mutants" / "scope.json"
+
+
+def selection(config) -> tuple[list[str], list[str]]:
+    """mutmut's test selection split into (test paths, everything else: markers, ignores, deselects)."""
+    args = list(config.pytest_add_cli_args_test_selection)
+    paths = [a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-m")]
+    return paths, [a for a in args if a not in paths]
+
+
+def test_files(paths: list[str], options: list[str]) -> list[str]:
+    """The test files under `paths`, less the --ignore'd ones, relative to the root."""
+    ignored = {a.removeprefix("--ignore=") for a in options if a.startswith("--ignore=")}
+    found = []
+    for p in paths:
+        base = ROOT / p
+        files = [base] if base.is_file() else sorted(base.rglob("test_*.py"))
+        found += [str(f.relative_to(ROOT)) for f in files if str(f.relative_to(ROOT)) not in ignored]
+    return found
+
+
+def shards(files: list[str], n: int) -> list[list[str]]:
+    """n lists of test files of about equal size (bytes stand in for time), largest first."""
+    out: list[list[str]] = [[] for _ in range(n)]
+    load = [0] * n
+    for f in sorted(files, key=lambda f: -(ROOT / f).stat().st_size):
+        i = load.index(min(load))
+        out[i].append(f)
+        load[i] += (ROOT / f).stat().st_size
+    return [s for s in out if s]
+
+
+def pytest_runtest_protocol(item, nextitem):
+    """(A pytest hook, when `map` loads this file as a plugin.) One coverage context per test, its setup
+    included: what a module fixture runs counts for the first test of its file, as in mutmut's map."""
+    import coverage
+
+    if cov := coverage.Coverage.current():
+        cov.switch_context(item.nodeid)
+
+
+def scope_from(data, root: Path) -> dict[str, list[str]]:
+    """Source file (relative) -> sorted test files whose tests executed a line of it, from coverage data
+    with one context per test, named by its node id (`tests/unit/test_x.py::test_y`)."""
+    out: dict[str, list[str]] = {}
+    for measured in data.measured_files():
+        rel = os.path.relpath(measured, root)
+        if rel.startswith(".."):
+            continue
+        contexts = set()
+        for names in data.contexts_by_lineno(measured).values():
+            contexts.update(names)
+        files = sorted({c.split("::", 1)[0] for c in contexts if "::" in c})
+        if files:
+            out[rel] = files
+    return out
+
+
+def make_map(workers: int) -> Path:
+    """Run mutmut's test selection under coverage on `workers` processes; write SCOPE."""
+    from coverage import CoverageData
+    from mutmut.configuration import config
+
+    paths, options = selection(config())
+    SCOPE.parent.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        rc = Path(tmp) / "coveragerc"
+        sources = ",".join(str(ROOT / p) for p in config().source_paths)
+        rc.write_text(f"[run]\nsource = {sources}\nparallel = True\ndata_file = {tmp}/.coverage\n")
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": str(ROOT / "tests"),
+            "EMERGENCE_SHARED": os.environ.get("EMERGENCE_SHARED", str(ROOT.parent / "shared")),
+        }
+        pytest = ["-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "mutation_scope"]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "coverage",
+                    "run",
+                    f"--rcfile={rc}",
+                    *pytest,
+                    f"--basetemp={tmp}/{i}",
+                    *shard,
+                    *options,
+                ],
+                cwd=ROOT,
+                env=env,
+            )
+            for i, shard in enumerate(shards(test_files(paths, options), workers))
+        ]
+        failed = [p.args for p in procs if p.wait() != 0]
+        if failed:
+            raise SystemExit(f"{len(failed)} shard(s) failed; the map needs a passing suite")
+        subprocess.run([sys.executable, "-m", "coverage", "combine", f"--rcfile={rc}", "-q"], cwd=ROOT, check=True)
+        data = CoverageData(basename=f"{tmp}/.coverage")
+        data.read()
+        scope = scope_from(data, ROOT)
+    tmp_out = SCOPE.with_suffix(".tmp")
+    tmp_out.write_text(json.dumps(scope, indent=1, sort_keys=True))
+    tmp_out.replace(SCOPE)
+    return SCOPE
+
+
+def tests_for(files: list[str], scope: dict[str, list[str]]) -> list[str]:
+    """The test files that run any of `files`; refuses a file outside the map (not mutated, or no test)."""
+    missing = [f for f in files if f not in scope]
+    if missing:
+        raise SystemExit(f"{SCOPE}: no test runs {', '.join(missing)} (or the map is older than the file)")
+    return sorted({t for f in files for t in scope[f]})
+
+
+def run(files: list[str], max_children: int) -> None:
+    """mutmut on `files` against their tests, from the ledger's verdicts, saving the ledger after."""
+    import mutmut.__main__ as M
+    from mutation_ledger import main as ledger
+    from mutmut.configuration import config
+
+    scope = json.loads(SCOPE.read_text()) if SCOPE.exists() else {}
+    if not scope:
+        raise SystemExit(f"{SCOPE}: no map yet; run `python tests/mutation_scope.py map` first")
+    _, options = selection(config())
+    config().only_mutate = files
+    config().pytest_add_cli_args_test_selection = [*tests_for(files, scope), *options]
+    (ROOT / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # no stats: mutmut maps these tests afresh
+    ledger(["restore"])
+    try:
+        M._run((), max_children)
+    finally:
+        ledger(["save"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="action", required=True)
+    m = sub.add_parser("map", help="which test files run each source file")
+    m.add_argument("--workers", type=int, default=2)
+    r = sub.add_parser("run", help="mutmut on FILEs against their tests")
+    r.add_argument("files", nargs="+", help="source files, relative to the root (src/emergence/core/io.py)")
+    r.add_argument("--max-children", type=int, default=1)
+    args = parser.parse_args(argv)
+    os.chdir(ROOT)
+    if args.action == "map":
+        print(f"{make_map(args.workers)}: written")
+    else:
+        run(args.files, args.max_children)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

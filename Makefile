@@ -79,14 +79,22 @@ GPU_WHEELS ?= .gpu-wheels
 gpu-wheels: $(STAMP)
 	PYTHONPATH="$(CURDIR)/src:$(CURDIR)" $(BIN)/python -m bench.pins wheels $(GPU_WHEELS)
 
-## mutation: which mutants of the science core the unit suite kills (mutmut; hours on 2 cores, not in CI);
+## mutation: which mutants of the whole package the unit suite kills (mutmut; hours on 2 cores, not in CI);
 ## writes the per-module table into docs/testing.md. `mutants/` keeps the results, tests/mutation_ledger.tsv keeps
 ## them across checkouts (after a stopped run: python tests/mutation_ledger.py save): a rerun checks what changed.
+## FILES="src/emergence/core/io.py ...": only those files, against the test files that run them (tests/mutation_scope.py;
+## its map of the suite is made first when mutants/ has none: ~5 min on 2 cores)
 SHARED ?= $(abspath $(CURDIR)/../shared)
+FILES ?=
 mutation: $(STAMP)
+ifeq ($(FILES),)
+	mkdir -p mutants/.dvc  # mutmut copies .dvc/config (the remote tests read it), not its folder
 	"$(CURDIR)/$(BIN)/python" tests/mutation_ledger.py restore
 	EMERGENCE_SHARED="$(SHARED)" "$(CURDIR)/$(BIN)/mutmut" run --max-children $(WORKERS); \
 	  status=$$?; "$(CURDIR)/$(BIN)/python" tests/mutation_ledger.py save && exit $$status
+else
+	EMERGENCE_SHARED="$(SHARED)" "$(CURDIR)/$(BIN)/python" tests/mutation_scope.py run $(FILES) --max-children $(WORKERS)
+endif
 	"$(CURDIR)/$(BIN)/python" tests/mutation_table.py --write docs/testing.md
 
 clean-venv:

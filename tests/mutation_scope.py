@@ -1,8 +1,11 @@
 """mutmut on a few files at a time, against only the tests that run their code, so that a campaign
 resumes on a fresh machine in minutes instead of remapping the whole suite first:
 
-    python tests/mutation_scope.py map                  # which test files run each source file (coverage)
-    python tests/mutation_scope.py run FILE...          # mutmut on FILEs (src/emergence/core/io.py ...)
+    python tests/mutation_scope.py map               # which test files run each source file (coverage)
+    python tests/mutation_scope.py run FILE...       # mutmut on FILEs (src/emergence/core/io.py ...)
+
+(`make mutation FILES="..."` runs the second, making the map first when mutants/ has none; remake it
+after adding a test file.)
 
 mutmut's own map of tests to functions (mutants/mutmut-stats.json) comes from one run of its whole
 test selection in one process: ~50 min here. `map` runs the same selection under coverage on WORKERS
@@ -146,12 +149,14 @@ def run(files: list[str], max_children: int) -> None:
     from mutation_ledger import main as ledger
     from mutmut.configuration import config
 
-    scope = json.loads(SCOPE.read_text()) if SCOPE.exists() else {}
-    if not scope:
-        raise SystemExit(f"{SCOPE}: no map yet; run `python tests/mutation_scope.py map` first")
+    if not SCOPE.exists():
+        print(f"{SCOPE}: no map yet; making it (`python tests/mutation_scope.py map` remakes it)")
+        make_map(max(max_children, 2))
+    scope = json.loads(SCOPE.read_text())
     _, options = selection(config())
     config().only_mutate = files
     config().pytest_add_cli_args_test_selection = [*tests_for(files, scope), *options]
+    (ROOT / "mutants" / ".dvc").mkdir(parents=True, exist_ok=True)  # mutmut copies .dvc/config, not its folder
     (ROOT / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # no stats: mutmut maps these tests afresh
     ledger(["restore"])
     try:

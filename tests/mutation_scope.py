@@ -157,6 +157,10 @@ def run(files: list[str], max_children: int) -> None:
     config().only_mutate = files
     config().pytest_add_cli_args_test_selection = [*tests_for(files, scope), *options]
     (ROOT / "mutants" / ".dvc").mkdir(parents=True, exist_ok=True)  # mutmut copies .dvc/config, not its folder
+    for file in files:  # a run that did not mutate a file left a plain copy, newer than the source: mutmut
+        copy = ROOT / "mutants" / file  # would take it as mutated already; without it mutmut copies afresh
+        if copy.exists() and "__mutmut_" not in copy.read_text():
+            copy.unlink()
     (ROOT / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # no stats: mutmut maps these tests afresh
     ledger(["restore"])
     try:

@@ -5,11 +5,13 @@ and what main(argv) prints for the row it measured."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 
 import pytest
 
+import bench.__main__ as runner
 import bench.assoc_basis as assoc_basis
 import bench.dino_cache as dino_cache
 import bench.pipeline as pipeline
@@ -180,3 +182,41 @@ def test_train_throughput_defaults_are_the_documented_setting(capsys):
 def test_train_throughput_flags():
     given = {"steps": 1, "rounds": 2, "warmup": 0, "batch": 3, "seq": 7, "d_model": 8, "layers": 1, "heads": 2}
     assert vars(train_throughput.parse_args(flags(**given, threads=1))) == {**given, "threads": 1}
+
+
+# --- bench/__main__.py: every benchmark, one table --------------------------------------------------------
+
+
+def test_the_runner_takes_a_subset_in_the_order_given_and_refuses_an_unknown_name(capsys):
+    assert runner.parse_args([]).only.split(",") == ["training", "basis", "saliency", "dino", "pipeline"]
+    assert vars(runner.parse_args(["--only", "dino,basis", "--threads", "3", "--repeats", "5"])) == {
+        "default_run": None, "tiny_run": None, "repeats": 5, "only": "dino,basis", "out": None, "threads": 3,
+    }  # fmt: skip
+    with pytest.raises(SystemExit) as e:
+        runner.parse_args(["--only", "dino,nosuch,other"])
+    assert e.value.code == 2 and "nosuch" in capsys.readouterr().err
+
+
+def test_the_runner_writes_the_rows_of_each_benchmark_asked_for_in_that_order(monkeypatch, capsys, tmp_path, threads):
+    made = {name: [row(f"{name} {i}", 2.0 + i, "x/s", "ref", 1.0) for i in range(k)] for name, k in
+            [("training", 2), ("basis", 1), ("saliency", 1), ("dino", 3), ("pipeline", 1)]}  # fmt: skip
+    asked = []
+    monkeypatch.setattr(
+        runner, "BENCHMARKS", {n: (lambda a, n=n: asked.append((n, a.repeats)) or made[n]) for n in made}
+    )
+    out = tmp_path / "bench.json"
+    runner.main(["--only", "dino,training", "--out", str(out), "--threads", "3", "--repeats", "4"])
+    assert asked == [("dino", 4), ("training", 4)] and threads == [3]  # each handed the runner's arguments
+    written = json.loads(out.read_text())
+    assert [r["benchmark"] for r in written["rows"]] == ["dino 0", "dino 1", "dino 2", "training 0", "training 1"]
+    assert written["machine"] == runner.machine() and "torch" in written["machine"]
+    printed = capsys.readouterr().out
+    assert printed.index("[bench] dino") < printed.index("[bench] training") and f"written: {out}" in printed
+
+
+def test_without_out_the_runner_writes_where_params_yaml_says(monkeypatch, tmp_path, threads):
+    (tmp_path / "params.yaml").write_text(f"paths:\n  bench_report: {tmp_path / 'here.json'}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(runner, "BENCHMARKS", {"dino": lambda a: [row("dino", 2.0, "x/s", "ref", 1.0)]})
+    runner.main(["--only", "dino"])
+    assert (tmp_path / "here.json").is_file()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import sys
 import textwrap
@@ -250,3 +251,61 @@ def test_a_stage_that_loaded_a_module_outside_its_digest_is_refused():
     with refuses("src/emergence/core/models/lstm.py", "binding_train@0"):
         code_in_digest("binding_train@0", params, started)
     code_in_digest("binding_train@0", params, set(sys.modules))  # loaded before the body: the rules' own
+
+
+# ---- what the guard stage writes: one digest per instance, and its stamp ---------------------------------
+
+
+@pytest.fixture
+def guard(tmp_path, monkeypatch):
+    """stages.params_check against this checkout's code, writing under tmp_path."""
+    import stages.params_check as guard
+
+    monkeypatch.setattr(guard, "project_root", lambda: SOURCES)
+    params = read_params(SOURCES / "params.yaml")
+    params["paths"].update(code_digests=str(tmp_path / "code"), params_checked=str(tmp_path / "checked.txt"))
+    return guard, params
+
+
+def test_the_guard_writes_each_instance_digest_at_its_own_path_and_nothing_else(guard, tmp_path):
+    guard, params = guard
+    (tmp_path / "code" / "gone").mkdir(parents=True)
+    (tmp_path / "code" / "gone" / "0.txt").write_text("an instance no longer declared")
+    guard.write_digests(params)
+    want = digests(read_declaration(SOURCES), params, SOURCES)
+    written = {str(p.relative_to(tmp_path / "code")): p.read_text() for p in (tmp_path / "code").rglob("*.txt")}
+    # binding_train@0 -> binding_train/0.txt; an instance without an item -> <stage>.txt; the folder replaced whole
+    assert written["binding_train/0.txt"] == want["binding_train@0"]
+    assert written["binding_data.txt"] == want["binding_data"]
+    assert len(want) > 40 and len(written) == len(want) and "gone/0.txt" not in written
+    assert {t for t in written.values()} == set(want.values())
+
+
+def test_put_back_writes_the_digests_only_where_dvc_removed_them(guard, tmp_path):
+    guard, params = guard
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "binding_data.txt").write_text("as it was")
+    guard.write_digests(params, put_back=True)  # the folder is there: a put-back leaves it as it is
+    assert [p.name for p in (tmp_path / "code").rglob("*")] == ["binding_data.txt"]
+    assert (tmp_path / "code" / "binding_data.txt").read_text() == "as it was"
+    shutil.rmtree(tmp_path / "code")
+    guard.write_digests(params, put_back=True)
+    want = digests(read_declaration(SOURCES), params, SOURCES)
+    assert (tmp_path / "code" / "binding_data.txt").read_text() == want["binding_data"]
+    assert len(list((tmp_path / "code").rglob("*.txt"))) == len(want)
+    assert not list(tmp_path.glob(".*"))  # no temporary folder left beside it
+
+
+def test_the_stamp_says_the_params_passed_and_is_left_alone_when_it_already_does(guard, tmp_path):
+    guard, params = guard
+    stamp = tmp_path / "checked.txt"
+    guard.stamp(params)
+    assert stamp.read_text() == guard.PASSED
+    stamp.touch()
+    before = stamp.stat().st_mtime_ns
+    os.utime(stamp, ns=(before - 10**9, before - 10**9))  # a second older: a rewrite would move it
+    guard.stamp(params)
+    assert stamp.stat().st_mtime_ns == before - 10**9  # Snakemake reads its time: unchanged, nothing reruns
+    stamp.write_text("stale")
+    guard.stamp(params)
+    assert stamp.read_text() == guard.PASSED

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from feeds import ROOT, one_error, ran, spy, workspace
-from refusals import assert_names
+from feeds import ROOT, one_error, ran, spy, tiny_params, workspace
+from refusals import assert_names, refuses
 
 from emergence.claims import ASSOC, BINDING, CLAIMS, FIGURES, GROUNDING, VISUAL
 from emergence.core.io import file_sha256, write_parquet
@@ -24,6 +24,7 @@ from emergence.core.report import html as H
 from emergence.studies.grounding import report_mech
 from stages import index_report
 from stages.assoc import report as assoc_report
+from stages.binding import report as binding_report
 from stages.grounding import report as grounding_report
 from stages.grounding import visual_report
 
@@ -50,6 +51,124 @@ def same(got: pd.DataFrame, files: list[str]) -> None:
     """`got` is the files' rows, in that order."""
     want = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_dtype=False)
+
+
+# --- binding: which files the report reads, and the aid variants beside the default ---
+
+PER_SEED_KEYS = ["trajectory", "phases", "predictions", "patching", "ablation", "stress"]
+
+
+def test_binding_per_seed_files_are_each_analysis_of_the_given_seeds_and_the_llc_of_binding_llcs():
+    params = tiny_params({"binding_llc": {"seeds": [1]}})  # base.seeds: [0, 1]; the report is handed [3, 0]
+    files = binding_report.per_seed_files(params, [3, 0])
+    assert list(files) == [f"binding_{k}" for k in PER_SEED_KEYS] + ["binding_llc"]  # provenance lists them so
+    for key in PER_SEED_KEYS:
+        assert files[f"binding_{key}"] == [
+            Path(f"data/binding/{key}/seed3.parquet"),
+            Path(f"data/binding/{key}/seed0.parquet"),
+        ]
+    assert files["binding_llc"] == [Path("data/binding/llc/seed1.parquet")]
+
+
+def test_binding_per_seed_files_follow_the_paths_section_and_read_no_llc_by_default():
+    params = tiny_params(
+        {"binding_llc": {"seeds": []}, "paths": {"binding_phases": "elsewhere/ph", "binding_llc": "l"}}
+    )
+    files = binding_report.per_seed_files(params, [2])
+    assert files["binding_phases"] == [Path("elsewhere/ph/seed2.parquet")]
+    assert files["binding_trajectory"] == [Path("data/binding/trajectory/seed2.parquet")]
+    assert files["binding_llc"] == []
+
+
+def test_binding_aid_files_are_each_variant_at_each_of_its_seeds_variant_first():
+    params = tiny_params({"binding_aids": {"aids": ["plain", "no_conv"], "seeds": [3, 1]}})
+    assert binding_report.aid_files(params) == [
+        Path("data/binding/aids/plain-seed3.parquet"),
+        Path("data/binding/aids/plain-seed1.parquet"),
+        Path("data/binding/aids/no_conv-seed3.parquet"),
+        Path("data/binding/aids/no_conv-seed1.parquet"),
+    ]
+    params["paths"]["binding_aids"] = "a"
+    params["binding_aids"] = {"aids": [], "seeds": [0]}  # the default: no variant, no file
+    assert binding_report.aid_files(params) == []
+
+
+def by_seed_table(key: str, seeds=(1, 0, 3, 7, 3, 1, 0, 7)) -> pd.DataFrame:
+    """Rows of several seeds, interleaved; each row names its table, seed and rank within the seed."""
+    return frame([{"seed": s, "row": f"{key}/{s}/{seeds[:k].count(s)}"} for k, s in enumerate(seeds)])
+
+
+def seed_tables(drop: tuple[str, int] | None = None) -> dict[str, pd.DataFrame]:
+    tables = {f"binding_{k}": by_seed_table(f"binding_{k}") for k in PER_SEED_KEYS}
+    if drop:
+        tables[drop[0]] = tables[drop[0]][tables[drop[0]]["seed"] != drop[1]]
+    return tables
+
+
+def aid_frame(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["aid", "seed", "measure", "step", "depth", "position", "value"])
+
+
+AID_EDITS = {"binding_aids": {"aids": ["plain", "no_conv"], "seeds": [3, 7]}}
+
+
+def test_binding_side_by_side_is_the_defaults_rows_of_the_variants_seeds_then_the_variants_files(tmp_path, monkeypatch):
+    rows = spy(
+        monkeypatch,
+        binding_report,
+        "aid_rows",
+        lambda aid, seed, *tables: aid_frame([(aid, seed, "accuracy", 9, -1, "", seed / 10)]),
+    )
+    files = [tmp_path / "plain-seed3.parquet", tmp_path / "no_conv-seed7.parquet"]  # as handed, not sorted
+    write_parquet(
+        aid_frame([("no_conv", 7, "accuracy", 9, -1, "", 0.25), ("no_conv", 7, "patch", -1, 1, "rhs", 0.5)]), files[1]
+    )
+    write_parquet(aid_frame([("plain", 3, "phase_start", -1, 2, "", 4.0)]), files[0])
+    got = binding_report.side_by_side(tiny_params(AID_EDITS), seed_tables(), files)
+    assert [call[0][:2] for call in rows.calls] == [("default", 3), ("default", 7)]  # binding_aids.seeds, in order
+    for (_, seed, trajectory, phases, patching), _ in rows.calls:
+        for key, table in (("trajectory", trajectory), ("phases", phases), ("patching", patching)):
+            assert list(table["row"]) == [f"binding_{key}/{seed}/0", f"binding_{key}/{seed}/1"]
+    want = aid_frame(
+        [
+            ("default", 3, "accuracy", 9, -1, "", 0.3),
+            ("default", 7, "accuracy", 9, -1, "", 0.7),
+            ("plain", 3, "phase_start", -1, 2, "", 4.0),
+            ("no_conv", 7, "accuracy", 9, -1, "", 0.25),
+            ("no_conv", 7, "patch", -1, 1, "rhs", 0.5),
+        ]
+    )
+    pd.testing.assert_frame_equal(got, want)  # index 0..4: one table
+
+
+def test_binding_side_by_side_without_a_variant_is_an_empty_table_of_the_aid_columns(monkeypatch):
+    rows = spy(monkeypatch, binding_report, "aid_rows", lambda *a: aid_frame([]))
+    got = binding_report.side_by_side(tiny_params({"binding_aids": {"aids": []}}), {}, [Path("absent.parquet")])
+    assert got.empty and list(got.columns) == ["aid", "seed", "measure", "step", "depth", "position", "value"]
+    assert not rows.calls
+
+
+@pytest.mark.parametrize("table", ["binding_trajectory", "binding_phases", "binding_patching"])
+def test_binding_side_by_side_refuses_a_variant_seed_without_a_default_run(table, monkeypatch):
+    rows = spy(monkeypatch, binding_report, "aid_rows", lambda *a: aid_frame([]))
+    with refuses("binding_aids.seeds", 7):
+        binding_report.side_by_side(tiny_params(AID_EDITS), seed_tables(drop=(table, 7)), [])
+    assert not rows.calls
+
+
+def test_binding_side_by_side_needs_no_default_run_beyond_the_three_tables(monkeypatch):
+    spy(monkeypatch, binding_report, "aid_rows", lambda aid, seed, *t: aid_frame([(aid, seed, "m", 0, 0, "", 1.0)]))
+    for key in ("binding_predictions", "binding_ablation", "binding_stress"):
+        got = binding_report.side_by_side(tiny_params(AID_EDITS), seed_tables(drop=(key, 7)), [])
+        assert list(got["seed"]) == [3, 7]
+
+
+def test_binding_side_by_side_refuses_a_variant_file_whose_seeds_are_no_integers(tmp_path, monkeypatch):
+    spy(monkeypatch, binding_report, "aid_rows", lambda aid, seed, *t: aid_frame([(aid, seed, "m", 0, 0, "", 1.0)]))
+    bad = tmp_path / "plain-seed3.parquet"
+    write_parquet(aid_frame([("plain", "3", "accuracy", 9, -1, "", 0.5)]), bad)
+    with refuses(bad, "seed"):
+        binding_report.side_by_side(tiny_params(AID_EDITS), seed_tables(), [bad])
 
 
 # --- associations ---

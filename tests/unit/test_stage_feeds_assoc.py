@@ -1,5 +1,6 @@
 """What each association analysis stage feeds its analysis: the run (layers, seed), its checkpoints, the
-training config the run recorded, the corpus's sequences, the closed-form basis.
+training config the run recorded, the corpus's sequences, the closed-form basis; and the order stage's own
+short run (`order_run`), against full-batch SGD from zero written out step by step.
 
 The upstream stages build the tiny corpus and its basis; runs of both layer counts and two seeds hold
 checkpoints of distinct weights, whose recorded batch size and learning rate differ from params'."""
@@ -7,18 +8,21 @@ checkpoints of distinct weights, whose recorded batch size and learning rate dif
 from __future__ import annotations
 
 import importlib
+import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from feeds import ran, save_run, spy, spy_listing, step_of, workspace
 
 from emergence.core.io import write_parquet
+from emergence.core.models import build_model
 from emergence.studies.assoc.compare import CompareParams, first_batch_rows
 from emergence.studies.assoc.corpus import load_corpus
-from emergence.studies.assoc.theory import load_basis
+from emergence.studies.assoc.theory import compute_basis, leading_coefficient, load_basis
 from stages.assoc import causal, compare, order
 
 SEED = 3
@@ -105,3 +109,76 @@ def test_order_trains_at_every_eta_on_the_corpus_prefix_and_its_own_basis(projec
         assert np.array_equal(seqs, corpus.sequences[:9]) and got_basis is basis.returned[0]
         assert (n_layers, steps) == (1, 6)
     assert len({str(args[5]) for args, _ in runs.calls}) == 3  # a fresh work folder per eta
+
+
+# order_run on a corpus of its own: 9 sequences of 8 tokens drawn from 0..5 under a vocabulary of 7 (the last
+# token never occurs, so the model's width is the basis's, not the corpus's), two layers, and a learning rate
+# at which the gradient's norm passes 1 by the last update (where a clip at 1 would bite).
+ORDER_V, ORDER_LAYERS, ORDER_ETA, ORDER_STEPS = 7, 2, 12.0, 5
+
+
+@pytest.fixture(scope="module")
+def order_ran(tmp_path_factory, one_thread):
+    """(sequences, basis, the rows order_run returned, its work folder)."""
+    sequences = np.random.default_rng(0).integers(0, ORDER_V - 1, (9, 8))
+    basis = compute_basis(sequences, ORDER_V)
+    work = tmp_path_factory.mktemp("order_work")
+    rows = order.order_run(sequences, basis, ORDER_LAYERS, ORDER_ETA, ORDER_STEPS, work)
+    return sequences, basis, rows, work
+
+
+def sgd_weights(sequences: np.ndarray) -> tuple[list[dict[str, torch.Tensor]], list[float]]:
+    """The weights after each of ORDER_STEPS plain full-batch SGD steps from zero (float64, next-token loss
+    over every position of every sequence), and each update's gradient norm."""
+    model = build_model(
+        "attn_only", dict(n_layers=ORDER_LAYERS, d_vocab=ORDER_V, n_ctx=sequences.shape[1] - 1, dtype="float64")
+    )
+    x, y = torch.from_numpy(sequences[:, :-1]), torch.from_numpy(sequences[:, 1:])
+    after, norms = [], []
+    for _ in range(ORDER_STEPS):
+        model.zero_grad()
+        model(x, y)[1].backward()
+        norms.append(float(torch.cat([p.grad.flatten() for p in model.parameters()]).norm()))
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= ORDER_ETA * p.grad
+        after.append({name: p.detach().clone() for name, p in model.named_parameters()})
+    return after, norms
+
+
+def test_order_run_reads_every_step_of_full_batch_sgd_from_zero_against_the_leading_order(order_ran):
+    sequences, basis, rows, _ = order_ran
+    after, norms = sgd_weights(sequences)
+    assert max(norms) > 1.05  # an update a clip at norm 1 would shrink
+    theory = {"W_O": basis.B, "V": (basis.B @ basis.Phi).T, "W": basis.Q, "P": basis.Delta}
+    want = []
+    for step, weights in enumerate(after, start=1):
+        learned = {(layer, w): weights[f"blocks.{layer}.attn.{w}"] for layer in range(ORDER_LAYERS) for w in "WVP"}
+        learned[(-1, "W_O")] = weights["W_O"]
+        for (layer, w), a in learned.items():
+            t, coef = theory[w], leading_coefficient(w, step, ORDER_ETA)
+            cos = float((a * t).sum() / (a.norm() * t.norm())) if a.norm() > 0 else float("nan")
+            error = float((a - coef * t).norm() / (coef * t).norm()) if coef else float("nan")
+            want.append(dict(step=step, layer=layer, weight=w, cosine=cos, rel_error=error, norm=float(a.norm())))
+    # step by step from 1 (step 0's zero weights have no row), the layers in order and W_O last
+    assert [(r["step"], r["layer"], r["weight"]) for r in rows] == [(r["step"], r["layer"], r["weight"]) for r in want]
+    assert all(list(r) == ["eta", "step", "layer", "weight", "cosine", "rel_error", "norm"] for r in rows)
+    got, expected = pd.DataFrame(rows), pd.DataFrame(want)
+    assert (got["eta"] == ORDER_ETA).all()
+    for column in ("cosine", "rel_error", "norm"):
+        np.testing.assert_allclose(got[column], expected[column], rtol=1e-9, atol=0, err_msg=column)
+    # W and P are exactly zero before step 3, V before step 2: their cosines are undefined there
+    assert got["cosine"].isna().tolist() == [r["step"] < {"W": 3, "P": 3, "V": 2, "W_O": 1}[r["weight"]] for r in want]
+
+
+def test_order_run_checkpoints_record_a_float64_model_of_the_basis_width_and_unclipped_full_batch_cpu_sgd(order_ran):
+    sequences, _, _, work = order_ran
+    configs = [json.loads(p.read_text()) for p in sorted(work.rglob("config.json"))]
+    assert sorted(c["step"] for c in configs) == list(range(ORDER_STEPS + 1))  # every step, 0 included
+    for c in configs:
+        assert (c["arch"], c["config"]) == ("attn_only", dict(n_layers=2, d_vocab=7, n_ctx=7, dtype="float64"))
+        train = c["meta"]["train"]
+        assert (train["steps"], train["batch_size"], train["lr"]) == (ORDER_STEPS, len(sequences), ORDER_ETA)
+        assert (train["optimizer"], train["momentum"], train["weight_decay"]) == ("sgd", 0.0, 0.0)
+        assert (train["schedule"], train["warmup_steps"], train["grad_clip"]) == ("constant", 0, None)
+        assert train["device"] == "cpu"  # the float64 run stays on the CPU, whatever accelerator the machine has

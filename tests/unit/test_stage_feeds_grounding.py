@@ -1,5 +1,6 @@
 """What each grounding analysis stage feeds its analysis: the run (setting, model, seed), its checkpoints,
-the held-out contexts and vocabulary of the setting's corpus, the training windows, the params.
+the held-out contexts and vocabulary of the setting's corpus, the training windows, the params; and the
+lens stage's per-layer rows (`lens_rows`), against each layer's readout computed context by context.
 
 The upstream stages build both corpora at the tiny profile (their vocabularies and held-out sets differ,
 so reading the other corpus's shows); every run's checkpoints hold weights of their own, and decoy runs
@@ -17,9 +18,11 @@ import torch
 from feeds import build_upstream, ran, save_run, spy, spy_listing, step_of, tiny_params, workspace
 
 from emergence.core.io import write_parquet
+from emergence.core.models import build_model
+from emergence.interp.tuned_lens import TunedLens
 from emergence.studies.grounding import inputs, visual_inputs
 from emergence.studies.grounding.gain import evaluation_pairs
-from emergence.studies.grounding.tokens import encode, read_vocab, training_windows
+from emergence.studies.grounding.tokens import ENV, LAN, encode, read_vocab, training_windows
 from emergence.studies.grounding.visual_gain import matched_visual_inputs
 from stages.grounding import ablation, gain, heads, lens, llc, saliency, template_gain
 
@@ -152,6 +155,92 @@ def test_lens_trains_on_training_windows_at_log_spaced_checkpoints(project, monk
         assert np.array_equal(kl_windows, windows[:5])
         pd.testing.assert_frame_equal(got_held, held)
         assert (got_pairs.contexts, got_pairs.targets) == (pairs.contexts, pairs.targets)
+
+
+# lens_rows on a tiny transformer of its own: three words with 3, 2 and 1 held-out contexts (so the mean of
+# the words' means is not the mean over contexts), two mismatched contexts each, contexts of several lengths.
+LENS_WORDS = ["ball", "cup", "ball", "dog", "cup", "ball"]
+LENS_VOCAB = ["<unk>", "the", "see", "a", "<Q>", *(w + mark for w in ("ball", "cup", "dog") for mark in (ENV, LAN))]
+LENS_LAYERS, LENS_D = 2, 16
+
+
+@pytest.fixture(scope="module")
+def lens_inputs(one_thread):
+    """(model, trained-looking lens, KL windows, held-out set, its evaluation pairs)."""
+    torch.manual_seed(0)
+    config = dict(n_layers=LENS_LAYERS, d_model=LENS_D, n_heads=2, d_head=8, d_mlp=32, n_ctx=16)
+    model = build_model("transformer", {**config, "d_vocab": len(LENS_VOCAB)}).eval()
+    tuned = TunedLens(LENS_LAYERS, LENS_D)
+    with torch.no_grad():
+        for p in model.parameters():  # far from uniform predictions: the layers and contexts read apart
+            p.add_(torch.randn_like(p))
+        for p in tuned.parameters():
+            p.normal_(0.0, 0.3)  # away from the identity: the tuned lens reads otherwise than the logit lens
+    rng = np.random.default_rng(3)
+    others = {"ball": ["cup", "dog"], "cup": ["dog", "ball"], "dog": ["ball", "cup"]}
+    contexts = [
+        [*rng.choice(["the", "see", "a", "<Q>"], 1 + i).tolist(), w + ENV, "the"] for i, w in enumerate(LENS_WORDS)
+    ]
+    held = pd.DataFrame(
+        {"turn": range(10, 16), "word": LENS_WORDS, "context": contexts, "others": [others[w] for w in LENS_WORDS]}
+    )
+    index = {t: i for i, t in enumerate(LENS_VOCAB)}
+    windows = rng.integers(0, len(LENS_VOCAB), (3, 9))
+    return model, tuned, windows, held, evaluation_pairs(held, index)
+
+
+def layer_readouts(model, tuned: TunedLens | None, tokens: list[int]) -> torch.Tensor:
+    """(L + 1, T, V) log-probs of one token sequence: the residual entering each layer through the lens
+    (h + A h + b; the logit lens when None) and the model's readout, then the model's own output."""
+    names = [f"blocks.{l}.hook_resid_pre" for l in range(LENS_LAYERS)]
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(torch.tensor([tokens]), names)
+        out = []
+        for l, name in enumerate(names):
+            h = cache[name][0]
+            if tuned is not None:
+                t = tuned.translators[l]
+                h = h + h @ t.weight.T + t.bias
+            out.append(model.readout(h).log_softmax(-1))
+        return torch.stack([*out, logits[0].log_softmax(-1)])
+
+
+@pytest.mark.parametrize("readout", ["tuned", "logit"])
+def test_lens_rows_average_each_layers_gain_over_words_and_read_its_kl_on_the_windows(readout, lens_inputs):
+    model, tuned, windows, held, pairs = lens_inputs
+    lens_ = tuned if readout == "tuned" else None
+    got = lens.lens_rows(model, lens_, windows, held, pairs)
+    # surprisal of each pair's target after its context's last token, layer by layer
+    s = np.array(
+        [
+            [-float(layer_readouts(model, lens_, c)[l, -1, t]) for c, t in zip(pairs.contexts, pairs.targets)]
+            for l in range(LENS_LAYERS + 1)
+        ]
+    )
+    want = []
+    for l in range(LENS_LAYERS + 1):
+        per_word: dict[str, list] = {}
+        for r, word in enumerate(LENS_WORDS):
+            matched = [s[l, p] for p in range(len(pairs.targets)) if pairs.rows[p] == r and pairs.matched[p]]
+            others = [s[l, p] for p in range(len(pairs.targets)) if pairs.rows[p] == r and not pairs.matched[p]]
+            per_word.setdefault(word, []).append((matched[0], np.mean(others), np.mean(others) - matched[0]))
+        means = np.array([np.mean(v, axis=0) for v in per_word.values()])  # (words, 3)
+        want.append(means.mean(axis=0))
+    kl = []
+    for l in range(LENS_LAYERS):
+        per_token = []
+        for w in windows:
+            logp = layer_readouts(model, lens_, w.tolist())
+            per_token += (logp[-1].exp() * (logp[-1] - logp[l])).sum(-1).tolist()
+        kl.append(np.mean(per_token))
+    assert got.columns.tolist() == ["layer", "s_matched", "s_mismatched", "gain", "kl"]
+    assert got["layer"].tolist() == list(range(LENS_LAYERS + 1))
+    np.testing.assert_allclose(got[["s_matched", "s_mismatched", "gain"]].to_numpy(), np.array(want), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(got["kl"], [*kl, 0.0], rtol=0, atol=1e-6)  # the model's own output: no KL
+    # the fixture lets the choices show: layers, words and contexts differ
+    assert np.ptp(s, axis=0).min() > 0.1 and min(kl) > 0.1
+    pooled = [np.mean([s[l, p] for p in range(len(pairs.targets)) if pairs.matched[p]]) for l in range(LENS_LAYERS + 1)]
+    assert not np.allclose(pooled, np.array(want)[:, 0], atol=1e-4)
 
 
 def saliency_rows(models, *rest) -> pd.DataFrame:

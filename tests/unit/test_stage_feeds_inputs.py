@@ -1,7 +1,7 @@
 """What the grounding study's data stages read and write: the generators' settings and output folders, the
 transcripts and dialogs extracted (the real CHILDES and VisDial samples among them), each corpus's
 vocabulary and held-out set under its own section, the templates, the image features, the co-occurrence
-inputs, and what the word-rule ablation trains on.
+inputs, and what the word-rule ablation and each setting's training run (train's `training_data`) train on.
 
 The upstream stages build both corpora with params edited away from the tiny profile's, and the two
 corpora's sections differ from each other (sizes, seeds, word rule), so reading the other corpus's
@@ -21,12 +21,12 @@ import pytest
 import torch
 from conftest import ROOT, SHARED_DATA
 from feeds import build_upstream, one_error, ran, spy, step_of, workspace
-from refusals import assert_names
+from refusals import assert_names, refuses
 
 from emergence.core.io import file_sha256, write_parquet
 from emergence.core.models import build_model
 from emergence.core.train import save_checkpoint
-from emergence.core.train.batches import epoch_batches
+from emergence.core.train.batches import epoch_batches, epoch_rows
 from emergence.studies.grounding import inputs, visual_inputs
 from emergence.studies.grounding import templates as templates_lib
 from emergence.studies.grounding.childes import ExtractParams, extract_turns, turn_counts
@@ -36,7 +36,7 @@ from emergence.studies.grounding.gain import word_gains
 from emergence.studies.grounding.marking import all_marked_inputs
 from emergence.studies.grounding.nouns import read_nouns
 from emergence.studies.grounding.scenes import SceneParams, object_nouns, write_scenes
-from emergence.studies.grounding.settings import Corpus
+from emergence.studies.grounding.settings import Corpus, Setting
 from emergence.studies.grounding.templates import read_templates
 from emergence.studies.grounding.tokens import EvalParams, VocabParams, evaluation_set, read_vocab, training_windows
 from emergence.studies.grounding.visdial import extract_dialogs, visdial_counts
@@ -53,6 +53,7 @@ from stages.grounding import (
     visual_scenes,
     vocab,
 )
+from stages.grounding import train as grounding_train
 
 EVE = SHARED_DATA / "childes" / "Brown-Eve-010600a.cha"
 VISDIAL = SHARED_DATA / "visdial"
@@ -471,3 +472,103 @@ def test_marking_refuses_a_batch_larger_than_its_training_windows(project, monke
     assert marking.main([]) == 1
     assert_names(one_error(capsys), "grounding_train.batch_size", 900)
     assert not train.calls
+
+
+# --- what each setting's training run reads ---
+
+# each corpus's own window length; the visual one pads the shortest dialogs (27 tokens without the caption)
+# and cuts the longest (39); batches of 5 with seed 7: no corpus's count of training sequences divides by 5
+SEQ_LENS = {"grounding_train": {"seq_len": 20}, "visual_train": {"seq_len": 32}}
+BATCH, DRAW_SEED = 5, 7
+
+
+def cut_windows(table: pd.DataFrame, held: set[int], index: dict[str, int], seq_len: int) -> np.ndarray:
+    """Each file's training rows' tokens one after another (file by file in name order), cut into whole
+    windows of seq_len + 1 ids (unknown tokens as 0); the tail shorter than a window is left out."""
+    windows = []
+    for file in sorted(set(table["file"])):
+        rows = [i for i in table.index[table["file"] == file] if i not in held]
+        stream = [index.get(t, 0) for i in rows for t in table["tokens"][i]]
+        windows += [stream[k : k + seq_len + 1] for k in range(0, len(stream) - seq_len, seq_len + 1)]
+    return np.array(windows)
+
+
+@pytest.mark.parametrize("setting", ["childes", "caption"])
+def test_training_data_of_a_text_setting_draws_its_corpus_windows_without_the_held_out_rows(setting, project):
+    params = project(**SEQ_LENS)
+    corpus = Setting(setting).corpus
+    seq_len = SEQ_LENS[corpus.key("train")]["seq_len"]
+    table, held = corpus.table(params), set(corpus.eval_set(params)["turn"])
+    _, index = corpus.vocab_index(params)
+    windows = cut_windows(table, held, index, seq_len)
+    assert len(windows) % BATCH and len(windows) < len(cut_windows(table, set(), index, seq_len))
+    batch_fn, extra, n, features = grounding_train.training_data(params, Setting(setting), index, BATCH, DRAW_SEED)
+    assert (extra, n, features) == ({"n_ctx": seq_len}, len(windows), None)
+    rows_of = epoch_rows(len(windows), BATCH, DRAW_SEED)
+    for step in range(2 * (len(windows) // BATCH) + 1):  # two epochs and the first batch of a third
+        x, y = batch_fn(step)
+        batch = torch.from_numpy(windows[rows_of(step)]).long()
+        assert torch.equal(x, batch[:, :-1]) and torch.equal(y, batch[:, 1:]), step
+
+
+@pytest.mark.parametrize("setting", ["childes", "caption"])
+def test_training_data_refuses_a_window_longer_than_every_file_naming_its_own_sections_seq_len(setting, project):
+    where = Setting(setting).key("train")
+    params = project(**{where: {"seq_len": 5000}})
+    _, index = Setting(setting).corpus.vocab_index(params)
+    with refuses(f"{where}.seq_len", 5000):
+        grounding_train.training_data(params, Setting(setting), index, BATCH, DRAW_SEED)
+
+
+def test_training_data_of_the_image_setting_reads_each_training_dialog_after_its_own_image(project):
+    params = project(**SEQ_LENS)
+    # one more dialog, on the image of dialog 2: an image two training dialogs share, out of id order
+    dialogs = pd.read_parquet("data/visual/dialogs.parquet")
+    write_parquet(
+        pd.concat([dialogs, dialogs.iloc[[20]].assign(image_id=3)], ignore_index=True), "data/visual/dialogs.parquet"
+    )
+    table, held = visual_inputs.dialogs(params), set(visual_inputs.eval_set(params)["turn"])
+    feats, image_row, _ = visual_inputs.features(params)
+    _, index = Setting("image").corpus.vocab_index(params)
+    training = [i for i in range(len(table)) if i not in held]
+    width = SEQ_LENS["visual_train"]["seq_len"] + 1
+    ids = np.full((len(training), width), -1, dtype=np.int64)  # the dialog without its caption, padded with -1
+    for r, i in enumerate(training):
+        spoken = [index.get(t, 0) for t in table["tokens"][i][len(table["env"][i]) :]]
+        ids[r, : min(len(spoken), width)] = spoken[:width]
+    image_rows = [image_row[table["image_id"][i]] for i in training]
+    assert (ids == -1).any() and (ids != -1).all(axis=1).any() and len(training) % BATCH
+    assert image_rows != [table["image_id"][i] for i in training] and len(set(image_rows)) < len(image_rows)
+    batch_fn, extra, n, features = grounding_train.training_data(params, Setting("image"), index, BATCH, DRAW_SEED)
+    assert feats.shape[1] != feats.shape[2]  # prefix positions and feature width tell apart
+    assert extra == {"n_ctx": width - 1 + feats.shape[1], "d_prefix": feats.shape[2]}
+    assert n == len(training)
+    # the distinct training images, each once (their statistics standardise the prefix); no held-out one
+    assert torch.equal(features, feats[sorted(set(image_rows))]) and len(features) < len(feats)
+    rows_of = epoch_rows(len(training), BATCH, DRAW_SEED)
+    for step in range(2 * (len(training) // BATCH) + 1):
+        x, y = batch_fn(step)
+        rows = rows_of(step)
+        assert torch.equal(x["idx"], torch.from_numpy(ids[rows, :-1]).clamp(min=0)), step  # padding read as 0
+        assert torch.equal(y, torch.from_numpy(ids[rows, 1:])), step  # padding ignored as -1
+        assert torch.equal(x["prefix"], feats[[image_rows[r] for r in rows]]), step
+
+
+def test_training_data_refuses_training_images_without_features_naming_the_lowest_id(project, monkeypatch):
+    params = project(**SEQ_LENS)
+    feats, image_row, record = visual_inputs.features(params)
+    table, held = visual_inputs.dialogs(params), set(visual_inputs.eval_set(params)["turn"])
+    _, index = Setting("image").corpus.vocab_index(params)
+    held_image = int(table["image_id"][min(held)])
+    training_images = {int(table["image_id"][i]) for i in range(len(table)) if i not in held}
+    assert {3, 12} <= training_images and held_image not in training_images
+
+    def lacking(*image_ids):
+        rows = {k: v for k, v in image_row.items() if k not in image_ids}
+        monkeypatch.setattr(visual_inputs, "features", lambda p: (feats, rows, record))
+
+    lacking(held_image)  # a held-out dialog's image is not trained on
+    assert grounding_train.training_data(params, Setting("image"), index, BATCH, DRAW_SEED)[2] == len(table) - len(held)
+    lacking(12, 3, held_image)
+    with refuses("data/visual/features", "image_id 3"):
+        grounding_train.training_data(params, Setting("image"), index, BATCH, DRAW_SEED)

@@ -30,8 +30,11 @@ from emergence.core.resources import AttnOnlyWorkload, Workload, workload
 from emergence.core.train import TrainConfig
 from emergence.core.train.loop import StepForward, _fast_matmuls, _make_optimizer
 
-# Dense bf16 tensor-core peaks from the vendors' data sheets (sparsity not counted), FLOP/s.
-PEAK_BF16 = {"H100 80GB HBM3": 989.4e12, "H100 PCIe": 756.5e12, "H100 NVL": 835.5e12, "H200": 989.4e12}
+# Dense bf16 tensor-core peaks from the vendors' data sheets (sparsity not counted), FLOP/s; the first key a
+# device's name holds is its peak (an "H200 NVL" is no H200 SXM: 1,671 sparse TFLOPS, not 1,979).
+PEAK_BF16 = {
+    "H100 80GB HBM3": 989.4e12, "H100 PCIe": 756.5e12, "H100 NVL": 835.5e12, "H200 NVL": 835.5e12, "H200": 989.4e12,
+}  # fmt: skip
 BINDING_STEPS = 105_469  # one paper-scale binding seed (profiles/paper.yaml binding_train.steps)
 GROUNDING_VOCAB = 8192  # a stand-in: the real vocabulary is built from the user's corpus
 

@@ -47,7 +47,7 @@ def read_pins(path: Path = CONSTRAINTS) -> dict[str, str]:
     for line in path.read_text().splitlines():
         name, sep, version = line.split("#")[0].strip().partition("==")
         if sep:
-            pins[canonical(name)] = version.strip()
+            pins[canonical(name.strip())] = version.strip()  # pip reads `foo == 1.0` as a pin too
     return pins
 
 

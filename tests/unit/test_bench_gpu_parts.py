@@ -48,11 +48,6 @@ def test_pins_are_the_exact_pins_with_the_version_stripped_and_comments_and_rang
     assert pins.read_pins(path) == {"tqdm": "4.70.1", "zope-interface": "8.0"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bench/pins.py:48 strips the line, not the name: 'foo == 1.0' (pip reads it as a pin) pins 'foo ', "
-    "which no distribution on a machine is called, so that package is never compared",
-)
 def test_a_pin_with_spaces_around_its_operator_is_read_by_its_name(tmp_path):
     path = tmp_path / "constraints.txt"
     path.write_text("foo == 1.0\n")
@@ -374,12 +369,6 @@ def test_a_known_gpus_peak_is_its_data_sheets_in_flop_per_second(monkeypatch, na
     assert name.removeprefix("NVIDIA ") in source
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bench/gpu_rows.py:34 and :152: the key 'H200' also matches an H200 NVL (assumed to report "
-    "'NVIDIA H200 NVL', as the H100 NVL does), whose data sheet gives 1,671 bf16 TFLOPS with sparsity, not 1,979: "
-    "its MFU would be understated by 16 %",
-)
 def test_an_h200_nvls_peak_is_its_own_data_sheets(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H200 NVL")
     assert gpu_rows.peak_flops("cuda")[0] == pytest.approx(1671 / 2 * 1e12, rel=1e-4)

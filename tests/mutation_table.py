@@ -138,7 +138,25 @@ def equivalents(path: Path = EQUIVALENT) -> dict[Key, str]:
 
 
 def _meta_codes(meta: Path) -> dict[str, int | None]:
-    return json.loads(meta.read_text())["exit_code_by_key"]
+    """Each current mutant of the meta's file and its verdict. A file the last run mutated is as mutmut left
+    it; one it did not (a scoped run, verdicts restored from the ledger) is mutated again here from its copy
+    in mutants/ (the checkout's source): a verdict holds while its function hashes the same, as in mutmut,
+    and a mutant of a changed or new function is unchecked."""
+    data = json.loads(meta.read_text())
+    codes, copy = data["exit_code_by_key"], meta.with_suffix("")
+    kept = data.get("hash_by_function_name")
+    if not codes or not kept or not copy.is_file() or "__mutmut_orig" in (text := copy.read_text()):
+        return codes
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    module = next(iter(codes)).rpartition(".")[0]
+    now = mutate_file_contents(str(copy), text)
+    return {
+        f"{module}.{name}": codes.get(f"{module}.{name}") if kept.get(function) == digest else None
+        for name in now.mutant_names
+        for function in [name.partition("__mutmut_")[0]]
+        for digest in [now.hash_by_function_name.get(function)]
+    }
 
 
 def equivalent_names(meta: Path, codes: dict[str, int | None], equivalent: dict[Key, str]) -> dict[str, Key]:
@@ -151,7 +169,12 @@ def equivalent_names(meta: Path, codes: dict[str, int | None], equivalent: dict[
     source = meta.with_suffix("")
     if not source.is_file():
         raise SystemExit(f"{meta}: no mutated copy {source} beside it to read the equivalent mutants from")
-    return {name: key for name, key in mutant_keys(source.read_text(), names).items() if key in equivalent}
+    text = source.read_text()
+    if "__mutmut_orig" not in text:  # a file the last (scoped) run did not mutate: mutmut's mutants of it again
+        from mutmut.mutation.file_mutation import mutate_file_contents
+
+        text = mutate_file_contents(str(source), text).code
+    return {name: key for name, key in mutant_keys(text, names).items() if key in equivalent}
 
 
 def stale(mutants: Path, equivalent: dict[Key, str]) -> list[Key]:

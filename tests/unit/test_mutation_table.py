@@ -198,3 +198,25 @@ def test_the_table_replaces_only_what_lies_between_the_markers(tmp_path):
     doc.write_text("no markers")
     with refuses(doc, "mutation table: begin", error=SystemExit):  # the marker it looks for
         write_into(doc, "new")
+
+
+def test_verdicts_restored_into_a_file_the_last_run_left_unmutated_hold_only_while_their_function_does(tmp_path):
+    """A scoped run leaves other files as plain copies with the ledger's verdicts: the table mutates such a
+    copy again (as mutmut would), keeps a verdict where the function hashes as recorded, and counts the
+    mutants of an edited function, and of a new one, as not checked."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    source = "def f(a):\n    return a + 1\n\n\ndef g(a):\n    return a * 2\n\n\ndef h(a):\n    return a - 3\n"
+    now = mutate_file_contents("a.py", source)
+    names = sorted(now.mutant_names)
+    f_names, g_names = [n for n in names if n.startswith("x_f__")], [n for n in names if n.startswith("x_g__")]
+    assert f_names and g_names
+    path = tmp_path / "src/a.py.meta"
+    path.parent.mkdir(parents=True)
+    codes = {f"a.{n}": 1 for n in f_names + g_names} | {"a.x_gone__mutmut_1": 0}  # gone: a deleted function
+    hashes = {"x_f": now.hash_by_function_name["x_f"], "x_g": "edited since", "x_gone": "x"}
+    path.write_text(json.dumps({"exit_code_by_key": codes, "hash_by_function_name": hashes}))
+    (tmp_path / "src/a.py").write_text(source)  # the plain copy: the checkout's source
+    a = tally(tmp_path, {})["src/a.py"]
+    h_names = [n for n in names if n.startswith("x_h__")]
+    assert (a["killed"], a["unchecked"], a["survived"]) == (len(f_names), len(g_names) + len(h_names), 0)

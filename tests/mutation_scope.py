@@ -143,8 +143,21 @@ def tests_for(files: list[str], scope: dict[str, list[str]]) -> list[str]:
     return sorted({t for f in files for t in scope[f]})
 
 
-def run(files: list[str], max_children: int) -> None:
-    """mutmut on `files` against their tests, from the ledger's verdicts, saving the ledger after."""
+def forget_survivors(meta: Path) -> int:
+    """Unset the verdict of each mutant of a meta that no test killed (survived, no tests), so that mutmut
+    runs it again: after tests were added for that file. Returns how many."""
+    from mutation_table import KILLED
+
+    data = json.loads(meta.read_text())
+    again = [name for name, code in data["exit_code_by_key"].items() if code is not None and code not in KILLED]
+    data["exit_code_by_key"].update(dict.fromkeys(again))
+    meta.write_text(json.dumps(data, indent=4))
+    return len(again)
+
+
+def run(files: list[str], max_children: int, again: bool = False) -> None:
+    """mutmut on `files` against their tests, from the ledger's verdicts, saving the ledger after; `again`:
+    the mutants of `files` that no test killed are run again (new tests)."""
     import mutmut.__main__ as M
     from mutation_ledger import main as ledger
     from mutmut.configuration import config
@@ -157,12 +170,17 @@ def run(files: list[str], max_children: int) -> None:
     config().only_mutate = files
     config().pytest_add_cli_args_test_selection = [*tests_for(files, scope), *options]
     (ROOT / "mutants" / ".dvc").mkdir(parents=True, exist_ok=True)  # mutmut copies .dvc/config, not its folder
-    for file in files:  # a run that did not mutate a file left a plain copy, newer than the source: mutmut
-        copy = ROOT / "mutants" / file  # would take it as mutated already; without it mutmut copies afresh
+    for file in files:
+        # a run that did not mutate the file left a plain copy, newer than the source, which mutmut would take
+        # as mutated already: without it, mutmut copies the file afresh and mutates it
+        copy = ROOT / "mutants" / file
         if copy.exists() and "__mutmut_" not in copy.read_text():
             copy.unlink()
     (ROOT / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # no stats: mutmut maps these tests afresh
     ledger(["restore"])
+    if again:
+        metas = [ROOT / "mutants" / f"{file}.meta" for file in files]
+        print(f"{sum(forget_survivors(m) for m in metas if m.is_file())} mutants that no test killed run again")
     try:
         M._run((), max_children)
     finally:
@@ -177,12 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="mutmut on FILEs against their tests")
     r.add_argument("files", nargs="+", help="source files, relative to the root (src/emergence/core/io.py)")
     r.add_argument("--max-children", type=int, default=1)
+    r.add_argument("--again", action="store_true", help="run the FILEs' survivors again (after adding tests)")
     args = parser.parse_args(argv)
     os.chdir(ROOT)
     if args.action == "map":
         print(f"{make_map(args.workers)}: written")
     else:
-        run(args.files, args.max_children)
+        run(args.files, args.max_children, args.again)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from types import SimpleNamespace
 
@@ -70,3 +71,16 @@ def test_the_tests_of_several_files_are_their_union_and_an_unmapped_file_is_refu
     assert S.tests_for(["src/a.py", "src/b.py"], scope) == ["t1.py", "t2.py", "t3.py"]
     with refuses("src/d.py", error=SystemExit):
         S.tests_for(["src/a.py", "src/d.py"], scope)
+
+
+def test_forgetting_survivors_unsets_every_verdict_but_the_kills(tmp_path):
+    meta = tmp_path / "a.py.meta"
+    codes = {"a.x_f__mutmut_1": 1, "a.x_f__mutmut_2": 0, "a.x_f__mutmut_3": 33, "a.x_f__mutmut_4": 36}
+    meta.write_text(json.dumps({"exit_code_by_key": codes | {"a.x_f__mutmut_5": None}, "hash_by_function_name": {}}))
+    assert S.forget_survivors(meta) == 2  # survived (0) and no tests (33); a timeout (36) counts as killed
+    data = json.loads(meta.read_text())
+    assert data["exit_code_by_key"] == {
+        "a.x_f__mutmut_1": 1, "a.x_f__mutmut_2": None, "a.x_f__mutmut_3": None, "a.x_f__mutmut_4": 36,
+        "a.x_f__mutmut_5": None,
+    }  # fmt: skip
+    assert data["hash_by_function_name"] == {}  # the rest of the meta as it was

@@ -8,6 +8,7 @@ import argparse
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ import bench.dino_cache as dino_cache
 import bench.pipeline as pipeline
 import bench.saliency as saliency
 import bench.train_throughput as train_throughput
-from bench.table import not_measured, row
+from bench.table import not_measured, render, row
 from tests.conftest import ROOT, help_text
 
 DOC = (ROOT / "docs/bench.md").read_text()
@@ -31,7 +32,9 @@ def words(text: str) -> str:
     return " ".join(text.split())
 
 
-@pytest.mark.parametrize("module", [saliency, dino_cache, assoc_basis, train_throughput], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "module", [saliency, dino_cache, assoc_basis, train_throughput, runner], ids=lambda m: m.__name__
+)
 def test_help_opens_with_the_docstrings_first_line(module, capsys):
     assert words(module.__doc__.splitlines()[0]) in help_text(lambda: module.parse_args(["--help"]), capsys)
 
@@ -188,13 +191,26 @@ def test_train_throughput_flags():
 
 
 def test_the_runner_takes_a_subset_in_the_order_given_and_refuses_an_unknown_name(capsys):
-    assert runner.parse_args([]).only.split(",") == ["training", "basis", "saliency", "dino", "pipeline"]
+    assert vars(runner.parse_args([])) == {
+        "default_run": None, "tiny_run": None, "repeats": 3, "only": "training,basis,saliency,dino,pipeline",
+        "out": None, "threads": 2,
+    }  # fmt: skip
+    given = runner.parse_args(["--default-run", "d", "--tiny-run", "t", "--out", "o.json"])
+    assert (given.default_run, given.tiny_run, given.out) == (Path("d"), Path("t"), Path("o.json"))
     assert vars(runner.parse_args(["--only", "dino,basis", "--threads", "3", "--repeats", "5"])) == {
         "default_run": None, "tiny_run": None, "repeats": 5, "only": "dino,basis", "out": None, "threads": 3,
     }  # fmt: skip
     with pytest.raises(SystemExit) as e:
         runner.parse_args(["--only", "dino,nosuch,other"])
     assert e.value.code == 2 and "nosuch" in capsys.readouterr().err
+
+
+def test_the_runner_names_the_machine_it_measured_on(monkeypatch):
+    monkeypatch.setattr(runner.platform, "machine", lambda: "aarch64")
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 6)
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 3 * 2**30 // 4096 + 2**17}  # 3.5 GiB: rounds to 4, not 3
+    monkeypatch.setattr(runner.os, "sysconf", pages.__getitem__)
+    assert runner.machine() == f"aarch64, 6 cores, 4 GiB, torch {runner.torch.__version__}"
 
 
 def test_the_runner_writes_the_rows_of_each_benchmark_asked_for_in_that_order(monkeypatch, capsys, tmp_path, threads):
@@ -210,8 +226,21 @@ def test_the_runner_writes_the_rows_of_each_benchmark_asked_for_in_that_order(mo
     written = json.loads(out.read_text())
     assert [r["benchmark"] for r in written["rows"]] == ["dino 0", "dino 1", "dino 2", "training 0", "training 1"]
     assert written["machine"] == runner.machine() and "torch" in written["machine"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", written["measured"])  # UTC, ISO 8601
     printed = capsys.readouterr().out
     assert printed.index("[bench] dino") < printed.index("[bench] training") and f"written: {out}" in printed
+    assert f"measured {written['measured']} on {runner.machine()}" in printed
+    assert render(written["rows"]) in printed  # the table, as it was written
+
+
+def test_the_runner_says_how_long_each_benchmark_took(monkeypatch, capsys, tmp_path, threads):
+    clock = iter([100.0, 103.6, 200.0, 200.2])  # dino 3.6 s, training 0.2 s
+    monkeypatch.setattr(runner.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(runner, "BENCHMARKS", {n: (lambda a: []) for n in ("dino", "training")})
+    monkeypatch.setattr(runner, "write", lambda *a: None)
+    runner.main(["--only", "dino,training", "--out", str(tmp_path / "b.json")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["[bench] dino: 4 s", "[bench] training: 0 s"]
 
 
 def test_without_out_the_runner_writes_where_params_yaml_says(monkeypatch, tmp_path, threads):

@@ -199,31 +199,3 @@ def test_a_nan_measurement_is_saved_as_null_and_the_run_goes_on(tmp_path, monkey
         "max_abs_logit_diff": None,
         "loss_diff": None,
     }
-
-
-def test_the_profile_counts_kernels_and_not_the_ranges_around_them():
-    from types import SimpleNamespace
-
-    from torch.autograd import DeviceType
-
-    def event(key, device, ms, annotation=False):
-        on_gpu, t = device == DeviceType.CUDA, ms * 1e3
-        return SimpleNamespace(
-            key=key,
-            device_type=device,
-            self_device_time_total=t if on_gpu else 0,
-            self_cpu_time_total=0 if on_gpu else t,
-            is_user_annotation=annotation,
-        )
-
-    events = [
-        event("gemm", DeviceType.CUDA, 2.0),
-        event("Optimizer.step#AdamW.step", DeviceType.CUDA, 1.5, annotation=True),  # spans the adam kernel below
-        event("adam", DeviceType.CUDA, 1.0),
-        event("aten::mm", DeviceType.CPU, 3.0),
-        event("idle", DeviceType.CUDA, 0.0),
-    ]
-    ops, attr = gpu_rows.costliest(events, cuda=True)
-    assert [e.key for e in ops] == ["gemm", "adam"] and attr == "self_device_time_total"
-    ops, attr = gpu_rows.costliest(events, cuda=False)  # a CPU range's own time is the host's work: it counts
-    assert [e.key for e in ops] == ["aten::mm"] and attr == "self_cpu_time_total"

@@ -486,6 +486,7 @@ def test_the_costliest_ops_come_first_from_any_order():
         _event("AdamW.step", gpu, 10.0, annotation=True),
         _event("copy", gpu, 2.0),
         _event("view", cpu, 0.0),
+        _event("idle", gpu, 0.0),  # no time of its own: no op
         _event("mul", cpu, 3.0),
     ]
     ops, attr = gpu_rows.costliest(events, cuda=False)

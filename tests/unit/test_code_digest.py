@@ -278,7 +278,7 @@ def test_the_guard_writes_each_instance_digest_at_its_own_path_and_nothing_else(
     assert written["binding_train/0.txt"] == want["binding_train@0"]
     assert written["binding_data.txt"] == want["binding_data"]
     assert len(want) > 40 and len(written) == len(want) and "gone/0.txt" not in written
-    assert {t for t in written.values()} == set(want.values())
+    assert set(written.values()) == set(want.values())
 
 
 def test_put_back_writes_the_digests_only_where_dvc_removed_them(guard, tmp_path):

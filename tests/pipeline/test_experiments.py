@@ -21,8 +21,19 @@ STUDY_KEYS = {"binding", "associations", "grounding", "grounding_visual"}
 pytestmark = pytest.mark.pipeline
 
 
-def test_an_experiment_reruns_what_its_param_feeds_and_exp_show_lists_its_metrics(tiny_run, tmp_path):
+def readme_exp_show() -> list[list[str]]:
+    """The `dvc exp show` commands the README gives, as argument lists."""
+    readme = (ROOT / "README.md").read_text()
+    return [shlex.split(line) for line in re.findall(r"^dvc exp show .*$", readme, re.M)]
+
+
+def test_experiments_rerun_what_their_param_feeds_and_exp_show_lists_them_as_the_readme_gives_it(tiny_run, tmp_path):
+    """Two experiments: each reruns what its param feeds; `dvc exp show --json` lists each with its params
+    and the headline metrics; the README's commands show their changed params and the headlines, and no
+    dependency hash; plain `dvc exp show` lists the headlines, not every metric leaf."""
     root = copy_run(tiny_run, tmp_path / "run")
+    # the run as the commit experiments branch from (the copy's commit holds the default's params)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "run", "dvc.lock", "params.yaml"], root)
     out = run(["dvc", "exp", "run", "-n", "abl12", "-S", "binding_ablation.n_programs=12"], root).stdout
     assert sorted(ran_stages(out)) == [
         "binding_ablation@0",
@@ -31,38 +42,27 @@ def test_an_experiment_reruns_what_its_param_feeds_and_exp_show_lists_its_metric
         "index_report",
         "params_check",  # first: the whole file checked; its stamp's bytes do not change
     ]
+    written = json.loads((root / "reports/metrics/headlines.json").read_text())  # abl12's
+    run(["dvc", "exp", "run", "-n", "ex4", "-S", "report.n_examples=4"], root)
+
     shown = json.loads(run(["dvc", "exp", "show", "--json"], root).stdout)
     experiments = {
         exp["name"]: exp["revs"][0]["data"] for baseline in shown for exp in baseline.get("experiments") or []
     }
-    assert set(experiments) == {"abl12"}
+    assert set(experiments) == {"abl12", "ex4"}
     data = experiments["abl12"]
     assert data["params"]["params.yaml"]["data"]["binding_ablation"]["n_programs"] == 12
-    baseline = next(b["data"] for b in shown if b.get("experiments"))  # the commit it branched from
+    assert experiments["ex4"]["params"]["params.yaml"]["data"]["report"]["n_examples"] == 4
+    baseline = next(b["data"] for b in shown if b.get("experiments"))  # the commit they branched from
     assert baseline["params"]["params.yaml"]["data"]["binding_ablation"]["n_programs"] != 12
     # the only metrics file: each claim's number per study, as the index judges it (DVC leaves out the
     # ones not measured at the tiny profile: null in the file)
     assert set(data["metrics"]) == {"reports/metrics/headlines.json"}
-    written = json.loads((root / "reports/metrics/headlines.json").read_text())
     assert sum(map(len, written.values())) == len(CLAIMS)
-    shown = data["metrics"]["reports/metrics/headlines.json"]["data"]
-    assert shown == {s: {k: v for k, v in m.items() if v is not None} for s, m in written.items()}
+    assert data["metrics"]["reports/metrics/headlines.json"]["data"] == {
+        s: {k: v for k, v in m.items() if v is not None} for s, m in written.items()
+    }
 
-
-def readme_exp_show() -> list[list[str]]:
-    """The `dvc exp show` commands the README gives, as argument lists."""
-    readme = (ROOT / "README.md").read_text()
-    return [shlex.split(line) for line in re.findall(r"^dvc exp show .*$", readme, re.M)]
-
-
-def test_exp_show_as_the_readme_gives_it_lists_changed_params_and_headlines_not_every_leaf(tiny_run, tmp_path):
-    """Two experiments: the README's commands show their changed params and the headline metrics, and no
-    dependency hash; plain `dvc exp show` lists the headlines, not every metric leaf."""
-    root = copy_run(tiny_run, tmp_path / "run")
-    # the run as the commit experiments branch from (the copy's commit holds the default's params)
-    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "run", "dvc.lock", "params.yaml"], root)
-    run(["dvc", "exp", "run", "-n", "abl12", "-S", "binding_ablation.n_programs=12"], root)
-    run(["dvc", "exp", "run", "-n", "ex4", "-S", "report.n_examples=4"], root)
     commands = readme_exp_show()
     assert len(commands) == 2
     changed, every = (
@@ -74,8 +74,7 @@ def test_exp_show_as_the_readme_gives_it_lists_changed_params_and_headlines_not_
         "binding_ablation.n_programs",
         "report.n_examples",
     ]
-    measured = {f"{s}.{k}" for s, m in json.loads((root / "reports/metrics/headlines.json").read_text()).items()
-                for k, v in m.items() if v is not None}  # fmt: skip
+    measured = {f"{s}.{k}" for s, m in written.items() for k, v in m.items() if v is not None}
     assert {c for c in every if c.split(".", 1)[0] in STUDY_KEYS} == measured
     assert not [c for c in every if "/" in c or c.endswith(".yaml")]  # no dependency hashes
     plain = next(csv.reader(io.StringIO(run(["dvc", "exp", "show", "--csv"], root).stdout)))

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from faults import assert_only_changed, assert_outcome, fault_copy, run_command, snapshot
+from faults import ENV, assert_only_changed, assert_outcome, fault_copy, run_command, snapshot
+from forked import run_modules
 from params_edits import batches_outside, declared_rules
 from refusals import assert_names, assert_refused
 
@@ -30,7 +31,7 @@ BOUNDS = [
 ]
 # the params_check stage's outputs, its stamp and the code digests: DVC runs that stage first, removing them
 GUARD_OUTS = ("data/params_checked.txt", "data/code")
-ENGINES = ("binding_train.lr", "base.threads", "paths.binding_heuristics")  # also through DVC and Snakemake
+ENGINES = ("base.threads", "paths.binding_heuristics")  # also through DVC and Snakemake (the rest: edit0 below)
 
 
 def set_value(root: Path, key: str, value) -> None:
@@ -138,12 +139,15 @@ def test_every_declared_bound_is_refused_at_every_door_with_nothing_changed(root
     for key, value in edit.items():
         set_value(root, key, value)
     before = snapshot(root)
-    doors = {("python", "-m", "emergence", "check"): set(edit), ("dvc", "repro"): set(edit)}
-    doors[("snakemake", "--cores", "1")] = set(edit)
+    for door in (("python", "-m", "emergence", "check"), ("dvc", "repro"), ("snakemake", "--cores", "1")):
+        named(run_command(root, *door, timeout=600), set(edit))
+    stages: dict[tuple[str, ...], set[str]] = {}
     for key in edit:  # each stage once, for the keys it reads
-        doors.setdefault(tuple(first_instance(root, reader(root, key.split(".")[0]))[1]), set()).add(key)
-    for door, keys in doors.items():
-        named(run_command(root, *door, timeout=600), keys)
+        stages.setdefault(tuple(first_instance(root, reader(root, key.split(".")[0]))[1]), set()).add(key)
+    assert all(cmd[:2] == ("python", "-m") for cmd in stages)
+    procs = run_modules([(root, list(cmd[2:])) for cmd in stages], ENV)  # one interpreter start (tests/forked.py)
+    for proc, keys in zip(procs, stages.values()):
+        named(proc, keys)
     assert_only_changed(root, before, GUARD_OUTS)
 
 

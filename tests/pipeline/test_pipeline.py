@@ -7,6 +7,7 @@ the tiny profile trains two seeds, so the suite runs it as few times as it can).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -120,33 +121,45 @@ EDITED = [
 ]
 
 
+@contextlib.contextmanager
+def edited(root: Path, rel: str, text: bytes):
+    """`rel` with `text` appended, then as it was, mtime included, and the digests as they were."""
+    path = root / rel
+    before, stat = path.read_bytes(), path.stat()
+    try:
+        path.write_bytes(before + text)
+        yield
+    finally:
+        path.write_bytes(before)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        run(["dvc", "repro", GUARD], root)
+
+
+def test_a_comment_reruns_nothing_but_the_guard(dvc_run):
+    """The guard depends on every code file and rewrites the digests; a comment is in no digest."""
+    lock = (dvc_run / "dvc.lock").read_bytes()
+    with edited(dvc_run, EDITED[0], b"\n# a comment\n"):
+        assert set(json.loads(run(["dvc", "status", "--json"], dvc_run).stdout)) == {GUARD}
+        assert ran_stages(run(["dvc", "repro"], dvc_run).stdout) == [GUARD]
+    assert (dvc_run / "dvc.lock").read_bytes() == lock
+
+
 @pytest.mark.parametrize("rel", EDITED)
 def test_editing_a_module_reruns_exactly_its_importers(dvc_run, rel):
     """Runs after both engines have built dvc_run; the edit is undone, mtime included.
 
-    A comment reruns nothing but the guard (which depends on every code file and rewrites the digests).
     A compute edit: after the guard has run, DVC lists exactly the instances whose digest holds the file.
     Snakemake gives each job its digest as a param; it can compare params only for jobs it ran itself, so
     here it is held to: at most the importers and what they feed (test_snakemake_run.py holds
     a run Snakemake built to exactly those).
     """
-    path = dvc_run / rel
-    before, stat = path.read_bytes(), path.stat()
     expected = importers(dvc_run, rel)
     assert expected, f"no stage imports {rel}"
     lock = (dvc_run / "dvc.lock").read_bytes()
-    try:
-        path.write_bytes(before + b"\n# a comment\n")
-        assert set(json.loads(run(["dvc", "status", "--json"], dvc_run).stdout)) == {GUARD}
-        assert ran_stages(run(["dvc", "repro"], dvc_run).stdout) == [GUARD]
-        path.write_bytes(before + b"\n_EDITED = 1\n")
+    with edited(dvc_run, rel, b"\n_EDITED = 1\n"):
         run(["dvc", "repro", GUARD], dvc_run)
         stale = json.loads(run(["dvc", "status", "--json"], dvc_run).stdout)
         dry = run(["snakemake", "--cores", "1", "--dry-run"], dvc_run)
-    finally:
-        path.write_bytes(before)
-        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        run(["dvc", "repro", GUARD], dvc_run)  # the digests as they were
     assert (dvc_run / "dvc.lock").read_bytes() == lock
     assert set(stale) == expected
     assert set(dry_run_jobs(dvc_run, dry.stdout + dry.stderr)) <= downstream(dvc_run, expected) | {GUARD}

@@ -27,6 +27,7 @@ import safetensors.torch
 import torch
 import yaml
 from conftest import ROOT
+from forked import run_modules
 from refusals import assert_names
 
 from emergence.core.pipeline import stage_command
@@ -386,29 +387,6 @@ def snapshot(path: Path) -> str | dict[str, str] | None:
     return None
 
 
-# Starting an interpreter and importing torch costs seconds, so the cases share
-# one: it imports the stages' libraries once, then per case forks a child that
-# runs `stages.X` as __main__ exactly as `python -m` does (argv, cwd, stdout and
-# stderr files, exit status, interpreter shutdown included).
-FORK_RUNNER = r"""
-import gc, json, os, runpy, sys
-import emergence.studies.binding.ablation, emergence.studies.binding.patching, emergence.core.train  # the slow imports
-gc.freeze()  # children's shutdown then leaves the shared pages alone: ~2x faster
-for cwd, log, module, *args in json.loads(sys.argv[1]):
-    sys.stdout.flush(); sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        os.chdir(cwd)
-        for fd, name in ((1, "stdout"), (2, "stderr")):
-            os.dup2(os.open(f"{log}.{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-        sys.argv = [module, *args]
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-        sys.exit(0)
-    with open(f"{log}.code", "w") as f:
-        f.write(str(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])))
-"""
-
-
 @dataclass
 class Outcome:
     root: Path
@@ -420,7 +398,7 @@ class Outcome:
 @pytest.fixture(scope="module")
 def outcomes(workspace, tmp_path_factory) -> dict[str, Outcome]:
     base = tmp_path_factory.mktemp("cases")
-    jobs, before = [], {}
+    commands, before = [], {}
     for name, case in CASES.items():
         root = base / name
         shutil.copytree(workspace, root)
@@ -429,18 +407,9 @@ def outcomes(workspace, tmp_path_factory) -> dict[str, Outcome]:
             text_file(rel, text)(root)
         case.breaks(root)
         before[name] = {rel: snapshot(root / rel) for rel in outputs}
-        jobs.append([str(root), str(base / f"{name}.log"), *stage_command(case.argv[0], ROOT), *case.argv[1:]])
-    subprocess.run([sys.executable, "-c", FORK_RUNNER, json.dumps(jobs)], env=ENV, check=True, timeout=600)
-    # stderr as bytes: text mode would turn the progress bars' \r into line breaks
-    return {
-        name: Outcome(
-            base / name,
-            int((base / f"{name}.log.code").read_text()),
-            (base / f"{name}.log.stderr").read_bytes().decode(),
-            before[name],
-        )
-        for name in CASES
-    }
+        commands.append((root, [*stage_command(case.argv[0], ROOT), *case.argv[1:]]))
+    procs = run_modules(commands, ENV)  # one interpreter start for all the cases (tests/forked.py)
+    return {name: Outcome(base / name, proc.returncode, proc.stderr, before[name]) for name, proc in zip(CASES, procs)}
 
 
 def error_line(stderr: str) -> str:

@@ -14,7 +14,9 @@ row, so the sampler's loss is the training objective itself (targets equal to `i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import math
 import tempfile
 import warnings
@@ -96,6 +98,18 @@ def next_token(windows: torch.Tensor) -> tuple[torch.Tensor, LossFn]:
     return windows, loss_fn
 
 
+@contextlib.contextmanager
+def heap_frozen() -> Iterator[None]:
+    """devinterp runs a full gc.collect() around each chain; with torch, pandas and transformers loaded that
+    walks ~10^6 objects (~0.2 s each time, most of a tiny LLC stage's sampling). What is alive before the
+    chains is hidden from the collector while they run (gc.freeze), and handed back after."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def estimate(model: torch.nn.Module, rows: torch.Tensor, loss_fn: LossFn, p: LLCParams, seed: int) -> pd.DataFrame:
     """One checkpoint's LLC per chain: columns chain, llc, drift, init_loss. PipelineError naming the chain
     and SGLD step where a chain's loss went non-finite (its draws would make a number of nothing)."""
@@ -114,7 +128,7 @@ def estimate(model: torch.nn.Module, rows: torch.Tensor, loss_fn: LossFn, p: LLC
         model.eval()
         return loss_fn(model, rows)
 
-    with tempfile.TemporaryDirectory(prefix="llc-") as tmp, warnings.catch_warnings():
+    with tempfile.TemporaryDirectory(prefix="llc-") as tmp, warnings.catch_warnings(), heap_frozen():
         warnings.simplefilter("ignore")  # a failed chain warns: it is reported below, with its step
         samples = sample(
             model=model,

@@ -10,6 +10,7 @@ warning, never a failed stage: the artifacts are what the run is for.
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import os
 import re
@@ -131,6 +132,9 @@ def recorded(fn: Callable, main: Callable[[list[str] | None], int]) -> Callable[
             if code == 0:  # a failed stage says one thing: its error
                 reads.warn_undeclared(spec.name, record["undeclared_reads"])
             finish(record, code)
+            # The process ends here: a last full collection of what exit frees anyway walks every object
+            # torch and pandas made (~0.3 s of each stage run); frozen, the collector leaves them alone.
+            gc.freeze()
         return code
 
     return run

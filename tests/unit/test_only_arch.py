@@ -3,6 +3,8 @@ are laid out (pairs at two indents, under version checks)."""
 
 from __future__ import annotations
 
+import sys
+
 from refusals import refuses
 
 from bench.only_arch import main, only_arch
@@ -49,3 +51,29 @@ def test_a_card_without_a_pair_is_named_and_the_file_left_alone(tmp_path):
     (tmp_path / "empty.py").write_text("")
     with refuses(tmp_path / "empty.py", "-gencode", "sm_90", "(it has none)", error=SystemExit):
         main([str(tmp_path / "empty.py"), "90"])
+
+
+def test_each_other_pair_becomes_one_bare_pass_at_the_pairs_indent():
+    want = """import os
+cc_flag = []
+if not SKIP:
+    pass
+    if bare_metal_version >= Version("11.8"):
+        cc_flag.append("-gencode")
+        cc_flag.append("arch=compute_90,code=sm_90")
+    if bare_metal_version >= Version("12.8"):
+        pass
+setup(name="pkg", ext_modules=ext_modules)
+"""
+    assert only_arch(SETUP, "90") == want
+    assert only_arch(want, "90") == want  # a second run leaves it as it is
+
+
+def test_the_command_line_gives_the_setup_py_then_the_arch(tmp_path, monkeypatch):
+    # python -m bench.only_arch SETUP_PY ARCH: main() with no argv reads both from sys.argv
+    setup = tmp_path / "setup.py"
+    setup.write_text(SETUP)
+    monkeypatch.setattr(sys, "argv", ["bench/only_arch.py", str(setup), "80"])
+    main()
+    out = setup.read_text()
+    assert 'compute_80,code=sm_80"' in out and "compute_90" not in out and "compute_100" not in out

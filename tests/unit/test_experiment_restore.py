@@ -262,6 +262,14 @@ def test_files_are_utf_8_whatever_the_locale(tmp_path, ascii_locale):
     assert (tmp_path / "params.yaml").read_text(encoding="utf-8") == text
 
 
+def test_a_non_ascii_baseline_is_read_whatever_the_locale(repo, ascii_locale):
+    root, _ = repo
+    (root / "params.yaml").write_text(BASELINE + "# caf\u00e9\n", encoding="utf-8")
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "caf"], cwd=root, check=True)
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert baseline_text(rev, "params.yaml") == BASELINE + "# caf\u00e9\n"
+
+
 def test_a_users_non_ascii_edit_is_read_whatever_the_locale(repo, ascii_locale):
     root, rev = repo
     mine = BASELINE.replace("threads: 2", "threads: 2  # caf\u00e9")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,59 @@ def test_transformer_lens_compatibility_mode_moves_each_positions_logits_by_thei
     assert (compatible - mine).abs().max() > 1e-2  # the raw logits are not ours
     assert (compatible - centred(mine)).abs().max() <= 1e-5  # ours, less each position's mean
     assert (compatible.log_softmax(-1) - mine.log_softmax(-1)).abs().max() <= 1e-5
+
+
+def test_a_hook_whose_layout_differs_is_none_and_the_others_still_compared(tmp_path, monkeypatch):
+    """Heads before positions on our side: a layout, not a value, so no difference is computed for it."""
+    from emergence.core.train import load_checkpoint
+    from emergence.export_lens import hook_differences
+
+    step = checkpoint(tmp_path, *ARCHS["gpt2_rope"])
+    export(step, tmp_path / "tl", "transformer-lens", str(vocab_json(tmp_path)))
+    ours, _ = load_checkpoint(step)
+    run_with_cache = ours.run_with_cache
+
+    def heads_first(idx):
+        logits, cache = run_with_cache(idx)
+        return logits, {**cache, "blocks.0.attn.hook_z": cache["blocks.0.attn.hook_z"].transpose(1, 2)}
+
+    monkeypatch.setattr(ours, "run_with_cache", heads_first)
+    diffs = hook_differences(
+        ours, tmp_path / "tl", torch.randint(VOCAB, (2, 9), generator=torch.Generator().manual_seed(5))
+    )
+    assert diffs["blocks.0.attn.hook_z"] is None
+    assert diffs["blocks.1.attn.hook_z"] is not None and diffs["blocks.1.attn.hook_z"] <= 1e-5
+    assert [name for name, d in diffs.items() if d is None] == ["blocks.0.attn.hook_z"]
+
+
+@pytest.mark.parametrize("compatibility", [False, True])
+def test_the_bridge_stays_on_the_cpu_where_torch_sees_a_gpu(compatibility, tmp_path, monkeypatch):
+    """Like the export itself and our checkpoint, whatever accelerator the machine has."""
+    from emergence.core.train import load_checkpoint
+    from emergence.export_lens import bridge, bridge_logits, centred
+
+    step = checkpoint(tmp_path, *ARCHS["gpt2_rope"])
+    export(step, tmp_path / "tl", "transformer-lens", str(vocab_json(tmp_path)))
+    ours, _ = load_checkpoint(step)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert {p.device.type for p in bridge(tmp_path / "tl", compatibility).parameters()} == {"cpu"}
+    idx = torch.randint(VOCAB, (2, 9), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        theirs, mine = bridge_logits(tmp_path / "tl", compatibility)(idx), ours(idx)[0]
+    assert theirs.device.type == "cpu"
+    assert (centred(theirs) - centred(mine)).abs().max() <= 1e-5
+
+
+def test_without_transformer_lens_the_export_names_the_extra_to_install_and_writes_nothing(
+    tmp_path, capsys, monkeypatch
+):
+    step = checkpoint(tmp_path, *ARCHS["gpt2_rope"])
+    vocab = vocab_json(tmp_path)
+    monkeypatch.setitem(sys.modules, "transformer_lens.model_bridge", None)  # the import fails as if absent
+    before = files(tmp_path)
+    assert main([str(step), "--to", "transformer-lens", str(tmp_path / "tl"), "--tokenizer", str(vocab)]) == 1
+    assert_names(one_error_line(capsys), "error: ", "--to transformer-lens", "TransformerLens 4", ".[interp]")
+    assert files(tmp_path) == before
 
 
 def test_the_export_check_holds_compatibility_mode_to_our_logits_up_to_the_constant(tmp_path, monkeypatch):

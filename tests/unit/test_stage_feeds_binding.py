@@ -14,6 +14,8 @@ import torch
 from feeds import ran, save_run, spy, spy_listing, step_of, tiny_params, workspace
 
 from emergence.core.io import write_parquet
+from emergence.core.models import build_model
+from emergence.core.train import find_checkpoint, load_checkpoint, save_checkpoint
 from emergence.studies.binding.batches import IGNORE, encode_programs
 from emergence.studies.binding.patching import make_counterfactual_pairs
 from emergence.studies.binding.program_io import load_programs
@@ -114,6 +116,49 @@ def test_trajectory_scores_test_programs_and_predicts_with_the_last_checkpoint(p
     assert step_of(model, runs["runs/seed1"]) == [26] and same_encoding(data, evaluated)
     preds = pd.read_parquet(f"data/binding/predictions/seed{SEED}.parquet")
     assert preds["program_id"].tolist() == evaluated["program_id"].tolist() and set(preds["step"]) == {26}
+
+
+def digit_answering_checkpoint(run_dir, step: int) -> torch.nn.Module:
+    """A checkpoint at `step` of the run (its model and meta) whose weights, drawn from a fixed seed, can
+    only write digits: its unembedding has zero rows for every other token. Returned in eval mode."""
+    _, info = load_checkpoint(find_checkpoint(run_dir, "final")[1])
+    torch.manual_seed(5)  # answers vary (six digits) and some are right (6 of 52), whatever the tmp path
+    model = build_model(info["arch"], info["config"])
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p))
+        others = torch.ones(len(TOK), dtype=torch.bool)
+        others[TOK.digit_ids] = False
+        model.unembed.weight[others] = 0.0
+    save_checkpoint(model, run_dir, step, info["meta"])
+    return model.eval()
+
+
+def greedy_answer(model: torch.nn.Module, program: str) -> int:
+    """The model's top token after the program alone (no batch, no padding), as a digit; -1 if no digit."""
+    with torch.no_grad():
+        logits, _ = model(torch.tensor([TOK.encode(program)]))
+    top = TOK.vocab[int(logits[0, -1].argmax())]
+    return int(top) if top.isdigit() else -1
+
+
+def test_trajectory_predictions_are_the_last_checkpoints_answers_marked_right_or_wrong(project, monkeypatch, capsys):
+    params, programs, runs = project
+    params()
+    run_dir = runs["runs/seed1"][26].parent
+    model = digit_answering_checkpoint(run_dir, 33)  # after the run's five: the last one
+    spy(monkeypatch, trajectory, "run_trajectory", trajectory_rows)
+    spy(monkeypatch, trajectory, "detect_phases", lambda t, p: pd.DataFrame({"phase": [1]}))
+    ran(trajectory.main, ["--seed", str(SEED)], capsys)
+    preds = pd.read_parquet(f"data/binding/predictions/seed{SEED}.parquet")
+    evaluated = pd.concat([rows(programs, "test").head(40), rows(programs, "test", "gen")])  # tiny n_programs: 40
+    assert preds["program_id"].tolist() == evaluated["program_id"].tolist()
+    assert preds["answer"].tolist() == evaluated["answer"].tolist()
+    assert set(preds["seed"]) == {SEED} and set(preds["step"]) == {33}
+    assert preds["pred"].tolist() == [greedy_answer(model, p) for p in evaluated["program"]]
+    assert set(preds["pred"]) <= set(range(10)) and preds["pred"].nunique() > 1  # digits the model wrote
+    assert preds["correct"].tolist() == (preds["pred"] == preds["answer"]).tolist()
+    assert 0 < preds["correct"].sum() < len(preds)  # some right, some wrong
 
 
 def test_stress_scores_the_suite_on_the_curve_and_the_grid_at_the_named_step(project, monkeypatch, capsys):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -585,10 +586,21 @@ def test_index_report_refuses_a_study_page_without_a_claims_section(index_projec
     assert not spies["index_page"].calls
 
 
-@pytest.mark.parametrize("text", ["[1, 2]", "{oops"])
-def test_index_report_refuses_metrics_that_are_no_json_object(text, index_project, monkeypatch, capsys):
+def test_index_report_names_every_missing_section_and_the_rule_they_break(index_project, monkeypatch, capsys):
+    """Binding's page without its first two sections (of five, sorted): both listed, the three it has not."""
+    Path(PAGES[BINDING]).write_text(study_page(BINDING, leave_out=2))
+    index_spies(monkeypatch)
+    assert index_report.main([]) == 1
+    line = one_error(capsys)
+    assert_names(line, BINDING, PAGES[BINDING], "no section 'Generalisation', 'Headline numbers' on")
+    assert not any(s in line for s in ("Local learning coefficient", "Patching", "Training trajectory"))
+    assert re.search(r" \([^()]*\bheading\b[^()]*study page\)$", line), line  # the rule, in parentheses, last
+
+
+@pytest.mark.parametrize("text, named", [("[1, 2]", ["list"]), ('"of"', ["str"]), ("{oops", [])])
+def test_index_report_refuses_metrics_that_are_no_json_object(text, named, index_project, monkeypatch, capsys):
     Path(METRICS[ASSOC]).write_text(text)
     spies = index_spies(monkeypatch)
     assert index_report.main([]) == 1
-    assert_names(one_error(capsys), METRICS[ASSOC])
+    assert_names(one_error(capsys), METRICS[ASSOC], *named)  # and the kind of JSON value found instead
     assert not spies["index_page"].calls and not Path("reports/metrics/headlines.json").exists()

@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def stamp(params) -> None:
     out = Path(path_of(params, "params_checked"))
-    if not out.is_file() or out.read_text() != PASSED:  # left as it is: its time stamp is Snakemake's too
+    # left as it is when it already says so: its time stamp is Snakemake's too
+    if not out.is_file() or out.read_text(encoding="utf-8") != PASSED:
         write_text(PASSED, out)
 
 
@@ -64,7 +65,7 @@ def write_digests(params: dict, put_back: bool = False) -> None:
     def fill(into: Path) -> None:
         for instance, text in texts.items():
             (into / digest_path(instance)).parent.mkdir(parents=True, exist_ok=True)
-            (into / digest_path(instance)).write_text(text)
+            (into / digest_path(instance)).write_text(text, encoding="utf-8")
 
     if not put_back:
         with atomic_path(folder) as into:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import locale
 import os
 import shutil
 import subprocess
@@ -194,3 +195,17 @@ def figures(monkeypatch) -> list:
 
     monkeypatch.setattr(H, "figure", keep)
     return kept
+
+
+@pytest.fixture
+def ascii_locale():
+    """The locale's encoding is ASCII (LANG=C without Python's UTF-8 coercion): what the project writes and reads
+    is UTF-8 whatever it is."""
+    saved = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        if locale.getpreferredencoding(False).lower() not in ("ascii", "ansi_x3.4-1968"):
+            pytest.skip("this interpreter reads files as UTF-8 in any locale (UTF-8 mode)")
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, saved)

@@ -213,7 +213,8 @@ def templates(params: dict, root: Path) -> int:
     path = root / params["paths"]["grounding_template_source"]
     if not path.is_file():
         return 30
-    return sum(1 for line in path.read_text().splitlines()[1:] if line.strip() and not line.startswith("#"))
+    lines = path.read_text(encoding="utf-8").splitlines()[1:]
+    return sum(1 for line in lines if line.strip() and not line.startswith("#"))
 
 
 def assoc_flops(family: str, params: dict, item: dict) -> tuple:
@@ -266,7 +267,7 @@ def analysis(instance: str, item: dict, params: dict, root: Path) -> Analysis:
 
 
 def _instances(params: dict, root: Path) -> Iterator[tuple[str, dict, Workload | None]]:
-    for name, stage in yaml.load((root / "dvc.yaml").read_text(), FAST_LOADER)["stages"].items():
+    for name, stage in yaml.load((root / "dvc.yaml").read_text(encoding="utf-8"), FAST_LOADER)["stages"].items():
         for instance, item in instances(name, stage, params):
             keys = interpolate(stage.get("params", []), {**params, "item": item}, instance)
             w = job_workload(params, keys, instance, item) if on_device(keys) else None

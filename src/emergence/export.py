@@ -98,7 +98,7 @@ def tokenizer_for(step_dir: Path, given: str | None) -> str:
     if params.is_file():
         import yaml
 
-        paths = (yaml.safe_load(params.read_text()) or {}).get("paths", {})
+        paths = (yaml.safe_load(params.read_text(encoding="utf-8")) or {}).get("paths", {})
     where = step_dir.resolve()
     runs = {"binding_runs": "binding", "binding_aid_runs": "binding", "grounding_runs": paths.get("grounding_vocab"),
             "visual_runs": paths.get("visual_vocab")}  # fmt: skip
@@ -139,7 +139,8 @@ def export(checkpoint: Path, out: Path, to: str = "hf", tokenizer: str | None = 
             part.mkdir(parents=True)  # ours alone: a folder already there (someone else's) stops it
             hf.save_pretrained(part, safe_serialization=True)
             hf_tokenizer(tokens, kind).save_pretrained(part)
-            (part / "emergence.json").write_text(json.dumps({"source": str(step_dir), **info}, indent=2))
+            told = json.dumps({"source": str(step_dir), **info}, indent=2)
+            (part / "emergence.json").write_text(told, encoding="utf-8")
             _mark(part, step_dir, to)
         diff = _check(model, part, to, cfg)
         with _write_errors(out, model):
@@ -163,7 +164,9 @@ def _write_errors(out: Path, model: torch.nn.Module) -> Iterator[None]:
 def _mark(folder: Path, step_dir: Path, to: str) -> None:
     """Written last: it lists every file of the export, so a folder with more in it is no export."""
     files = sorted(p.name for p in folder.iterdir())
-    (folder / MARKER).write_text(json.dumps({"source": str(step_dir), "to": to, "files": files}, indent=2))
+    (folder / MARKER).write_text(
+        json.dumps({"source": str(step_dir), "to": to, "files": files}, indent=2), encoding="utf-8"
+    )
 
 
 def _may_write(out: Path, force: bool) -> None:
@@ -198,7 +201,7 @@ def _some(names: list[str]) -> str:
 def _not_exported(folder: Path) -> list[str]:
     """The entries of `folder` that its marker does not list: all of them when there is no marker of ours."""
     try:
-        listed = {*json.loads((folder / MARKER).read_text())["files"], MARKER}
+        listed = {*json.loads((folder / MARKER).read_text(encoding="utf-8"))["files"], MARKER}
     except (OSError, ValueError, KeyError, TypeError):  # none, unreadable, or not the JSON export writes
         listed = set()
     return sorted(p.name for p in folder.iterdir() if p.name not in listed)

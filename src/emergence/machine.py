@@ -31,7 +31,7 @@ def device_memory(device: str) -> tuple[int, str, bool] | None:
 def device_jobs(params: dict, root: Path) -> Iterator[tuple[str, Sized | None]]:
     """(DVC instance, its sizes or None when its declared params give no model size) of every stage
     instance that computes on the device."""
-    for name, stage in yaml.load((root / "dvc.yaml").read_text(), FAST_LOADER)["stages"].items():
+    for name, stage in yaml.load((root / "dvc.yaml").read_text(encoding="utf-8"), FAST_LOADER)["stages"].items():
         for instance, item in instances(name, stage, params):
             keys = interpolate(stage.get("params", []), {**params, "item": item}, instance)
             if on_device(keys):

@@ -3,7 +3,6 @@ can be told for sure (core/experiment.py); otherwise the keys are named and the 
 
 from __future__ import annotations
 
-import locale
 import re
 import subprocess
 from pathlib import Path
@@ -86,20 +85,6 @@ def says(line: str, *phrases: str) -> None:
     assert len(line.strip().splitlines()) == 1, f"not one line: {line!r}"
     unsaid = [p for p in phrases if not re.search(rf"(?<!\w){re.escape(p)}(?!\w)", line)]
     assert not unsaid, f"{unsaid} not said in {line!r}"
-
-
-@pytest.fixture
-def ascii_locale():
-    """The locale's encoding is ASCII (LANG=C without Python's UTF-8 coercion): the params files are UTF-8 whatever
-    it is."""
-    saved = locale.setlocale(locale.LC_CTYPE)
-    locale.setlocale(locale.LC_CTYPE, "C")
-    try:
-        if locale.getpreferredencoding(False).lower() not in ("ascii", "ansi_x3.4-1968"):
-            pytest.skip("this interpreter reads files as UTF-8 in any locale (UTF-8 mode)")
-        yield
-    finally:
-        locale.setlocale(locale.LC_CTYPE, saved)
 
 
 def test_the_baseline_is_the_file_as_committed_or_none(repo):

@@ -597,6 +597,17 @@ def test_index_report_names_every_missing_section_and_the_rule_they_break(index_
     assert re.search(r" \([^()]*\bheading\b[^()]*study page\)$", line), line  # the rule, in parentheses, last
 
 
+def test_index_report_reads_metrics_and_pages_as_utf_8_whatever_the_locale(
+    index_project, monkeypatch, capsys, ascii_locale
+):
+    Path(METRICS[ASSOC]).write_bytes(json.dumps({"of": "caf\u00e9"}, ensure_ascii=False).encode())
+    Path(PAGES[BINDING]).write_bytes((study_page(BINDING) + "<p>\u2265 90 %</p>").encode())
+    spies = index_spies(monkeypatch)
+    ran(index_report.main, [], capsys)
+    studies = spies["index_page"].one[0][0]
+    assert studies[1].metrics == {"of": "caf\u00e9"} and studies[0].href is not None
+
+
 @pytest.mark.parametrize("text, named", [("[1, 2]", ["list"]), ('"of"', ["str"]), ("{oops", [])])
 def test_index_report_refuses_metrics_that_are_no_json_object(text, named, index_project, monkeypatch, capsys):
     Path(METRICS[ASSOC]).write_text(text)

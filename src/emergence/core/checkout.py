@@ -67,7 +67,7 @@ def _dvc_stages(rwlock: Path) -> list[tuple[int, str]]:
     """(pid, command) of each live process rwlock lists (DVC forgets a killed one's entries only at
     its next run: a dead pid does not hold the checkout)."""
     try:
-        lock = json.loads(rwlock.read_text())
+        lock = json.loads(rwlock.read_text(encoding="utf-8"))
         infos = [*lock.get("write", {}).values(), *(i for v in lock.get("read", {}).values() for i in v)]
         entries = [(int(i["pid"]), str(i["cmd"])) for i in infos]
     except (OSError, ValueError, TypeError, KeyError, AttributeError):  # none yet, or not DVC's format

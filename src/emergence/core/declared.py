@@ -100,7 +100,7 @@ def known_sections(root: Path) -> list[str] | None:
     declared = root / DECLARATION
     if not declared.is_file():
         return None
-    return list((yaml.load(declared.read_text(), FAST_LOADER) or {}).get("schemas") or {})
+    return list((yaml.load(declared.read_text(encoding="utf-8"), FAST_LOADER) or {}).get("schemas") or {})
 
 
 def unknown_section(name: str, known: list[str]) -> str:
@@ -132,7 +132,9 @@ def producer_of(path: str | Path, root: Path, params: dict[str, Any]) -> str | N
 def read_stages(root: Path) -> dict[str, dict[str, Any]]:
     """pipeline.yaml's stages, completed ({} where there is no declaration)."""
     path = root / DECLARATION
-    return completed(yaml.load(path.read_text(), FAST_LOADER) or {}).get("stages") or {} if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    return completed(yaml.load(path.read_text(encoding="utf-8"), FAST_LOADER) or {}).get("stages") or {}
 
 
 GUARD = "params_check"  # the stage that checks the whole params file: every other stage depends on its output

@@ -67,7 +67,7 @@ def imported_modules(path: Path, module: str) -> set[str]:
 def _imported(path: Path, module: str, mtime_ns: int, size: int) -> frozenset[str]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -119,7 +119,7 @@ def stage_module(cmd: str, where: str) -> str:
 def read_declaration(root: Path) -> dict[str, Any]:
     path = root / DECLARATION
     try:
-        decl = yaml.load(path.read_text(), FAST_LOADER)
+        decl = yaml.load(path.read_text(encoding="utf-8"), FAST_LOADER)
     except (OSError, yaml.YAMLError) as e:
         raise PipelineError(f"{path}: cannot read the pipeline declaration ({e})") from e
     if not isinstance(decl, dict) or not isinstance(decl.get("stages"), dict):
@@ -247,7 +247,7 @@ def is_directory(path: str) -> bool:
 
 @cache
 def _dvc_yaml(root: Path) -> dict:
-    return yaml.load((root / GENERATED).read_text(), FAST_LOADER)
+    return yaml.load((root / GENERATED).read_text(encoding="utf-8"), FAST_LOADER)
 
 
 # ---- dvc.yaml -> Snakemake rules: one per DVC stage, its matrix axes as wildcards ----------------
@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     target = args.root / GENERATED
-    current = target.read_text() if target.exists() else ""
+    current = target.read_text(encoding="utf-8") if target.exists() else ""
     if args.check:
         if current != text:
             print(f"error: {target} is stale: run `python -m emergence pipeline`", file=sys.stderr)

@@ -98,7 +98,7 @@ def apply_profile(name: str, params_file: str | Path = PARAMS_FILE) -> list[str]
     yaml = YAML()  # round-trip mode keeps comments and key order
     yaml.width = 120
     read_params(params_file)  # a duplicate key, bad YAML or bytes: one line, before the round-trip loader
-    params: Any = yaml.load(Path(params_file).read_text())
+    params: Any = yaml.load(Path(params_file).read_text(encoding="utf-8"))
     path = profile_path(name)
     unknown = [f"{path}: {line}" for line in merge_into(params, read_params(path), as_list=flow)]
     out = io.StringIO()

@@ -68,9 +68,8 @@ def differing(before: dict, now: dict) -> list[str]:
 
 def baseline_text(baseline: str, params_file: str) -> str | None:
     try:
-        shown = subprocess.run(
-            ["git", "show", f"{baseline}:{params_file}"], capture_output=True, text=True, encoding="utf-8"
-        )  # the file's bytes as committed, UTF-8 whatever the locale (a C locale would fail on a non-ASCII byte)
+        # the file as committed, decoded as UTF-8 whatever the locale (a C locale fails on a non-ASCII byte)
+        shown = subprocess.run(["git", "show", f"{baseline}:{params_file}"], capture_output=True, encoding="utf-8")
     except OSError:  # no git on PATH
         return None
     return shown.stdout if shown.returncode == 0 else None

@@ -5,9 +5,12 @@ and what main(argv) prints for the row it measured."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import re
+import sys
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -30,6 +33,13 @@ def flags(**kw) -> list[str]:
 
 def words(text: str) -> str:
     return " ".join(text.split())
+
+
+def said(help: str, option: str) -> set[str]:
+    """The words a --help (whitespace-normalised) gives after `option` and its metavar, up to the next option;
+    brackets, colons and commas stripped."""
+    text = re.search(rf"(?<!\[){option} [A-Z_]+ (.*?)(?= --[a-z]|$)", help)[1]
+    return {w.strip("():") for w in re.split(r"[\s,]+", text)}
 
 
 @pytest.mark.parametrize(
@@ -201,8 +211,19 @@ def test_the_runner_takes_a_subset_in_the_order_given_and_refuses_an_unknown_nam
         "default_run": None, "tiny_run": None, "repeats": 5, "only": "dino,basis", "out": None, "threads": 3,
     }  # fmt: skip
     with pytest.raises(SystemExit) as e:
-        runner.parse_args(["--only", "dino,nosuch,other"])
-    assert e.value.code == 2 and "nosuch" in capsys.readouterr().err
+        runner.parse_args(["--only", "dino,other,nosuch"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "nosuch, other" in err  # each unknown name, and every known one in order
+    assert "training, basis, saliency, dino, pipeline" in err
+
+
+def test_the_runners_help_says_what_each_option_does(capsys):
+    out = help_text(lambda: runner.parse_args(["--help"]), capsys)
+    assert {"checkout", "finished", "default-profile", "minutes"} <= said(out, "--default-run")
+    assert {"checkout", "finished", "tiny", "default", "now"} <= said(out, "--tiny-run")
+    assert {"timed", "no-op", "engine", "median"} <= said(out, "--repeats")
+    assert {"comma-separated", "subset", *runner.BENCHMARKS} <= said(out, "--only")  # the default: every one
+    assert {"table", "file", "default", "params.yaml", "paths.bench_report"} <= said(out, "--out")
 
 
 def test_the_runner_names_the_machine_it_measured_on(monkeypatch):
@@ -241,6 +262,33 @@ def test_the_runner_says_how_long_each_benchmark_took(monkeypatch, capsys, tmp_p
     runner.main(["--only", "dino,training", "--out", str(tmp_path / "b.json")])
     lines = capsys.readouterr().out.splitlines()
     assert lines[:2] == ["[bench] dino: 4 s", "[bench] training: 0 s"]
+
+
+def test_the_runner_stamps_the_measurement_in_utc_whatever_the_machines_zone(monkeypatch, tmp_path, threads):
+    instant = datetime(2031, 5, 6, 23, 50, 7, tzinfo=UTC)
+    local = timezone(timedelta(hours=-7))  # the machine's own zone: None asks for it
+
+    class Clock:
+        @staticmethod
+        def now(tz=None):
+            return instant.astimezone(tz or local)
+
+    monkeypatch.setattr(runner, "datetime", Clock)
+    monkeypatch.setattr(runner, "BENCHMARKS", {"dino": lambda a: [row("dino", 2.0, "x/s", "ref", 1.0)]})
+    runner.main(["--only", "dino", "--out", str(tmp_path / "b.json")])
+    assert json.loads((tmp_path / "b.json").read_text())["measured"] == "2031-05-06T23:50:07Z"
+
+
+def test_each_benchmarks_time_reaches_a_pipe_before_the_next_benchmark_starts(monkeypatch, tmp_path, threads):
+    pipe = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(pipe, encoding="utf-8"))  # block-buffered, as a pipe is
+    seen = []
+    monkeypatch.setattr(
+        runner, "BENCHMARKS", {"dino": lambda a: [], "training": lambda a: seen.append(pipe.getvalue()) or []}
+    )
+    monkeypatch.setattr(runner, "write", lambda *a: None)
+    runner.main(["--only", "dino,training", "--out", str(tmp_path / "b.json")])
+    assert len(seen) == 1 and seen[0].startswith(b"[bench] dino: ")
 
 
 def test_without_out_the_runner_writes_where_params_yaml_says(monkeypatch, tmp_path, threads):

@@ -54,6 +54,12 @@ def test_a_pin_with_spaces_around_its_operator_is_read_by_its_name(tmp_path):
     assert pins.read_pins(path) == {"foo": "1.0"}
 
 
+def test_a_pin_with_an_environment_marker_is_read_by_the_name_before_its_operator(tmp_path):
+    path = tmp_path / "constraints.txt"  # pip-compile writes a marker after a platform's own pins
+    path.write_text('numpy==2.1.0 ; python_version == "3.12"\nbar==2.0\n')
+    assert list(pins.read_pins(path)) == ["numpy", "bar"]
+
+
 def test_the_default_pins_are_the_projects_constraints():
     text = (ROOT / "constraints.txt").read_text()
     got = pins.read_pins()
@@ -244,6 +250,38 @@ def test_main_asks_for_the_wheels_command_and_its_folder(monkeypatch, capsys):
         assert e.value.code == 2
     out = help_text(lambda: pins.main(["wheels", "--help"]), capsys)
     assert "folder" in out and "--python PYTHON" in out
+
+
+def said(help: str, head: str) -> set[str]:
+    """The words a --help (whitespace-normalised) gives after `head` (an option and its metavar, a command),
+    up to the next option; brackets, colons and commas stripped."""
+    text = re.search(rf"(?<![\[{{]){re.escape(head)} (.*?)(?= -{{1,2}}[a-z]|$)", help)[1]
+    return {w.strip("():") for w in re.split(r"[\s,]+", text)}
+
+
+def test_main_says_what_it_is_and_its_command_and_option_do(capsys):
+    out = help_text(lambda: pins.main(["--help"]), capsys)
+    assert " ".join(pins.__doc__.splitlines()[0].split()) in out  # the project's pins on a GPU machine
+    assert {"download", "pinned", "pure-Python", "wheels", "imports"} <= said(out, "wheels")
+    out = help_text(lambda: pins.main(["wheels", "--help"]), capsys)
+    assert {"GPU", "machine's", "Python", "image", "3.12"} <= said(out, "--python PYTHON")
+
+
+def test_main_without_a_command_says_a_command_is_required(monkeypatch, capsys):
+    monkeypatch.setattr(pins, "read_pins", lambda: pytest.fail("nothing runs without a command"))
+    with pytest.raises(SystemExit):
+        pins.main([])
+    assert re.search(r"required: command$", capsys.readouterr().err.strip())
+
+
+def test_main_names_every_wheel_it_left_out(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(pins, "read_pins", lambda: {"alpha": "1", "beta": "2", "gamma": "3"})
+    monkeypatch.setattr(pins, "to_carry", lambda p: ["alpha", "beta", "gamma"])
+    monkeypatch.setattr(pins, "download", lambda names, p, folder, python: ["beta", "gamma"])
+    pins.main(["wheels", str(tmp_path)])
+    carried, left = capsys.readouterr().out.splitlines()
+    assert carried.endswith("1 wheels, 0.0 MiB: alpha")
+    assert re.search(r"\b56 MiB\b.*: beta, gamma$", left)
 
 
 # --- gpu_rows.py: the specs ---------------------------------------------------------------------------

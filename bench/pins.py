@@ -44,8 +44,9 @@ def canonical(name: str) -> str:
 def read_pins(path: Path = CONSTRAINTS) -> dict[str, str]:
     """{canonical name: version} of every `name==version` line."""
     pins = {}
-    for line in path.read_text().splitlines():
-        name, sep, version = line.split("#")[0].strip().partition("==")
+    for line in path.read_text(encoding="utf-8").splitlines():
+        # an environment marker (`; python_version == "3.12"`) says where the pin applies, not its version
+        name, sep, version = line.split("#")[0].split(";")[0].strip().partition("==")
         if sep:
             pins[canonical(name.strip())] = version.strip()  # pip reads `foo == 1.0` as a pin too
     return pins

@@ -54,10 +54,10 @@ def test_a_pin_with_spaces_around_its_operator_is_read_by_its_name(tmp_path):
     assert pins.read_pins(path) == {"foo": "1.0"}
 
 
-def test_a_pin_with_an_environment_marker_is_read_by_the_name_before_its_operator(tmp_path):
+def test_a_pin_with_an_environment_marker_is_read_as_its_name_and_version(tmp_path):
     path = tmp_path / "constraints.txt"  # pip-compile writes a marker after a platform's own pins
-    path.write_text('numpy==2.1.0 ; python_version == "3.12"\nbar==2.0\n')
-    assert list(pins.read_pins(path)) == ["numpy", "bar"]
+    path.write_text('numpy==2.1.0 ; python_version == "3.12"\nbar==2.0;sys_platform=="linux"\n')
+    assert pins.read_pins(path) == {"numpy": "2.1.0", "bar": "2.0"}
 
 
 def test_the_default_pins_are_the_projects_constraints():

@@ -296,6 +296,17 @@ def test_put_back_writes_the_digests_only_where_dvc_removed_them(guard, tmp_path
     assert not list(tmp_path.glob(".*"))  # no temporary folder left beside it
 
 
+@pytest.mark.parametrize("put_back", [False, True])
+def test_the_guard_makes_each_stages_folder_whichever_instance_comes_first(put_back, guard, tmp_path, monkeypatch):
+    guard, params = guard
+    texts = {"binding_train@1": "one", "binding_train@0": "zero", "assoc_runs@L2_seed3": "run", "binding_data": "d"}
+    monkeypatch.setattr(guard, "digests", lambda declaration, p, root: texts)  # a matrix instance first
+    guard.write_digests(params, put_back=put_back)
+    written = {str(p.relative_to(tmp_path / "code")): p.read_text() for p in (tmp_path / "code").rglob("*.txt")}
+    assert written == {"binding_train/1.txt": "one", "binding_train/0.txt": "zero", "assoc_runs/L2_seed3.txt": "run",
+                       "binding_data.txt": "d"}  # fmt: skip
+
+
 def test_the_stamp_says_the_params_passed_and_is_left_alone_when_it_already_does(guard, tmp_path):
     guard, params = guard
     stamp = tmp_path / "checked.txt"

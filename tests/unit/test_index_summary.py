@@ -87,6 +87,30 @@ def test_headlines_hold_each_claims_number_under_a_key_of_where_it_is_read():
     assert "ablation.transformer4_aggregate" in got["grounding"]
 
 
+@pytest.mark.parametrize(
+    "where, key",
+    [
+        ("causal_loss.<deepest run>/W_O", "causal_loss.W_O"),  # a file-like key: "/" read as a level
+        ("loss/by_depth/2", "loss.by_depth.2"),
+        ("gain.<run>.<depth>/slope (fitted)", "gain.slope"),  # two placeholders, then a "/": one dot left
+        ("<deepest run>.W<layer> (minimum)", "W"),  # no leading dot where the path starts with a placeholder
+        ("accuracy.<run>", "accuracy"),  # nor a trailing one where it ends with one
+        ("scores.X", "scores.X"),  # a capital X is part of the key
+        ("Xrate.mean[0]", "Xrate.mean"),
+        ("p_value (one-sided) of 3 runs", "p_value"),
+    ],
+)
+def test_headline_key_is_the_path_the_claim_reads_without_placeholders_or_trailing_words(where, key):
+    (got,) = headlines([Claim("s", "c", where, at("x"), ">", 0.5, "rule", "Section")], {"s": {"x": 1.0}})["s"]
+    assert got == key
+
+
+def test_headlines_round_each_number_to_six_decimals():
+    claims = [Claim("s", "c", w, at(w), ">", 0.5, "rule", "Section") for w in ("a", "b", "c")]
+    got = headlines(claims, {"s": {"a": 0.12345678, "b": 0.9999996, "c": 2}})
+    assert got == {"s": {"a": 0.123457, "b": 1.0, "c": 2.0}}
+
+
 def test_association_claims_read_the_deepest_run_and_the_right_weight():
     metrics = {
         "min_cosine": {

@@ -35,20 +35,14 @@ def checkout(tmp_path, monkeypatch) -> Path:
     """A one-commit git repo as the working directory: tracked code, .gitignore files (top and nested),
     a dvc.lock (top and nested) and a file whose name only starts like one."""
     repo = tmp_path / "repo"
-    for rel in (
-        "code.py",
-        ".gitignore",
-        "sub/.gitignore",
-        "dvc.lock",
-        "sub/dvc.lock",
-        "dvc.lock.bak",
-        "x.gitignore.txt",
-    ):
+    files = ("code.py", ".gitignore", "sub/.gitignore", "dvc.lock", "sub/dvc.lock", "dvc.lock.bak", "x.gitignore.txt")
+    for rel in files:
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(f"{rel}\n")
     git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
+    git(repo, "add", "-A", "--force")  # every file tracked: .gitignore's own line ignores .gitignore files
     git(repo, "commit", "-qm", "first")
+    assert sorted(run(["git", "ls-files"], repo).stdout.split()) == sorted(files)
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     monkeypatch.chdir(repo)
     return repo
@@ -285,6 +279,37 @@ def test_stage_records_sort_by_stage_then_command_not_by_file_name(tmp_path):
     ]
 
 
+def test_stage_records_put_records_without_a_stage_or_command_first_whatever_the_others_are_named(tmp_path):
+    folder = tmp_path / "stages"
+    write_records(
+        folder,
+        {
+            "a.json": full("Report", "/usr/bin/python3 -m stages.report"),  # capitals and "/" sort early
+            "b.json": full(None, "/usr/bin/python3 -m stages.train", engine="direct"),
+            "c.json": full("0_prepare", "cmd"),
+            "d.json": {"stage": "Report", "wall_s": 3.0},  # no command
+            "e.json": full(None, "Rscript plot.R", engine="direct"),
+        },
+    )
+    got = P.stage_records(folder)
+    assert [(r["stage"], r["command"]) for r in got] == [
+        (None, "/usr/bin/python3 -m stages.train"),
+        (None, "Rscript plot.R"),
+        ("0_prepare", "cmd"),
+        ("Report", None),
+        ("Report", "/usr/bin/python3 -m stages.report"),
+    ]
+
+
+def test_stage_records_are_read_as_utf_8_whatever_the_locale(tmp_path, ascii_locale):
+    folder = tmp_path / "stages"
+    folder.mkdir()
+    record = full("report", "python -m stages.report --title caf\u00e9", host="h\u00f6st")
+    (folder / "r.json").write_bytes(json.dumps(record, ensure_ascii=False).encode("utf-8"))
+    (got,) = P.stage_records(folder)
+    assert (got["command"], got["host"]) == ("python -m stages.report --title caf\u00e9", "h\u00f6st")
+
+
 def test_stage_records_keep_the_table_keys_only_and_fill_missing_ones_with_none(tmp_path):
     folder = tmp_path / "stages"
     write_records(
@@ -434,6 +459,19 @@ def test_stage_times_rows_follow_the_declared_order_and_mark_stages_never_record
         "max RSS MB": "not recorded",
         "failed": 0,
     }
+
+
+@pytest.mark.parametrize("name", ["None", "null", "XXXX", "direct"])
+def test_stage_times_count_no_direct_run_under_a_declared_stage_whatever_its_name(name):
+    (row,) = P.stage_times(RECORDS, [name])  # RECORDS' direct run: stage null, engine "direct"
+    assert row["instances recorded"] == "not recorded" and row["failed"] == 0
+
+
+def test_stage_times_round_the_longest_and_total_wall_time_to_a_tenth_of_a_second():
+    records = [rec("fit@0", wall=2.26, rss=100.04), rec("fit@1", wall=7.34, rss=99.0), rec("fit@2", wall=0.07)]
+    (row,) = P.stage_times(records, ["fit"])
+    assert (row["wall s (sum)"], row["wall s (longest)"], row["max RSS MB"]) == (9.7, 7.3, 100.0)
+    assert isinstance(row["wall s (longest)"], float)
 
 
 def test_stage_times_of_records_read_from_files(tmp_path):

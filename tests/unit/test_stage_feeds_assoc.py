@@ -8,8 +8,10 @@ checkpoints of distinct weights, whose recorded batch size and learning rate dif
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,7 @@ import pandas as pd
 import pytest
 import torch
 from feeds import ran, save_run, spy, spy_listing, step_of, workspace
+from refusals import refuses
 
 from emergence.core.io import write_parquet
 from emergence.core.models import build_model
@@ -182,3 +185,31 @@ def test_order_run_checkpoints_record_a_float64_model_of_the_basis_width_and_unc
         assert (train["optimizer"], train["momentum"], train["weight_decay"]) == ("sgd", 0.0, 0.0)
         assert (train["schedule"], train["warmup_steps"], train["grad_clip"]) == ("constant", 0, None)
         assert train["device"] == "cpu"  # the float64 run stays on the CPU, whatever accelerator the machine has
+        assert (train["dense_until"], train["n_log_checkpoints"]) == (ORDER_STEPS, 0)  # every step, none log-spaced
+
+
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal: where a progress bar would be drawn."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_order_run_draws_no_progress_bar_even_on_a_terminal(tmp_path, monkeypatch, one_thread):
+    sequences = np.random.default_rng(1).integers(0, ORDER_V - 1, (9, 8))
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    rows = order.order_run(sequences, compute_basis(sequences, ORDER_V), 1, 0.5, 3, tmp_path)
+    assert sorted({r["step"] for r in rows}) == [1, 2, 3]
+    assert sys.stderr.getvalue() == ""  # one short run per eta: silent, whatever the stage's own output
+
+
+def test_order_run_that_diverges_names_the_assoc_order_section_and_keeps_its_state_in_the_work_folder(
+    order_ran, tmp_path, one_thread
+):
+    sequences, basis, _, _ = order_ran
+    # at this rate the loss is finite for 4 steps and nan at the 5th: a resume state of step 3 exists
+    with refuses("assoc_order.lr", "step 4", tmp_path / "scratch") as caught:
+        order.order_run(sequences, basis, ORDER_LAYERS, 1e6, ORDER_STEPS, tmp_path)
+    assert str(caught.value).startswith("assoc_order: ")
+    assert (tmp_path / "scratch").is_dir() and any((tmp_path / "scratch").iterdir())
+    assert not (tmp_path / "run").exists()  # nothing published

@@ -94,6 +94,18 @@ def test_binding_aid_files_are_each_variant_at_each_of_its_seeds_variant_first()
     assert binding_report.aid_files(params) == []
 
 
+def test_binding_report_refuses_a_bad_aids_or_llc_section_naming_the_key():
+    aids = tiny_params({"binding_aids": {"aids": ["plain"], "seeds": "three"}})
+    with refuses("binding_aids.seeds", "list"):
+        binding_report.aid_files(aids)
+    with refuses("binding_aids.seeds", "list"):
+        binding_report.side_by_side(aids, seed_tables(), [])
+    llc = tiny_params({"binding_llc": {"seeds": [1]}})
+    llc["binding_llc"]["sedes"] = [2]  # a misspelt key
+    with refuses("binding_llc.sedes"):
+        binding_report.per_seed_files(llc, [0])
+
+
 def by_seed_table(key: str, seeds=(1, 0, 3, 7, 3, 1, 0, 7)) -> pd.DataFrame:
     """Rows of several seeds, interleaved; each row names its table, seed and rank within the seed."""
     return frame([{"seed": s, "row": f"{key}/{s}/{seeds[:k].count(s)}"} for k, s in enumerate(seeds)])

@@ -356,6 +356,11 @@ def test_a_match_canonical_block_is_skipped_as_asyncssh_skips_it_without_canonic
     assert remote.ssh_address({"host": "store"}) == ("store", 22)
 
 
+def test_a_match_final_block_applies_as_asyncssh_reads_it_again_for_it(ssh_home):
+    (ssh_home / ".ssh" / "config").write_text("Host store\n  Port 2201\nMatch final\n  HostName 127.0.0.9\n")
+    assert remote.ssh_address({"host": "store"}) == ("127.0.0.9", 2201)
+
+
 # ssh_answers: the probe's timeout covers the connection and the greeting together
 
 WHERE = "DVC remote 'shared' (ssh://store/x)"

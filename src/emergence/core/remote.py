@@ -97,6 +97,8 @@ def ssh_address(fs_args: dict) -> tuple[str, int] | None:
     # load(last_config, paths, reload, canonical, final, local_user, user, host, port) as asyncssh.connect
     # calls it; () is its "not given", which lets the config's User and Port apply
     config = SSHClientConfig.load(None, paths, False, False, False, local_user, user or (), host, port or ())
+    if config.has_match_final():  # asyncssh.connect then reads the file again, `Match final` blocks applying
+        config = SSHClientConfig.load(config, paths, True, False, True, local_user, user or (), host, port or ())
     if config.get("ProxyJump") or config.get("ProxyCommand"):
         return None
     return config.get("Hostname") or host, int(port or config.get("Port") or 22)

@@ -6,6 +6,7 @@ import fcntl
 import json
 import locale
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -103,6 +104,13 @@ def help_text(call, capsys) -> str:
         call()
     assert e.value.code == 0
     return " ".join(capsys.readouterr().out.split())
+
+
+def help_words(help: str, head: str) -> set[str]:
+    """The words a --help (whitespace-normalised, as `help_text` gives it) says after `head` (an option and its
+    metavar, or a command), up to the next option; brackets, colons and commas stripped."""
+    text = re.search(rf"(?<![\[{{]){re.escape(head)} (.*?)(?= -{{1,2}}[a-z]|$)", help)[1]
+    return {w.strip("():") for w in re.split(r"[\s,]+", text)}
 
 
 @pytest.fixture(scope="session")

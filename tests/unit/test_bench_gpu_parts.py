@@ -19,7 +19,7 @@ import pytest
 import torch
 import transformers
 import yaml
-from conftest import ROOT, help_text
+from conftest import ROOT, help_text, help_words
 from refusals import refuses
 
 from bench import gpu_rows, pins
@@ -252,19 +252,12 @@ def test_main_asks_for_the_wheels_command_and_its_folder(monkeypatch, capsys):
     assert "folder" in out and "--python PYTHON" in out
 
 
-def said(help: str, head: str) -> set[str]:
-    """The words a --help (whitespace-normalised) gives after `head` (an option and its metavar, a command),
-    up to the next option; brackets, colons and commas stripped."""
-    text = re.search(rf"(?<![\[{{]){re.escape(head)} (.*?)(?= -{{1,2}}[a-z]|$)", help)[1]
-    return {w.strip("():") for w in re.split(r"[\s,]+", text)}
-
-
 def test_main_says_what_it_is_and_its_command_and_option_do(capsys):
     out = help_text(lambda: pins.main(["--help"]), capsys)
     assert " ".join(pins.__doc__.splitlines()[0].split()) in out  # the project's pins on a GPU machine
-    assert {"download", "pinned", "pure-Python", "wheels", "imports"} <= said(out, "wheels")
+    assert {"download", "pinned", "pure-Python", "wheels", "imports"} <= help_words(out, "wheels")
     out = help_text(lambda: pins.main(["wheels", "--help"]), capsys)
-    assert {"GPU", "machine's", "Python", "image", "3.12"} <= said(out, "--python PYTHON")
+    assert {"GPU", "machine's", "Python", "image", "3.12"} <= help_words(out, "--python PYTHON")
 
 
 def test_main_without_a_command_says_a_command_is_required(monkeypatch, capsys):

@@ -257,10 +257,8 @@ def write_records(folder: Path, records: dict[str, object]) -> None:
         (folder / name).write_text(record if isinstance(record, str) else json.dumps(record))
 
 
-def test_stage_records_sort_by_stage_then_command_not_by_file_name(tmp_path):
-    folder = tmp_path / "stages"
-    write_records(
-        folder,
+ORDERS = {
+    "by stage then command, not by file name": (
         {  # file names in the reverse of the records' order
             "a.json": full("binding_train@1", "python -m stages.binding.train --seed 1"),
             "b.json": full("binding_train@0", "python -m stages.binding.train --seed 0"),
@@ -268,21 +266,15 @@ def test_stage_records_sort_by_stage_then_command_not_by_file_name(tmp_path):
             "d.json": full(None, "python -m stages.binding.report", engine="direct"),
             "e.json": full(None, "python -m stages.assoc.report", engine="direct"),
         },
-    )
-    got = P.stage_records(folder)
-    assert [(r["stage"], r["command"]) for r in got] == [
-        (None, "python -m stages.assoc.report"),
-        (None, "python -m stages.binding.report"),
-        ("binding_aid_train@plain-1", "python -m stages.binding.aid_train"),
-        ("binding_train@0", "python -m stages.binding.train --seed 0"),
-        ("binding_train@1", "python -m stages.binding.train --seed 1"),
-    ]
-
-
-def test_stage_records_put_records_without_a_stage_or_command_first_whatever_the_others_are_named(tmp_path):
-    folder = tmp_path / "stages"
-    write_records(
-        folder,
+        [
+            (None, "python -m stages.assoc.report"),
+            (None, "python -m stages.binding.report"),
+            ("binding_aid_train@plain-1", "python -m stages.binding.aid_train"),
+            ("binding_train@0", "python -m stages.binding.train --seed 0"),
+            ("binding_train@1", "python -m stages.binding.train --seed 1"),
+        ],
+    ),
+    "without a stage or command first, whatever the others are named": (
         {
             "a.json": full("Report", "/usr/bin/python3 -m stages.report"),  # capitals and "/" sort early
             "b.json": full(None, "/usr/bin/python3 -m stages.train", engine="direct"),
@@ -290,15 +282,22 @@ def test_stage_records_put_records_without_a_stage_or_command_first_whatever_the
             "d.json": {"stage": "Report", "wall_s": 3.0},  # no command
             "e.json": full(None, "Rscript plot.R", engine="direct"),
         },
-    )
-    got = P.stage_records(folder)
-    assert [(r["stage"], r["command"]) for r in got] == [
-        (None, "/usr/bin/python3 -m stages.train"),
-        (None, "Rscript plot.R"),
-        ("0_prepare", "cmd"),
-        ("Report", None),
-        ("Report", "/usr/bin/python3 -m stages.report"),
-    ]
+        [
+            (None, "/usr/bin/python3 -m stages.train"),
+            (None, "Rscript plot.R"),
+            ("0_prepare", "cmd"),
+            ("Report", None),
+            ("Report", "/usr/bin/python3 -m stages.report"),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("records, order", ORDERS.values(), ids=ORDERS)
+def test_stage_records_sort(tmp_path, records, order):
+    folder = tmp_path / "stages"
+    write_records(folder, records)
+    assert [(r["stage"], r["command"]) for r in P.stage_records(folder)] == order
 
 
 def test_stage_records_are_read_as_utf_8_whatever_the_locale(tmp_path, ascii_locale):

@@ -1,4 +1,4 @@
-# Every rule comes from dvc.yaml (generated from pipeline.yaml): one rule per DVC stage, its matrix axes
+# Every rule comes from the stages DVC runs (pipeline.yaml, as dvc.yaml is generated): one rule per DVC stage, its matrix axes
 # as wildcards (binding_train@0 is the job of rule binding_train with seed=0); same commands, deps, outs
 # and params as DVC. Cluster settings: profiles/; a job's memory, time and GPU: core/resources.py; a
 # stage that does not compute on the device runs here, as a local rule.

@@ -20,7 +20,7 @@ from typing import Any
 
 from emergence.bounds import CHECKS as SIZE_CHECKS
 from emergence.core.config import PARAMS_FILE, read_params, spans
-from emergence.core.declared import unknown_section
+from emergence.core.declared import DECLARATION, unknown_section
 from emergence.core.io import PipelineError
 from emergence.core.train.loop import SEED_MAX
 from emergence.core.train.schedule import CheckpointPlan
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.params}: ok ({n_sections} sections)")
     for line in where_it_runs(params, args.root):
         print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
-    if args.estimate != "none" and (args.root / "dvc.yaml").is_file():
+    if args.estimate != "none" and (args.root / DECLARATION).is_file():
         rates = measure(params["base"]["threads"], args.root)
         try:
             said = estimate_lines(params, args.root, rates, args.estimate)

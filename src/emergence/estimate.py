@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
-import yaml
 
-from emergence.core.declared import FAST_LOADER, instances, interpolate
+from emergence.core.declared import instances, interpolate
+from emergence.core.pipeline import engine_declaration
 from emergence.core.resources import STEP_S, AttnOnlyWorkload, Workload, job_workload, on_device
 from emergence.core.train.schedule import CheckpointPlan
 
@@ -267,7 +267,7 @@ def analysis(instance: str, item: dict, params: dict, root: Path) -> Analysis:
 
 
 def _instances(params: dict, root: Path) -> Iterator[tuple[str, dict, Workload | None]]:
-    for name, stage in yaml.load((root / "dvc.yaml").read_text(encoding="utf-8"), FAST_LOADER)["stages"].items():
+    for name, stage in engine_declaration(root)["stages"].items():
         for instance, item in instances(name, stage, params):
             keys = interpolate(stage.get("params", []), {**params, "item": item}, instance)
             w = job_workload(params, keys, instance, item) if on_device(keys) else None

@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
-import yaml
 
 from emergence.core.config import usable_cpus
-from emergence.core.declared import FAST_LOADER, instances, interpolate
+from emergence.core.declared import DECLARATION, instances, interpolate
+from emergence.core.pipeline import engine_declaration
 from emergence.core.resources import RATE, Sized, device_need_mb, job_workload, on_device, step_seconds
 
 Capacity = Callable[[str], tuple[int, str, bool] | None]  # device -> (MiB, what holds it, is a GPU)
@@ -31,7 +31,7 @@ def device_memory(device: str) -> tuple[int, str, bool] | None:
 def device_jobs(params: dict, root: Path) -> Iterator[tuple[str, Sized | None]]:
     """(DVC instance, its sizes or None when its declared params give no model size) of every stage
     instance that computes on the device."""
-    for name, stage in yaml.load((root / "dvc.yaml").read_text(encoding="utf-8"), FAST_LOADER)["stages"].items():
+    for name, stage in engine_declaration(root)["stages"].items():
         for instance, item in instances(name, stage, params):
             keys = interpolate(stage.get("params", []), {**params, "item": item}, instance)
             if on_device(keys):
@@ -47,7 +47,7 @@ def training_hours(params: dict, root: Path, device: str) -> float:
 def where_it_runs(params: dict, root: Path) -> list[str]:
     """Where the device jobs will run here and resources.py's estimate of their training hours there,
     said before anything runs; a `warning:` line when base.device asks for a GPU this machine lacks."""
-    if not (root / "dvc.yaml").is_file():
+    if not (root / DECLARATION).is_file():
         return []
     device = params["base"]["device"]
     target = "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
@@ -75,7 +75,7 @@ def jobs_fit_the_device(params: dict, root: Path = Path("."), capacity: Capacity
     pipeline. tests/pipeline/test_paper_smoke.py holds the estimates against measured peak memory."""
     base = params.get("base")
     held = capacity(base.get("device", "auto")) if isinstance(base, dict) else None
-    if held is None or not (root / "dvc.yaml").is_file():
+    if held is None or not (root / DECLARATION).is_file():
         return []
     limit, what, on_gpu = held
     return [

@@ -19,7 +19,7 @@ from conftest import project_copy, run
 from slurm_cluster import ClusterError, slurm_cluster
 
 from emergence.core.declared import GUARD
-from emergence.core.pipeline import resolve_jobs
+from emergence.core.pipeline import engine_declaration, resolve_jobs
 
 # asks for the session's tiny run only at its end (a cluster problem fails first): scheduled with the
 # files that wait on it, after it is built (tests/conftest.py), not beside its build
@@ -46,10 +46,10 @@ def cluster(tmp_path):
 
 
 def device_closure(root) -> tuple[list[str], Counter, set[str]]:
-    """One instance of each stage that declares base.device (read straight from dvc.yaml and params.yaml),
+    """One instance of each stage that declares base.device (read straight from pipeline.yaml and params.yaml),
     and everything it needs: (their outputs as Snakemake targets, the device instances per stage, the
     other stages), so every device rule and its resources meet Slurm at a third of the tiny run's jobs."""
-    dvc = yaml.safe_load((root / "dvc.yaml").read_text())
+    dvc = engine_declaration(root)
     params = yaml.safe_load((root / "params.yaml").read_text())
     device = {name for name, stage in dvc["stages"].items() if "base.device" in stage.get("params", [])}
     training = {

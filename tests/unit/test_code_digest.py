@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import sys
@@ -18,7 +19,7 @@ from emergence.core.cli import code_in_digest
 from emergence.core.code_digest import PLUMBING, digests, instance_files, listed_files, normalized, plumbing_files
 from emergence.core.config import read_params
 from emergence.core.declared import GUARD, digest_dep, read_stages
-from emergence.core.pipeline import read_declaration, render, rules_of
+from emergence.core.pipeline import engine_declaration, read_declaration, render, rules_of
 
 NUMERIC = {"torch", "numpy", "pandas", "pyarrow", "safetensors", "scipy", "sklearn", "PIL", "transformers", "plotly"}
 
@@ -202,16 +203,36 @@ def test_editing_compute_code_changes_exactly_the_instances_holding_it(code_copy
     assert not any(i.startswith(("binding_", "assoc_")) for i in holders)
 
 
-def test_the_thread_count_is_in_every_digest_and_in_no_stage_params(code_copy):
+def test_the_thread_count_is_in_every_digest_and_no_stage_declares_params_to_dvc(code_copy):
     """base.threads changes float reductions, so every stage's bytes: each digest holds it (and reruns with
-    it), so no dvc.lock entry needs its own copy of the value."""
+    it). dvc.yaml declares no params at all: DVC parses params.yaml once, for the guard, whose file dep it is."""
     before = all_digests(code_copy)
     params = code_copy / "params.yaml"
     params.write_text(params.read_text().replace("  threads: 2", "  threads: 3", 1))
     assert read_params(params)["base"]["threads"] == 3
     assert changed(before, all_digests(code_copy)) == set(before)
     stages = yaml.safe_load(render(SOURCES).split("\n", 3)[3])["stages"]
-    assert not [name for name, stage in stages.items() if "base.threads" in stage.get("params", [])]
+    assert not [name for name, stage in stages.items() if "params" in stage]
+    assert "params.yaml" in stages[GUARD]["deps"]
+
+
+def test_a_params_value_changes_exactly_the_digests_of_the_instances_running_with_it(code_copy):
+    """One model's config is read by the instances of that model (grounding_models.${item.model}) and by the
+    stages declaring the whole section, not by the other models' instances nor by the other studies."""
+    before = all_digests(code_copy)
+    params = read_params(code_copy / "params.yaml")
+    edited, other = params["grounding_runs"]["models"][1], params["grounding_runs"]["models"][0]
+    params["grounding_models"][edited]["d_model"] += 8
+    (code_copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    after = all_digests(code_copy)
+    moved = changed(before, after)
+    assert {i for i in moved if i.startswith("grounding_train@")} == {
+        i for i in before if i.startswith(f"grounding_train@{edited}-")
+    }
+    assert {"grounding_report", "visual_report"} <= moved  # they declare the whole grounding_models section
+    assert not [i for i in moved if i.startswith(("binding_", "assoc_")) or f"@{other}-" in i]
+    line = next(x for x in after[f"grounding_train@{edited}-0"].splitlines() if x.startswith("# grounding_models."))
+    assert json.loads(line.split(": ", 1)[1])["d_model"] == params["grounding_models"][edited]["d_model"]
 
 
 # ---- the engines: DVC's dep on the digest file, Snakemake's param ----------------------------------------
@@ -231,7 +252,7 @@ def test_every_stage_but_the_guard_depends_on_its_own_digest_and_the_guard_on_al
 
 def test_each_snakemake_job_carries_its_instance_digest_as_a_param():
     params = read_params(SOURCES / "params.yaml")
-    dvc = yaml.safe_load((SOURCES / "dvc.yaml").read_text())
+    dvc = engine_declaration(SOURCES)
     code = {i: f"sha-{i}" for i in digests(dvc, params, SOURCES)}
     rule = {r.name: r for r in rules_of(dvc, params, code)}["grounding_gain"]
     fn = rule.param_functions(params)["code_digest"]

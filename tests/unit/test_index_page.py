@@ -166,12 +166,14 @@ def render(studies=(ALPHA, BETA, GAMMA), run: dict | None = None) -> str:
     return index_page(list(studies), CLAIMS, FIGURES, PATHS, "<p>bench body</p>", run or record(RECORDS))
 
 
-@pytest.fixture(scope="module")
+# built for each test, not once per module: a test then runs the page code itself, so a mutation run maps the
+# code to every test that reads its output (a module fixture's calls count for the first test only)
+@pytest.fixture
 def page() -> Node:
     return parse(render())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def secs(page) -> dict[str, Node]:
     return sections(page)
 

@@ -14,7 +14,7 @@ from conftest import ROOT
 from refusals import refuses
 
 from emergence.core.declared import interpolate
-from emergence.core.pipeline import rules_of
+from emergence.core.pipeline import engine_declaration, rules_of
 from emergence.core.profile import merge_into
 from emergence.core.resources import (
     attn_only_workload,
@@ -27,7 +27,7 @@ from emergence.core.resources import (
     workload,
 )
 
-DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+DVC = engine_declaration(ROOT)  # the stages as the engines run them, each with its params
 DEFAULT = yaml.safe_load((ROOT / "params.yaml").read_text())
 
 

@@ -16,10 +16,10 @@ runs it loads) name the architecture under an `arch:` key, or its code names it 
 them all in.
 
 The `params_check` stage writes each instance's digest (`${paths.code_digests}/<stage>[/<item>].txt`:
-one line per file, the hash of its normalized code, under a header holding base.threads, which every
-stage reads) and depends on every code file; each other stage
-depends on its own digest file. DVC thus reruns params_check after any code edit, and then exactly
-the stages whose digest changed. The Snakefile gives each rule the same digest as a param (Snakemake
+a line per params key the instance runs with, its value, then a line per file, the hash of its normalized
+code) and depends on every code file and params.yaml; each other stage depends on its own digest file, and
+dvc.yaml declares no params for it. DVC thus reruns params_check after any code or params edit, and then
+exactly the stages whose digest changed. The Snakefile gives each rule the same digest as a param (Snakemake
 reruns a job whose params changed). At the end of every stage run, `loaded_outside` holds the project
 modules the process really loaded to its digest and the plumbing (a lazy import the static walk could
 not see would otherwise go unhashed).
@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from emergence.core.declared import GUARD, lookup
+from emergence.core.declared import GUARD, IMPLICIT, lookup
 from emergence.core.io import PipelineError
 from emergence.core.pipeline import ARCH_PACKAGE, import_closure, known_archs, module_file, module_of, resolve_jobs
 
@@ -51,9 +52,8 @@ PLUMBING = {
 }
 REGISTRY = Path("src/emergence/core/models/registry.py")
 HEADER = (
-    "# the code of stage instance {instance}: sha256 of each file's code without docstrings, comments and\n"
-    "# messages (core/code_digest.py); DVC reruns the instance when this file changes\n"
-    "# base.threads: {threads} (every stage reads it: CPU threads change float reductions, so the bytes)\n"
+    "# stage instance {instance}: the values of the params it runs with, then the sha256 of each file of its\n"
+    "# code without docstrings, comments and messages (core/code_digest.py); DVC reruns it when this file changes\n"
 )
 MESSAGE_CALLS = {"print", "warn", "warning", "info", "debug", "error", "exception", "critical"}
 MESSAGE_KEYWORDS = {"help", "description", "epilog", "desc", "metavar"}
@@ -221,15 +221,17 @@ def _value(params: dict[str, Any], key: str) -> Any:
 
 
 def digests(decl: dict[str, Any], params: dict[str, Any], root: Path) -> dict[str, str]:
-    """Stage instance -> its digest file's text."""
+    """Stage instance -> its digest file's text: a line per params key it runs with (base.threads, which every
+    stage reads, and those it declares), its value as sorted JSON, then a line per code file."""
     cache: dict[Path, str] = {}
+    keys = {job.name: [*IMPLICIT, *job.params] for job in resolve_jobs(decl, params)}
 
     def text(instance: str, files: list[Path]) -> str:
         for f in files:
             if f not in cache:
                 cache[f] = normalized(root / f)
-        head = HEADER.format(instance=instance, threads=_value(params, "base.threads"))
-        return head + "".join(f"{cache[f]}  {f}\n" for f in files)
+        values = [f"# {k}: {json.dumps(_value(params, k), sort_keys=True, default=str)}\n" for k in keys[instance]]
+        return HEADER.format(instance=instance) + "".join(values) + "".join(f"{cache[f]}  {f}\n" for f in files)
 
     return {instance: text(instance, files) for instance, files in instance_files(decl, params, root).items()}
 

@@ -8,9 +8,10 @@ pipeline.yaml entry does not name: the tiny pipeline run in the tests thus
 checks every stage's declaration against what its code really reads.
 
 Every stage reads `base.threads` (CPU threads change float reductions, so
-artifact bytes): each may read it (`IMPLICIT`), and its value is written into
-every stage's code digest (core/code_digest.py), so a change reruns them all
-without a copy of it in each dvc.lock entry.
+artifact bytes): each may read it (`IMPLICIT`). Its value, and those of the
+params a stage declares, are written into the stage's code digest
+(core/code_digest.py), so a change reruns what reads it without a copy of the
+values in each dvc.lock entry.
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def instance_of_module(
 
 
 def param_keys(stage: dict[str, Any]) -> list[str]:
-    """The params keys a stage runs with: those DVC records for it, and `IMPLICIT` (held by its code digest)."""
+    """The params keys a stage runs with: those it declares, and `IMPLICIT` (their values are in its code digest)."""
     return [*IMPLICIT, *(str(p) for p in stage.get("params", []))]
 
 

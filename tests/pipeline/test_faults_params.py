@@ -167,13 +167,17 @@ def named(proc: subprocess.CompletedProcess, keys: set[str]) -> None:
 
 
 def test_dvc_repro_single_item_names_what_dvc_removed_and_checkout_puts_it_back(root):
-    """`dvc repro -s` skips the params check that runs first, and DVC removes a stage's outputs before it
-    starts it: the stage still refuses at its start, names the outputs gone and the command that restores
-    them from DVC's cache, and that command leaves everything as it was."""
+    """`dvc repro -s` skips the params check that runs first, and with it the refresh of the stage's code
+    digest, which holds its params values: a params edit alone leaves the stage as it was (nothing run,
+    nothing removed). Forced, DVC removes the stage's outputs before it starts it: the stage still refuses
+    at its start, names the outputs gone and the command that restores them from DVC's cache, and that
+    command leaves everything as it was."""
     instance, _, output = first_instance(root, "binding_train")
     set_value(root, "binding_train.lr", -1.0)
     before = snapshot(root)
-    proc = run_command(root, "dvc", "repro", "-s", instance, timeout=300)
+    assert_outcome(run_command(root, "dvc", "repro", "-s", instance, timeout=300), "ok")
+    assert_only_changed(root, before)
+    proc = run_command(root, "dvc", "repro", "-f", "-s", instance, timeout=300)
     refused(proc, "binding_train.lr")
     assert_names(next(line for line in proc.stderr.splitlines() if "dvc checkout" in line), output, instance)
     assert not (root / output).exists()

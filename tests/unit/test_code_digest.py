@@ -250,15 +250,21 @@ def test_every_stage_but_the_guard_depends_on_its_own_digest_and_the_guard_on_al
             assert digest_dep(name, stages[name]) in stage["deps"], name
 
 
-def test_each_snakemake_job_carries_its_instance_digest_as_a_param():
+def test_each_snakemake_job_carries_its_instance_digest_and_its_declared_params_values():
+    """dvc.yaml lists no params, but the rules come from the stages as declared: a job's params are the
+    values of its instance's keys (its own model's config), so Snakemake reruns on the edits DVC does."""
     params = read_params(SOURCES / "params.yaml")
     dvc = engine_declaration(SOURCES)
     code = {i: f"sha-{i}" for i in digests(dvc, params, SOURCES)}
-    rule = {r.name: r for r in rules_of(dvc, params, code)}["grounding_gain"]
-    fn = rule.param_functions(params)["code_digest"]
+    rules = {r.name: r for r in rules_of(dvc, params, code)}
+    fn = rules["grounding_gain"].param_functions(params)["code_digest"]
     models = params["grounding_runs"]["models"]
     assert fn({"model": models[1], "seed": "0"}) == f"sha-grounding_gain@{models[1]}-0"
     assert fn({"model": models[0], "seed": "0"}) == f"sha-grounding_gain@{models[0]}-0"
+    train = rules["grounding_train"].param_functions(params)
+    assert train["grounding_models_model"]({"model": models[1], "seed": "0"}) == params["grounding_models"][models[1]]
+    assert train["grounding_train"]({"model": models[0], "seed": "1"}) == params["grounding_train"]
+    assert set(rules[GUARD].params) == set()  # its stamp's bytes never change: params.yaml is its file dep
 
 
 # ---- at the end of every stage run: what it loaded is in its digest ------------------------------------

@@ -14,7 +14,8 @@ processes and writes, per source file, the test files that executed a line of it
 starts from no stats: mutmut maps just those tests, runs each mutant that has no verdict yet (the
 ledger's are restored first) and the ledger is saved after. A mutant's tests are a subset of what
 mutmut's whole-suite map would give it (coverage sees the same in-process calls), so a verdict can only
-err towards survived.
+err towards survived. mutmut's map is widened to whole test files (`widen_to_files`): a module fixture
+runs the code for its file's first test only.
 """
 
 from __future__ import annotations
@@ -155,6 +156,17 @@ def forget_survivors(meta: Path) -> int:
     return len(again)
 
 
+def widen_to_files(tests_by_function: dict[str, set[str]], tests_run: list[str]) -> None:
+    """Each function's tests widened, in place, to every test of the files holding one. mutmut maps a test
+    to the functions it calls; a module fixture calls the code once, in its file's first test, so the
+    file's other tests, which read what the fixture built, would never run against a mutant of it."""
+    by_file: dict[str, set[str]] = {}
+    for test in tests_run:
+        by_file.setdefault(test.split("::", 1)[0], set()).add(test)
+    for tests in tests_by_function.values():
+        tests |= set().union(*(by_file.get(t.split("::", 1)[0], set()) for t in list(tests)))
+
+
 def run(files: list[str], max_children: int, again: bool = False) -> None:
     """mutmut on `files` against their tests, from the ledger's verdicts, saving the ledger after; `again`:
     the mutants of `files` that no test killed are run again (new tests)."""
@@ -181,6 +193,14 @@ def run(files: list[str], max_children: int, again: bool = False) -> None:
     if again:
         metas = [ROOT / "mutants" / f"{file}.meta" for file in files]
         print(f"{sum(forget_survivors(m) for m in metas if m.is_file())} mutants that no test killed run again")
+    collect = M.run_stats_collection
+
+    def collect_widened(runner, tests=None) -> None:
+        collect(runner, tests)
+        widen_to_files(M.state().tests_by_mangled_function_name, list(M.state().duration_by_test))
+        M.save_stats()
+
+    M.run_stats_collection = collect_widened
     try:
         M._run((), max_children)
     finally:

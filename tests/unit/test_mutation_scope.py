@@ -84,3 +84,16 @@ def test_forgetting_survivors_unsets_every_verdict_but_the_kills(tmp_path):
         "a.x_f__mutmut_5": None,
     }  # fmt: skip
     assert data["hash_by_function_name"] == {}  # the rest of the meta as it was
+
+
+def test_a_functions_tests_widen_to_every_test_of_their_files_and_no_other():
+    """A module fixture calls the code in its file's first test: the file's other tests must run too."""
+    run = ["tests/unit/test_a.py::test_1", "tests/unit/test_a.py::test_2[x]", "tests/unit/test_b.py::test_1",
+           "tests/unit/test_c.py::test_1"]  # fmt: skip
+    tests = {"m.x_f": {"tests/unit/test_a.py::test_1"}, "m.x_g": {"tests/unit/test_c.py::test_1"}, "m.x_h": set()}
+    S.widen_to_files(tests, run)
+    assert tests == {
+        "m.x_f": {"tests/unit/test_a.py::test_1", "tests/unit/test_a.py::test_2[x]"},
+        "m.x_g": {"tests/unit/test_c.py::test_1"},
+        "m.x_h": set(),
+    }

@@ -45,6 +45,12 @@ def resources(params: dict, stage: str, **wildcards) -> dict[str, int]:
     return job_resources(params, keys, stage, wildcards)
 
 
+def gpu_job(mem_mb: int, runtime: int) -> dict[str, int]:
+    """A job's requests as job_resources answers them: `mem_mb` MB of host memory for `runtime` minutes,
+    one GPU and one device slot (the same for every job, whatever its device)."""
+    return {"mem_mb": mem_mb, "runtime": runtime, "gres": "gpu:1", "device_jobs": 1}
+
+
 def test_tiny_binding_by_hand():
     """tiny binding_train: L=2, d=32, 2 heads x 16, d_mlp=64, T=32, B=16, 30 steps.
     weights 2 (4*32*32 + 2*32*64) = 16384; activations 4*16*32 * 2 (16*32 + 2*64 + 2*2*32) = 3145728 B;
@@ -52,12 +58,7 @@ def test_tiny_binding_by_hand():
     flops/step 6*16384*512 + 12*2*32*32*512 = 62914560; 2*30*(0.02 + 62914560/4e12) s -> 1 min + 5."""
     w = workload(declared_values(profile("tiny"), ["binding_model", "binding_train"], "t"))
     assert (w.weights, w.activation_bytes, w.flops_per_step) == (16384, 3145728, 62914560)
-    assert resources(profile("tiny"), "binding_train", seed=0) == {
-        "mem_mb": 1280,
-        "runtime": 6,
-        "gres": "gpu:1",
-        "device_jobs": 1,
-    }
+    assert resources(profile("tiny"), "binding_train", seed=0) == gpu_job(1280, 6)
 
 
 def on(device: str, params: dict) -> dict:
@@ -76,12 +77,7 @@ def test_paper_binding_by_hand():
     paper = profile("paper")
     w = workload(declared_values(paper, ["binding_model", "binding_train"], "t"))
     assert (w.weights, w.activation_bytes, w.flops_per_step) == (37748736, 5637144576, 1932735283200)
-    assert resources(paper, "binding_train", seed=0) == {
-        "mem_mb": 2304,
-        "runtime": 1775,
-        "gres": "gpu:1",
-        "device_jobs": 1,
-    }
+    assert resources(paper, "binding_train", seed=0) == gpu_job(2304, 1775)
     assert resources(on("cpu", paper), "binding_train", seed=0)["mem_mb"] == 13056
 
 
@@ -100,12 +96,7 @@ def test_cpu_device_is_timed_at_the_cpu_rate():
     """default binding on cpu: flops/step 6*393216*4096 + 12*8*128*64*4096 = 12884901888;
     2*13000*(0.02 + 12884901888/40e9) s = 8895.2 s -> 149 + 5 = 154 min (measured: ~27 min on 2 cores);
     memory 1024 + 2 (16*393216 + 4*32*128 * 8 (16*64 + 2*256 + 2*4*128)) / 2^20 = 1676 -> 1792 MB."""
-    assert resources(on("cpu", profile("default")), "binding_train", seed=0) == {
-        "mem_mb": 1792,
-        "runtime": 154,
-        "gres": "gpu:1",
-        "device_jobs": 1,
-    }
+    assert resources(on("cpu", profile("default")), "binding_train", seed=0) == gpu_job(1792, 154)
 
 
 def test_retraining_is_sized_like_the_run_it_repeats():
@@ -115,12 +106,7 @@ def test_retraining_is_sized_like_the_run_it_repeats():
 
 
 def test_unsized_stage_gets_the_floor():
-    assert resources(profile("paper"), "assoc_basis") == {
-        "mem_mb": 2048,
-        "runtime": 60,
-        "gres": "gpu:1",
-        "device_jobs": 1,
-    }
+    assert resources(profile("paper"), "assoc_basis") == gpu_job(2048, 60)
 
 
 def test_tiny_association_run_by_hand():
@@ -138,12 +124,7 @@ def test_tiny_association_run_by_hand():
         108527616,
         12,
     )
-    assert resources(profile("tiny"), "assoc_train", layers=2, seed=0) == {
-        "mem_mb": 1280,
-        "runtime": 6,
-        "gres": "gpu:1",
-        "device_jobs": 1,
-    }
+    assert resources(profile("tiny"), "assoc_train", layers=2, seed=0) == gpu_job(1280, 6)
 
 
 def test_paper_association_run_by_hand():
@@ -157,12 +138,7 @@ def test_paper_association_run_by_hand():
     paper = profile("paper")
     w = attn_only_workload(paper["assoc_corpus"], paper["assoc_train"], n_layers=3)
     assert (w.batch, w.steps, w.flops_per_step) == (2048, 3200, 163676160000000)
-    assert resources(paper, "assoc_train", layers=3, seed=42) == {
-        "mem_mb": 2560,
-        "runtime": 4372,
-        "gres": "gpu:1",
-        "device_jobs": 1,
-    }
+    assert resources(paper, "assoc_train", layers=3, seed=42) == gpu_job(2560, 4372)
     assert resources(on("cpu", paper), "assoc_train", layers=3, seed=42)["mem_mb"] == 205056
 
 
@@ -240,12 +216,7 @@ def test_association_run_over_an_unbounded_corpus_gets_the_floor():
     """max_sequences 0 (all): N is only known once the corpus is built."""
     params = profile("paper")
     params["assoc_corpus"]["max_sequences"] = 0
-    assert resources(params, "assoc_train", layers=3, seed=42) == {
-        "mem_mb": 2048,
-        "runtime": 60,
-        "gres": "gpu:1",
-        "device_jobs": 1,
-    }
+    assert resources(params, "assoc_train", layers=3, seed=42) == gpu_job(2048, 60)
 
 
 def test_every_training_stage_and_no_report_computes_on_the_device():
@@ -304,26 +275,11 @@ def test_default_profile_on_auto_is_timed_as_a_gpu_node_by_hand():
     1024 + 2 (3*4*117760 + 4*512*32 (3 (6*128 + 3*32) + 3*128)) / 2^20 = 1398.7 -> 1536 MB."""
     default = profile("default")
     assert default["base"]["device"] == "auto"
-    assert resources(default, "binding_train", seed=0) == {
-        "mem_mb": 1280,
-        "runtime": 16,
-        "gres": "gpu:1",
-        "device_jobs": 1,
-    }
+    assert resources(default, "binding_train", seed=0) == gpu_job(1280, 16)
     assert resources(default, "grounding_train", model="transformer4", seed=0)["runtime"] == 7
     assert resources(on("cpu", profile("default")), "grounding_train", model="transformer4", seed=0)["runtime"] == 8
-    assert resources(default, "assoc_train", layers=3, seed=0) == {
-        "mem_mb": 1280,
-        "runtime": 6,
-        "gres": "gpu:1",
-        "device_jobs": 1,
-    }
-    assert resources(on("cpu", profile("default")), "assoc_train", layers=3, seed=0) == {
-        "mem_mb": 1536,
-        "runtime": 9,
-        "gres": "gpu:1",
-        "device_jobs": 1,
-    }
+    assert resources(default, "assoc_train", layers=3, seed=0) == gpu_job(1280, 6)
+    assert resources(on("cpu", profile("default")), "assoc_train", layers=3, seed=0) == gpu_job(1536, 9)
 
 
 @pytest.mark.parametrize("name", ["default", "paper"])

@@ -106,6 +106,11 @@ def help_text(call, capsys) -> str:
     return " ".join(capsys.readouterr().out.split())
 
 
+def summary_line(module) -> str:
+    """The first line of `module`'s docstring, whitespace-normalised: what a bench's --help opens with."""
+    return " ".join(module.__doc__.splitlines()[0].split())
+
+
 def help_words(help: str, head: str) -> set[str]:
     """The words a --help (whitespace-normalised, as `help_text` gives it) says after `head` (an option and its
     metavar, or a command), up to the next option; brackets, colons and commas stripped."""

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 from binding_oracle import SEEN, lines_of, oracle_checkpoint, scored, trace
-from conftest import help_text
+from conftest import help_text, summary_line
 
 from bench import binding_line_depth as line_depth
 from emergence.studies.binding.programs import ProgramConfig
@@ -102,6 +102,6 @@ def test_main_draws_600_programs_from_seed_99_of_params_yaml_by_default(
 
 def test_help_names_the_checkpoints_and_every_flag(capsys):
     out = help_text(lambda: line_depth.main(["--help"]), capsys)
-    assert " ".join(line_depth.__doc__.splitlines()[0].split()) in out
+    assert summary_line(line_depth) in out
     assert "checkpoints step{N} directories of binding runs" in out
     assert "--programs PROGRAMS" in out and "--seed SEED" in out and "--params PARAMS" in out

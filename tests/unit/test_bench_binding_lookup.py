@@ -19,17 +19,13 @@ import numpy as np
 import pytest
 import torch
 from binding_oracle import SEEN, TOK, TRAINED, lines_of, oracle, trace
-from conftest import help_text
+from conftest import help_text, summary_line
 
 from bench import binding_lookup as lookup
 from emergence.core.models.transformer import TransformerConfig
 from emergence.studies.binding.batches import EncodedPrograms, sampler
 
 WRONG = "aeiouwxyz"
-
-
-def words(text: str) -> str:
-    return " ".join(text.split())
 
 
 def hops_of(text: str) -> int:
@@ -66,7 +62,7 @@ def test_flags():
 
 def test_help_names_every_flag_and_says_what_the_unusual_ones_do(capsys):
     out = help_text(lambda: lookup.parse_args(["--help"]), capsys)
-    assert words(lookup.__doc__.splitlines()[0]) in out
+    assert summary_line(lookup) in out
     assert "--lines MIN MAX" in out and "--control K pure-lookup control with K lines" in out
     assert "--ramp RAMP curriculum: the longest program allowed grows from MIN to MAX lines over this many steps" in out
     assert "--pool POOL training programs (sampled with replacement)" in out

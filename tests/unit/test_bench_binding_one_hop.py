@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 from binding_oracle import SEEN, lines_of, oracle_checkpoint, scored, trace
-from conftest import help_text
+from conftest import help_text, summary_line
 
 from bench import binding_one_hop as one_hop
 from emergence.studies.binding.programs import ProgramConfig
@@ -65,7 +65,7 @@ def test_layout_is_none_unless_the_query_is_1_hop():
 
 def test_help_names_the_checkpoint_and_every_flag(capsys):
     out = help_text(lambda: one_hop.main(["--help"]), capsys)
-    assert " ".join(one_hop.__doc__.splitlines()[0].split()) in out
+    assert summary_line(one_hop) in out
     assert "checkpoint a step{N} directory of a binding run" in out
     assert "--programs PROGRAMS 1-hop programs of the second generator" in out
     assert "--params PARAMS whose binding_programs / binding_train give the stream" in out

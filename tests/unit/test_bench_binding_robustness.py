@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from binding_oracle import SEEN, lines_of, oracle_checkpoint, trace
-from conftest import help_text
+from conftest import help_text, summary_line
 
 from bench import binding_robustness as robustness
 from emergence.studies.binding.programs import ProgramConfig
@@ -115,7 +115,7 @@ def test_main_draws_60_per_hop_600_paper_and_300_balanced_from_seeds_11_12_13_by
 
 def test_help_names_the_checkpoint_and_every_flag(capsys):
     out = help_text(lambda: robustness.main(["--help"]), capsys)
-    assert " ".join(robustness.__doc__.splitlines()[0].split()) in out
+    assert summary_line(robustness) in out
     assert "checkpoint a step{N} directory of a binding run" in out
     assert "--per-hop PER_HOP stress programs per (distribution, hop count)" in out
     assert "--paper PAPER programs of the paper distribution" in out

@@ -11,15 +11,11 @@ import string
 
 import pytest
 from binding_oracle import SEEN, lines_of, oracle_checkpoint, scored, trace
-from conftest import help_text
+from conftest import help_text, summary_line
 
 from bench import binding_spec_check as spec
 
 WRONG = "aeiouwxyz"  # the oracle's wrong answers: queries of these variables
-
-
-def words(text: str) -> str:
-    return " ".join(text.split())
 
 
 # --- run -------------------------------------------------------------------
@@ -276,7 +272,7 @@ def test_main_asks_each_variant_for_100_programs_per_hop_count_by_default(checkp
 
 def test_help_names_the_checkpoint_and_every_flag(capsys):
     out = help_text(lambda: spec.main(["--help"]), capsys)
-    assert words(spec.__doc__.splitlines()[0]) in out
+    assert summary_line(spec) in out
     assert "checkpoint a step{N} directory of a binding run" in out
     assert "--per-hop PER_HOP programs per (variant, hop count)" in out
     assert "--seed SEED" in out and "--threads THREADS" in out

@@ -22,7 +22,7 @@ import bench.pipeline as pipeline
 import bench.saliency as saliency
 import bench.train_throughput as train_throughput
 from bench.table import not_measured, render, row
-from tests.conftest import ROOT, help_text, help_words
+from tests.conftest import ROOT, help_text, help_words, summary_line
 
 DOC = (ROOT / "docs/bench.md").read_text()
 
@@ -31,15 +31,11 @@ def flags(**kw) -> list[str]:
     return [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
 
 
-def words(text: str) -> str:
-    return " ".join(text.split())
-
-
 @pytest.mark.parametrize(
     "module", [saliency, dino_cache, assoc_basis, train_throughput, runner], ids=lambda m: m.__name__
 )
 def test_help_opens_with_the_docstrings_first_line(module, capsys):
-    assert words(module.__doc__.splitlines()[0]) in help_text(lambda: module.parse_args(["--help"]), capsys)
+    assert summary_line(module) in help_text(lambda: module.parse_args(["--help"]), capsys)
 
 
 # --- bench/saliency.py -----------------------------------------------------

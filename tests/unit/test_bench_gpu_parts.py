@@ -19,7 +19,7 @@ import pytest
 import torch
 import transformers
 import yaml
-from conftest import ROOT, help_text, help_words
+from conftest import ROOT, help_text, help_words, summary_line
 from refusals import refuses
 
 from bench import gpu_rows, pins
@@ -254,7 +254,7 @@ def test_main_asks_for_the_wheels_command_and_its_folder(monkeypatch, capsys):
 
 def test_main_says_what_it_is_and_its_command_and_option_do(capsys):
     out = help_text(lambda: pins.main(["--help"]), capsys)
-    assert " ".join(pins.__doc__.splitlines()[0].split()) in out  # the project's pins on a GPU machine
+    assert summary_line(pins) in out  # the project's pins on a GPU machine
     assert {"download", "pinned", "pure-Python", "wheels", "imports"} <= help_words(out, "wheels")
     out = help_text(lambda: pins.main(["wheels", "--help"]), capsys)
     assert {"GPU", "machine's", "Python", "image", "3.12"} <= help_words(out, "--python PYTHON")

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import help_text
+from conftest import help_text, summary_line
 from refusals import refuses
 
 from bench import visual_probe
@@ -450,5 +450,5 @@ def test_main_layers_probes_every_encoder_layer(grounding, monkeypatch, capsys):
 
 def test_help_names_the_flags(capsys):
     out = help_text(lambda: visual_probe.main(["--help"]), capsys)
-    assert " ".join(visual_probe.__doc__.splitlines()[0].split()) in out
+    assert summary_line(visual_probe) in out
     assert "--params PARAMS" in out and "--layers probe every encoder layer (encodes again)" in out

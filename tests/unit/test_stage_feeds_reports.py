@@ -44,10 +44,6 @@ def frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def runs_in(df: pd.DataFrame, *keys: str) -> list[tuple]:
-    return sorted(set(map(tuple, df[list(keys)].values.tolist())))
-
-
 def same(got: pd.DataFrame, files: list[str]) -> None:
     """`got` is the files' rows, in that order."""
     want = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)

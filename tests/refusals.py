@@ -51,3 +51,12 @@ def refuses(*named: Any, error: type[BaseException] = PipelineError) -> Iterator
     with pytest.raises(error) as caught:
         yield caught
     assert_names(str(caught.value), *named)
+
+
+@contextmanager
+def refuses_key(key: str, value: Any = None, rule: str | None = None) -> Iterator[pytest.ExceptionInfo]:
+    """The block raises a PipelineError, one of whose lines names `key` (and `value`, `rule`: see
+    `assert_refused`)."""
+    with pytest.raises(PipelineError) as caught:
+        yield caught
+    assert_refused(str(caught.value).splitlines(), key, value, rule)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from refusals import assert_refused
+from refusals import assert_refused, refuses_key
 
 from emergence.core.io import PipelineError
 from emergence.studies.binding.programs import ProgramConfig
@@ -59,9 +59,8 @@ def test_load_program_config_reads_only_binding_programs():
     ],
 )
 def test_errors_name_the_section_and_key(params, key, value, rule):
-    with pytest.raises(PipelineError) as e:
+    with refuses_key(key, value, rule):
         load_data_params(params)
-    assert_refused(str(e.value).splitlines(), key, value, rule)
 
 
 def programs(**over) -> ProgramConfig:
@@ -149,9 +148,8 @@ def test_each_probability_knob_is_checked_under_its_own_name(key, p):
 
 def test_program_config_validate_names_binding_programs_by_default():
     # validate() called without a section name (as the generators do) still names the section
-    with pytest.raises(PipelineError) as e:
+    with refuses_key("binding_programs.n_lines", 0):
         ProgramConfig(n_lines=0).validate()
-    assert_refused(str(e.value).splitlines(), "binding_programs.n_lines", 0)
 
 
 def data(**over) -> DataParams:
@@ -187,9 +185,8 @@ def test_data_params_edges_that_pass(over, expected):
     ],
 )
 def test_data_params_bounds_name_the_key_and_value(over, key, value):
-    with pytest.raises(PipelineError) as e:
+    with refuses_key(f"binding_data.{key}", value):
         data(**over)
-    assert_refused(str(e.value).splitlines(), f"binding_data.{key}", value)
 
 
 @pytest.mark.parametrize(
@@ -216,6 +213,5 @@ def test_data_params_bounds_name_the_key_and_value(over, key, value):
     ],
 )
 def test_data_params_errors(over, key, value, rule):
-    with pytest.raises(PipelineError) as e:
+    with refuses_key(f"binding_data.{key}", value, rule):
         data(**over)
-    assert_refused(str(e.value).splitlines(), f"binding_data.{key}", value, rule)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from refusals import assert_names, assert_refused, refuses
+from refusals import assert_names, assert_refused, refuses, refuses_key
 from tiny_models import tiny
 
 from emergence.core.config import from_dict
@@ -171,24 +171,20 @@ def test_checkpoint_steps_contents():
 )
 def test_a_config_built_in_code_is_refused_naming_the_key_and_value(change):
     cfg = dataclasses.replace(TrainConfig(steps=10, batch_size=2, lr=1e-3), **change)
-    with pytest.raises(PipelineError) as refused:
-        cfg.validate()
     ((key, value),) = change.items()
-    assert_refused(str(refused.value).splitlines(), f"train.{key}", value)
+    with refuses_key(f"train.{key}", value):
+        cfg.validate()
 
 
 def test_from_params():
     cfg = from_dict(TrainConfig, {"steps": 5, "batch_size": 2, "lr": 0.1, "betas": [0.8, 0.9]}, "study.train")
     assert cfg.betas == (0.8, 0.9)
-    with pytest.raises(PipelineError) as e:
+    with refuses_key("study.train.lrr", rule="unknown"):
         from_dict(TrainConfig, {"steps": 5, "batch_size": 2, "lrr": 0.1}, "study.train")
-    assert_refused(str(e.value).splitlines(), "study.train.lrr", rule="unknown")
-    with pytest.raises(PipelineError) as e:
+    with refuses_key("train.lr", rule="missing"):
         from_dict(TrainConfig, {"steps": 5, "batch_size": 2}, "train")
-    assert_refused(str(e.value).splitlines(), "train.lr", rule="missing")
-    with pytest.raises(PipelineError) as e:
+    with refuses_key("train.optimizer", "'adam'", "one of adamw, sgd"):
         from_dict(TrainConfig, {"steps": 5, "batch_size": 2, "lr": 0.1, "optimizer": "adam"}, "train")
-    assert_refused(str(e.value).splitlines(), "train.optimizer", "'adam'", "one of adamw, sgd")
 
 
 # ---- the loop ---------------------------------------------------------------

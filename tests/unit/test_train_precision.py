@@ -10,11 +10,10 @@ import types
 
 import pytest
 import torch
-from refusals import assert_names, assert_refused, refuses
+from refusals import assert_names, assert_refused, refuses, refuses_key
 
 from emergence.core import stage_record
 from emergence.core.config import load_base
-from emergence.core.io import PipelineError
 from emergence.core.models import build_model
 from emergence.core.train import TrainConfig, list_checkpoints, load_checkpoint, train
 from emergence.core.train import loop as train_loop
@@ -212,12 +211,10 @@ def test_base_hands_device_precision_and_compile_to_training():
     assert load_base({"base": {"seeds": [0], **given}}).train_keys() == given
     default = {"device": "auto", "precision": "fp32", "compile": False, "compile_mode": "default"}
     assert load_base({"base": {"seeds": [0]}}).train_keys() == default
-    with pytest.raises(PipelineError) as e:
+    with refuses_key("base.compile_mode", "'cudagraphs'"):
         load_base({"base": {"seeds": [0], "compile_mode": "cudagraphs"}})
-    assert_refused(str(e.value).splitlines(), "base.compile_mode", "'cudagraphs'")
-    with pytest.raises(PipelineError) as e:
+    with refuses_key("base.precision", "'fp16'", "fp32, bf16"):
         load_base({"base": {"seeds": [0], "precision": "fp16"}})
-    assert_refused(str(e.value).splitlines(), "base.precision", "'fp16'", "fp32, bf16")
 
 
 # ---- what ran, in the stage record -------------------------------------------

@@ -394,6 +394,13 @@ def rec(stage, engine="dvc", wall=None, rss=None, exit=0, command="cmd") -> dict
             "max_rss_mb": rss, "exit": exit}  # fmt: skip
 
 
+def times_row(stage, instances, engine, wall_sum, wall_longest, rss, failed) -> dict:
+    """A stage_times row: instances recorded, engines, wall s (sum), wall s (longest), max RSS MB, failed."""
+    return {"stage": stage, "instances recorded": instances, "engine": engine, "wall s (sum)": wall_sum,
+            "wall s (longest)": wall_longest, "max RSS MB": rss, "failed": failed}  # fmt: skip
+
+
+UNRECORDED = "not recorded"
 RECORDS = [
     rec("train@0", "snakemake", wall=1.26, rss=300.0, exit=0),
     rec("train@1", "dvc", wall=4, rss=512.44, exit=1),
@@ -408,30 +415,12 @@ RECORDS = [
 def test_stage_times_total_longest_peak_and_failures_per_declared_stage():
     train = P.stage_times(RECORDS, ["train"])
     # train@0, @1, @2 and plain "train": walls 1.26 + 4 + 2.33 = 7.59 (sum), 4 (longest); RSS 600 (an int)
-    assert train == [
-        {
-            "stage": "train",
-            "instances recorded": 4,
-            "engine": "dvc, snakemake",
-            "wall s (sum)": 7.6,
-            "wall s (longest)": 4.0,
-            "max RSS MB": 600,
-            "failed": 2,
-        }
-    ]
+    assert train == [times_row("train", 4, "dvc, snakemake", 7.6, 4.0, 600, 2)]
 
 
 def test_stage_times_take_a_stage_by_its_name_before_the_at_sign_only():
     (aid,) = P.stage_times(RECORDS, ["train_aid"])
-    assert aid == {
-        "stage": "train_aid",
-        "instances recorded": 1,
-        "engine": "direct",
-        "wall s (sum)": 50.0,
-        "wall s (longest)": 50.0,
-        "max RSS MB": 900.0,
-        "failed": 1,
-    }
+    assert aid == times_row("train_aid", 1, "direct", 50.0, 50.0, 900.0, 1)
     assert P.stage_times(RECORDS, ["tra"])[0]["instances recorded"] == "not recorded"
     assert P.stage_times(RECORDS, ["plain-1"])[0]["instances recorded"] == "not recorded"
 
@@ -440,24 +429,8 @@ def test_stage_times_rows_follow_the_declared_order_and_mark_stages_never_record
     rows = P.stage_times(RECORDS, ["report", "absent", "train"])
     assert [r["stage"] for r in rows] == ["report", "absent", "train"]
     report, absent, _ = rows
-    assert report == {
-        "stage": "report",
-        "instances recorded": 1,
-        "engine": "dvc",
-        "wall s (sum)": "not recorded",
-        "wall s (longest)": "not recorded",
-        "max RSS MB": "not recorded",
-        "failed": 0,
-    }
-    assert absent == {
-        "stage": "absent",
-        "instances recorded": "not recorded",
-        "engine": "not recorded",
-        "wall s (sum)": "not recorded",
-        "wall s (longest)": "not recorded",
-        "max RSS MB": "not recorded",
-        "failed": 0,
-    }
+    assert report == times_row("report", 1, "dvc", UNRECORDED, UNRECORDED, UNRECORDED, 0)
+    assert absent == times_row("absent", UNRECORDED, UNRECORDED, UNRECORDED, UNRECORDED, UNRECORDED, 0)
 
 
 @pytest.mark.parametrize("name", ["None", "null", "XXXX", "direct"])

@@ -361,6 +361,21 @@ def test_a_match_final_block_applies_as_asyncssh_reads_it_again_for_it(ssh_home)
     assert remote.ssh_address({"host": "store"}) == ("127.0.0.9", 2201)
 
 
+def test_the_final_pass_starts_from_the_url_not_from_the_first_pass(ssh_home):
+    """asyncssh reads the file again for `Match final` from the URL's values: the HostName the first pass
+    found does not make an earlier `Match final host` block match."""
+    (ssh_home / ".ssh" / "config").write_text("Match final host real\n  Port 2203\nHost store\n  HostName real\n")
+    assert remote.ssh_address({"host": "store"}) == ("real", 22)
+
+
+def test_the_final_pass_skips_match_canonical_and_matches_the_urls_user(ssh_home):
+    config = "Host store\n  Port 2201\nMatch canonical\n  HostName 10.9.9.9\n"
+    config += "Match final user deploy-bot\n  HostName 127.0.0.9\n"
+    (ssh_home / ".ssh" / "config").write_text(config)
+    assert remote.ssh_address({"host": "store", "username": "deploy-bot"}) == ("127.0.0.9", 2201)
+    assert remote.ssh_address({"host": "store"}) == ("store", 2201)  # the local user is someone else
+
+
 # ssh_answers: the probe's timeout covers the connection and the greeting together
 
 WHERE = "DVC remote 'shared' (ssh://store/x)"

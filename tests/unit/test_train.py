@@ -51,6 +51,14 @@ def test_decay_endpoints_and_shape(kind, mid):
     assert lr_factor(35, total, warmup, "cosine", floor) > lr_factor(35, total, warmup, "linear", floor)
 
 
+@pytest.mark.parametrize("kind", ["linear", "cosine"])
+def test_decay_ends_at_zero_by_default_and_stays_at_its_floor_past_the_last_step(kind):
+    assert lr_factor(20, 20, 4, kind) == pytest.approx(0.0)  # no min_ratio given: down to 0
+    assert lr_factor(25, 20, 4, kind, 0.1) == pytest.approx(0.1)  # past total: held at the floor
+    # a decay phase of one update: the floor is reached at `total`, not half-way to it
+    assert lr_factor(5, 5, 4, kind, 0.1) == pytest.approx(0.1) and lr_factor(4, 5, 4, kind, 0.1) == 1.0
+
+
 def test_unknown_schedule():
     with refuses("'step'", "cosine", error=ValueError):  # the schedule asked for, and those known
         lr_factor(0, 10, 0, "step")

@@ -15,9 +15,10 @@ import yaml
 from conftest import ROOT
 from refusals import assert_names, assert_refused, key_of, refuses
 
+from emergence.core import profile
 from emergence.core.config import BaseParams, from_dict, load_base, read_params
 from emergence.core.models.registry import make_config
-from emergence.core.profile import apply_profile, merge_into
+from emergence.core.profile import apply_profile, check_problems, merge_into
 from emergence.studies.grounding.tokens import model_entry
 
 
@@ -215,3 +216,100 @@ def test_a_profiles_lists_stay_on_their_keys_line_so_dvc_can_set_them(tmp_path):
     assert after["binding_llc"]["seeds"] == [] and after["grounding_llc"]["models"] == []
     before["binding_llc"]["seeds"], before["grounding_llc"]["models"] = [], []
     assert after == before  # nothing else moved
+
+
+TOY_BASE = "base:\n  seeds: [0]\n  device: cpu\n"
+
+
+def _toy_workspace(tmp_path: Path) -> tuple[Path, Path]:
+    """A workspace of its own (a pipeline.yaml whose one section, `toy`, has a schema in a module that
+    only the caller's PYTHONPATH reaches) and that PYTHONPATH folder, which also holds an `emergence`
+    package whose check refuses everything."""
+    lib = tmp_path / "lib"
+    (lib / "emergence").mkdir(parents=True)
+    (lib / "toyschema.py").write_text("import dataclasses\n\n@dataclasses.dataclass\nclass Toy:\n    n: int\n")
+    (lib / "emergence" / "__init__.py").write_text("")
+    (lib / "emergence" / "__main__.py").write_text(
+        "import sys\nprint('error: another emergence', file=sys.stderr)\nsys.exit(1)\n"
+    )
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "pipeline.yaml").write_text(
+        "stages: {}\nschemas:\n  base: emergence.core.config:BaseParams\n  toy: toyschema:Toy\n"
+    )
+    return workspace, lib
+
+
+def test_the_check_runs_this_package_and_the_workspaces_pipeline_with_the_callers_pythonpath(tmp_path, monkeypatch):
+    """The merged params are checked by this emergence package (not whichever one the caller's PYTHONPATH
+    names first), against the working directory's pipeline.yaml, whose schema modules the caller's
+    PYTHONPATH still reaches."""
+    workspace, lib = _toy_workspace(tmp_path)
+    monkeypatch.chdir(workspace)
+    monkeypatch.setenv("PYTHONPATH", str(lib))
+    assert check_problems(TOY_BASE + "toy:\n  n: 1\n") == []  # the other emergence would refuse it
+    assert [key_of(line) for line in check_problems(TOY_BASE + "toy:\n  n: x\n")] == ["toy.n"]
+
+
+def test_a_bare_workspace_is_checked_against_this_checkouts_pipeline(tmp_path, monkeypatch):
+    """With no pipeline.yaml in the working directory, the schemas are this checkout's: its params pass,
+    and a bad value is named by its key."""
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "params.yaml").read_text()
+    assert check_problems(text) == []
+    bad = yaml.safe_load(text)
+    bad["binding_train"]["lr"] = -1.0
+    assert "binding_train.lr" in [key_of(line) for line in check_problems(yaml.safe_dump(bad))]
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch) -> Path:
+    """A working directory holding a copy of the project's params.yaml and pipeline.yaml, and two
+    profiles: `small` (a valid lr) and `bad` (a negative one, which the check refuses)."""
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    shutil.copy(ROOT / "pipeline.yaml", tmp_path / "pipeline.yaml")
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "small.yaml").write_text("binding_train:\n  lr: 0.0005\n")
+    (tmp_path / "profiles" / "bad.yaml").write_text("binding_train:\n  lr: -1.0\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_profile_command_writes_the_default_params_file_and_says_so(workspace, capsys):
+    assert profile.main(["small"]) == 0
+    assert read_params(workspace / "params.yaml")["binding_train"]["lr"] == 0.0005
+    out, err = capsys.readouterr()
+    assert_names(out, "params.yaml", "small")
+    assert err == ""
+
+
+def test_the_profile_command_writes_the_params_file_it_is_given(workspace, capsys):
+    other = workspace / "other.yaml"
+    shutil.copy(workspace / "params.yaml", other)
+    before = (workspace / "params.yaml").read_bytes()
+    assert profile.main(["small", "--params", str(other)]) == 0
+    assert read_params(other)["binding_train"]["lr"] == 0.0005
+    assert (workspace / "params.yaml").read_bytes() == before
+    assert_names(capsys.readouterr().out, str(other), "small")
+
+
+def test_a_profile_whose_result_fails_the_check_exits_1_naming_each_problem_and_writes_nothing(workspace, capsys):
+    before = (workspace / "params.yaml").read_bytes()
+    assert profile.main(["bad", "--params", "params.yaml"]) == 1
+    assert (workspace / "params.yaml").read_bytes() == before
+    out, err = capsys.readouterr()
+    assert out == ""  # problems go to stderr, one `error: ` line each, then the line that says why nothing changed
+    *problems, summary = err.splitlines()
+    assert problems and all(line.startswith("error: ") for line in problems), err
+    assert "binding_train.lr" in [key_of(line) for line in problems]
+    assert_names(summary, "params.yaml", "bad", f"{len(problems)} problem")
+
+
+def test_an_unknown_profile_exits_1_with_one_error_line_naming_its_path(workspace, capsys):
+    before = (workspace / "params.yaml").read_bytes()
+    assert profile.main(["nosuch"]) == 1
+    assert (workspace / "params.yaml").read_bytes() == before
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("error: ")
+    assert_names(err, str(Path("profiles") / "nosuch.yaml"), "small")  # the known profiles are listed

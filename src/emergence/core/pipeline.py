@@ -194,8 +194,9 @@ def engine_declaration(root: Path) -> dict[str, Any]:
 
 def render(root: Path) -> str:
     """dvc.yaml's text: the engine declaration with no params: each instance's code digest holds the values of
-    the params it runs with (core/code_digest.py), so DVC parses params.yaml once, for the guard, not once per
-    stage, and dvc.lock holds no copy of them; a changed value changes the digest, which reruns the instance."""
+    the params it runs with (core/code_digest.py), so DVC parses params.yaml once (its interpolation context), not
+    once per stage, and dvc.lock holds no copy of them; a changed value changes the digest, which reruns the
+    instance."""
     decl = engine_declaration(root)
     stages = {name: {k: v for k, v in stage.items() if k != "params"} for name, stage in decl["stages"].items()}
     body = yaml.safe_dump({**decl, "stages": stages}, sort_keys=False, width=120)

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -154,6 +155,12 @@ def pytest_configure(config):
     """Test files share module fixtures and edit them in file order, so a file must run whole on one
     worker: `--dist loadfile` (what `make test` uses). In workers torch takes one thread (two workers
     on two cores). Under a mutation run, see below."""
+    if "MUTANT_UNDER_TEST" in os.environ:
+        from emergence.core.code_facts import ENV
+
+        # The code facts are kept by the bytes of core/code_facts.py, which mutmut's trampolines make the
+        # same for every mutant: each mutant's run keeps its own, or one mutant would read another's.
+        os.environ[ENV] = tempfile.mkdtemp(prefix="code-facts-")
     if os.environ.get("MUTANT_UNDER_TEST") == "stats":
         # `make mutation`, while mutmut maps tests to functions: record calls in this process only. A
         # child process (a stage run as a program) would look for mutmut's config in its own working

@@ -16,7 +16,8 @@ from conftest import SOURCES
 from refusals import refuses
 
 from emergence.core.cli import code_in_digest
-from emergence.core.code_digest import PLUMBING, digests, instance_files, listed_files, normalized, plumbing_files
+from emergence.core.code_digest import PLUMBING, digests, instance_files, listed_files, plumbing_files
+from emergence.core.code_facts import normalized
 from emergence.core.config import read_params
 from emergence.core.declared import GUARD, digest_dep, read_stages
 from emergence.core.pipeline import engine_declaration, read_declaration, render, rules_of

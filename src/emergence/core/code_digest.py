@@ -7,7 +7,8 @@ less two kinds of code that cannot change an artifact's bytes:
   record runs. They refuse a run or report on it, never compute what it writes; a test holds them to
   importing no numerical library.
 - **messages**: docstrings, comments and the text of what is raised, printed or warned, and of
-  argparse's and tqdm's help strings (`normalized`). Rewording an error in core/io.py reruns nothing.
+  argparse's and tqdm's help strings (core/code_facts.py `normalized`, which keeps each
+  file's result by its content). Rewording an error in core/io.py reruns nothing.
 
 An architecture module is in an instance's code only when the instance can build that architecture:
 its code reaches the model registry, and its params (or those of the stages upstream of it, whose
@@ -27,13 +28,12 @@ not see would otherwise go unhashed).
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from emergence.core.code_facts import facts
 from emergence.core.declared import GUARD, IMPLICIT, lookup
 from emergence.core.io import PipelineError
 from emergence.core.pipeline import ARCH_PACKAGE, import_closure, known_archs, module_file, module_of, resolve_jobs
@@ -48,6 +48,7 @@ PLUMBING = {
     "emergence.core.experiment": "puts params.yaml back after a refused `dvc exp run -S`",
     "emergence.core.checkout": "holds one engine per checkout",
     "emergence.core.code_digest": "this file: which code a stage depends on",
+    "emergence.core.code_facts": "parses a code file for this file, and keeps what it found by the file's content",
     "emergence.core.pipeline": "generates dvc.yaml and the Snakemake rules",
 }
 REGISTRY = Path("src/emergence/core/models/registry.py")
@@ -55,80 +56,6 @@ HEADER = (
     "# stage instance {instance}: the values of the params it runs with, then the sha256 of each file of its\n"
     "# code without docstrings, comments and messages (core/code_digest.py); DVC reruns it when this file changes\n"
 )
-MESSAGE_CALLS = {"print", "warn", "warning", "info", "debug", "error", "exception", "critical"}
-MESSAGE_KEYWORDS = {"help", "description", "epilog", "desc", "metavar"}
-
-
-# ---- one file's code, messages left out -----------------------------------------------------------
-
-
-class _Messages(ast.NodeTransformer):
-    """Blanks the text of messages and drops docstrings; what is left decides the bytes."""
-
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        body = getattr(node, "body", None)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body:
-            first = body[0]
-            if (
-                isinstance(first, ast.Expr)
-                and isinstance(first.value, ast.Constant)
-                and isinstance(first.value.value, str)
-            ):
-                node.body = body[1:] or [ast.Pass()]
-        return super().generic_visit(node)
-
-    def visit_Raise(self, node: ast.Raise) -> ast.AST:
-        return _blank(node)
-
-    def visit_Assert(self, node: ast.Assert) -> ast.AST:
-        node.msg = _blank(node.msg) if node.msg is not None else None
-        return self.generic_visit(node)
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        func = node.func
-        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-        # print(..., file=handle) may write an artifact; to stderr (or stdout) it is a message
-        to_artifact = any(k.arg == "file" and ast.unparse(k.value) != "sys.stderr" for k in node.keywords)
-        if name in MESSAGE_CALLS and not to_artifact:
-            node.args = [_blank(a) for a in node.args]
-        for k in node.keywords:
-            if k.arg in MESSAGE_KEYWORDS:
-                k.value = _blank(k.value)
-        return self.generic_visit(node)
-
-
-def _blank(node: ast.AST) -> ast.AST:
-    """Every string literal and f-string under `node` made empty (what the message says, not that it is)."""
-    for child in ast.walk(node):
-        for name, value in ast.iter_fields(child):
-            if isinstance(value, ast.JoinedStr) or _is_text(value):
-                setattr(child, name, ast.Constant(""))
-            elif isinstance(value, list):
-                setattr(
-                    child, name, [ast.Constant("") if isinstance(v, ast.JoinedStr) or _is_text(v) else v for v in value]
-                )
-    return ast.Constant("") if isinstance(node, ast.JoinedStr) or _is_text(node) else node
-
-
-def _is_text(node: Any) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, str)
-
-
-def _canonical(node: Any) -> str:
-    """The tree as text, fields that are None or empty left out: the same across Python versions that add
-    fields with empty defaults (3.12's type_params), unlike ast.dump."""
-    if isinstance(node, ast.AST):
-        fields = [(n, _canonical(v)) for n, v in ast.iter_fields(node) if v is not None and v != []]
-        return f"{type(node).__name__}(" + ",".join(f"{n}={v}" for n, v in fields) + ")"
-    if isinstance(node, list):
-        return "[" + ",".join(_canonical(v) for v in node) + "]"
-    return repr(node)
-
-
-def normalized(path: Path) -> str:
-    """sha256 of a Python file's code, docstrings, comments, layout and messages left out."""
-    tree = _Messages().visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
-    return hashlib.sha256(_canonical(tree).encode()).hexdigest()
 
 
 # ---- which files are an instance's code -----------------------------------------------------------
@@ -187,27 +114,18 @@ class _Closures:
         self.root = root
         self.plumbing = plumbing_files(root)
         self._closures: dict[str, list[Path]] = {}
-        self._named: dict[Path, set[str]] = {}
+        self._known: dict[str, tuple[Path | None, set[str]]] = {}  # module -> its file and imports
 
     def compute(self, module: str) -> list[Path]:
         """The files of `module`'s import closure that can change bytes: plumbing left out."""
         if module not in self._closures:
-            self._closures[module] = [p for p in import_closure(module, self.root) if p not in self.plumbing]
+            closure = import_closure(module, self.root, self._known)
+            self._closures[module] = [p for p in closure if p not in self.plumbing]
         return self._closures[module]
 
     def named_archs(self, files: list[Path]) -> set[str]:
         """Architectures the code builds by a literal name: `build_model("attn_only", ...)`."""
-        for path in files:
-            if path not in self._named:
-                self._named[path] = {
-                    node.args[0].value
-                    for node in ast.walk(ast.parse((self.root / path).read_text(encoding="utf-8")))
-                    if isinstance(node, ast.Call)
-                    and getattr(node.func, "id", getattr(node.func, "attr", None)) == "build_model"
-                    and node.args
-                    and _is_text(node.args[0])
-                }
-        return set().union(*(self._named[p] for p in files))
+        return set().union(*(facts(self.root / p, self.root).archs for p in files))
 
 
 def _value(params: dict[str, Any], key: str) -> Any:
@@ -223,15 +141,12 @@ def _value(params: dict[str, Any], key: str) -> Any:
 def digests(decl: dict[str, Any], params: dict[str, Any], root: Path) -> dict[str, str]:
     """Stage instance -> its digest file's text: a line per params key it runs with (base.threads, which every
     stage reads, and those it declares), its value as sorted JSON, then a line per code file."""
-    cache: dict[Path, str] = {}
     keys = {job.name: [*IMPLICIT, *job.params] for job in resolve_jobs(decl, params)}
 
     def text(instance: str, files: list[Path]) -> str:
-        for f in files:
-            if f not in cache:
-                cache[f] = normalized(root / f)
         values = [f"# {k}: {json.dumps(_value(params, k), sort_keys=True, default=str)}\n" for k in keys[instance]]
-        return HEADER.format(instance=instance) + "".join(values) + "".join(f"{cache[f]}  {f}\n" for f in files)
+        code = [f"{facts(root / f, root).digest}  {f}\n" for f in files]
+        return HEADER.format(instance=instance) + "".join(values) + "".join(code)
 
     return {instance: text(instance, files) for instance, files in instance_files(decl, params, root).items()}
 

@@ -18,17 +18,16 @@ by construction.
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from emergence.core.code_facts import facts, imported_modules
 from emergence.core.declared import DECLARATION, FAST_LOADER, GUARD, completed, instances, interpolate, lookup
 from emergence.core.io import PipelineError, write_text
 
@@ -58,37 +57,16 @@ def module_file(module: str, root: Path) -> Path | None:
     return None
 
 
-def imported_modules(path: Path, module: str) -> set[str]:
-    """Every module named by an import statement anywhere in `path` (lazy imports included)."""
-    stat = path.stat()
-    return set(_imported(path, module, stat.st_mtime_ns, stat.st_size))
-
-
-@cache  # each file parsed once per process while it is unchanged (every stage's closure walks core/)
-def _imported(path: Path, module: str, mtime_ns: int, size: int) -> frozenset[str]:
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: from .x import y
-                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(filter(None, [*parent, base]))
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)  # `from pkg import module`
-    return frozenset(names)
-
-
 def with_parents(module: str) -> list[str]:
     """a.b.c -> a, a.b, a.b.c: importing a module first runs its packages' __init__."""
     parts = module.split(".")
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def import_closure(module: str, root: Path) -> list[Path]:
-    """Files of every project module that importing `module` can execute, sorted, relative to root."""
+def import_closure(module: str, root: Path, known: dict[str, tuple[Path | None, set[str]]] | None = None) -> list[Path]:
+    """Files of every project module that importing `module` can execute, sorted, relative to root. `known`
+    (module -> its file and the modules it imports) carries what one walk found to the next."""
+    known = {} if known is None else known
     seen: dict[str, Path] = {}
     todo = [module]
     while todo:
@@ -96,11 +74,15 @@ def import_closure(module: str, root: Path) -> list[Path]:
         for mod in with_parents(name):
             if mod in seen:
                 continue
-            path = module_file(mod, root)
+            if mod not in known:
+                path = module_file(mod, root)
+                imports = imported_modules(facts(path, root), mod, path.name == "__init__.py") if path else set()
+                known[mod] = (path, imports)
+            path, imports = known[mod]
             if path is None:
                 continue
             seen[mod] = path
-            todo.extend(imported_modules(path, mod))
+            todo.extend(imports)
     if module not in seen:
         raise PipelineError(f"{module}: no such project module under {root}")
     return sorted({p.relative_to(root) for p in seen.values()})

@@ -17,7 +17,7 @@ from refusals import refuses
 
 from emergence.core.cli import code_in_digest
 from emergence.core.code_digest import PLUMBING, digests, instance_files, listed_files, plumbing_files
-from emergence.core.code_facts import normalized
+from emergence.core.code_facts import parse
 from emergence.core.config import read_params
 from emergence.core.declared import GUARD, digest_dep, read_stages
 from emergence.core.pipeline import engine_declaration, read_declaration, render, rules_of
@@ -25,10 +25,8 @@ from emergence.core.pipeline import engine_declaration, read_declaration, render
 NUMERIC = {"torch", "numpy", "pandas", "pyarrow", "safetensors", "scipy", "sklearn", "PIL", "transformers", "plotly"}
 
 
-def digest_of(tmp_path: Path, source: str) -> str:
-    path = tmp_path / f"m{abs(hash(source))}.py"
-    path.write_text(textwrap.dedent(source))
-    return normalized(path)
+def digest_of(source: str) -> str:
+    return parse(textwrap.dedent(source), "m.py").digest
 
 
 BASE = '''
@@ -40,6 +38,11 @@ BASE = '''
         if x < 0:
             raise ValueError(f"x must be >= 0, got {x}")
         assert rows, "no rows"
+        assert x is not None
+        if "count" not in rows:
+            raise KeyError("no column " + repr(sorted(rows)))
+        if len(rows) > 9:
+            raise LookupError("too many columns")
         print(f"scaling {x}", file=sys.stderr)
         log.warning("slow path")
         parser.add_argument("--x", help="the x")
@@ -54,16 +57,18 @@ BASE = '''
         ('"""Function doc."""', '"""Does f."""'),
         ("x must be >= 0, got {x}", "x: must be at least 0 (got {x!r})"),
         ('"no rows"', '"the table is empty"'),
+        ('"no column "', '"missing: "'),
+        ('"too many columns"', '"at most 9 columns"'),
         ('f"scaling {x}"', '"scaling"'),
         ('"slow path"', '"falling back"'),
         ('help="the x"', 'help="how many"'),
         ("# why: doubled", "# twice"),
         ("return x * 2", "return  x*2"),
     ],
-    ids=["module doc", "docstring", "raise", "assert", "print", "log", "help", "comment", "layout"],
+    ids=["module doc", "docstring", "raise", "assert", "joined", "plain", "print", "log", "help", "comment", "layout"],
 )
-def test_messages_docstrings_comments_and_layout_leave_the_digest_as_it_is(tmp_path, edit):
-    assert digest_of(tmp_path, BASE.replace(*edit)) == digest_of(tmp_path, BASE)
+def test_messages_docstrings_comments_and_layout_leave_the_digest_as_it_is(edit):
+    assert digest_of(BASE.replace(*edit)) == digest_of(BASE)
 
 
 @pytest.mark.parametrize(
@@ -74,16 +79,17 @@ def test_messages_docstrings_comments_and_layout_leave_the_digest_as_it_is(tmp_p
         ('rows["count"]', 'rows["total"]'),
         ("if x < 0", "if x <= 0"),
         ("file=sys.stderr", "file=handle"),  # printed into a file: may be an artifact's bytes
+        ("raise LookupError(", "raise KeyError("),  # what is raised may be caught
     ],
-    ids=["constant", "operator", "column", "comparison", "print to a file"],
+    ids=["constant", "operator", "column", "comparison", "print to a file", "exception"],
 )
-def test_any_change_to_what_is_computed_changes_the_digest(tmp_path, edit):
-    assert digest_of(tmp_path, BASE.replace(*edit)) != digest_of(tmp_path, BASE)
+def test_any_change_to_what_is_computed_changes_the_digest(edit):
+    assert digest_of(BASE.replace(*edit)) != digest_of(BASE)
 
 
-def test_a_print_into_a_file_keeps_its_text(tmp_path):
+def test_a_print_into_a_file_keeps_its_text():
     into_file = BASE.replace("file=sys.stderr", "file=handle")
-    assert digest_of(tmp_path, into_file.replace("scaling", "scaled")) != digest_of(tmp_path, into_file)
+    assert digest_of(into_file.replace("scaling", "scaled")) != digest_of(into_file)
 
 
 # ---- which files: the real declaration -------------------------------------------------------------------

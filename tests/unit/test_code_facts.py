@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import SOURCES
 
-from emergence.core.code_facts import ENV, FOLDER, facts, imported_modules, normalized
+from emergence.core.code_facts import ENV, FOLDER, facts, imported_modules, parse
 from emergence.core.pipeline import import_closure
 
 SOURCE = '''
@@ -57,7 +57,7 @@ def test_facts_name_the_imports_resolved_against_the_module_and_the_literal_arch
     }
     # the same imports in a package's __init__ are relative to the package itself
     assert "emergence.studies.x.sibling" in imported_modules(found, "emergence.studies.x", package=True)
-    assert found.digest == normalized(checkout / "src/emergence/studies/x.py")
+    assert found.digest == parse(textwrap.dedent(SOURCE), "x.py").digest
 
 
 def test_facts_are_kept_once_per_content_and_read_back_equal(checkout):

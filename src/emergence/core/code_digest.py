@@ -7,7 +7,7 @@ less two kinds of code that cannot change an artifact's bytes:
   record runs. They refuse a run or report on it, never compute what it writes; a test holds them to
   importing no numerical library.
 - **messages**: docstrings, comments and the text of what is raised, printed or warned, and of
-  argparse's and tqdm's help strings (core/code_facts.py `normalized`, which keeps each
+  argparse's and tqdm's help strings (core/code_facts.py `parse`, which keeps each
   file's result by its content). Rewording an error in core/io.py reruns nothing.
 
 An architecture module is in an instance's code only when the instance can build that architecture:

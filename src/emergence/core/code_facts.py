@@ -2,7 +2,7 @@
 
 Per file: the modules it imports (the import closure's edges), the architectures it builds by a literal
 name (`build_model("attn_only", ...)`), and the sha256 of its code without docstrings, comments, layout
-and messages (`normalized`). Parsing the ~140 project files takes ~1 s, and the params_check stage, every
+and messages (`parse`). Parsing the ~140 project files takes ~1 s, and the params_check stage, every
 Snakemake start and every stage's exit check need them, so they are kept under `.code-facts/` in the
 checkout (EMERGENCE_CODE_FACTS names another folder), one JSON file per key. The key is the sha256 of the
 file's bytes, this Python's version and this module's own source: the facts are a pure function of the
@@ -68,6 +68,7 @@ def _salt() -> bytes:
 
 
 def parse(text: str, where: str) -> Facts:
+    """The facts of one file's source (`where` names it in a syntax error)."""
     tree = ast.parse(text, where)
     imports: list[tuple[int, str, tuple[str, ...]]] = []
     archs: set[str] = set()
@@ -99,11 +100,6 @@ def imported_modules(found: Facts, module: str, package: bool) -> set[str]:
         names.add(base)
         names.update(f"{base}.{alias}" for alias in aliases)
     return names
-
-
-def normalized(path: Path) -> str:
-    """sha256 of a Python file's code, docstrings, comments, layout and messages left out."""
-    return parse(path.read_text(encoding="utf-8"), str(path)).digest
 
 
 # ---- one file's code, messages left out -----------------------------------------------------------

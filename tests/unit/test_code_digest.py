@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import datetime
 import json
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -17,7 +19,7 @@ from refusals import refuses
 
 from emergence.core.cli import code_in_digest
 from emergence.core.code_digest import PLUMBING, digests, instance_files, listed_files, plumbing_files
-from emergence.core.code_facts import parse
+from emergence.core.code_facts import ENV, FOLDER, parse
 from emergence.core.config import read_params
 from emergence.core.declared import GUARD, digest_dep, read_stages
 from emergence.core.pipeline import engine_declaration, read_declaration, render, rules_of
@@ -240,6 +242,33 @@ def test_a_params_value_changes_exactly_the_digests_of_the_instances_running_wit
     assert not [i for i in moved if i.startswith(("binding_", "assoc_")) or f"@{other}-" in i]
     line = next(x for x in after[f"grounding_train@{edited}-0"].splitlines() if x.startswith("# grounding_models."))
     assert json.loads(line.split(": ", 1)[1])["d_model"] == params["grounding_models"][edited]["d_model"]
+
+
+def test_reordering_a_sections_keys_changes_no_digest_and_a_date_is_a_value(code_copy):
+    """The values are written as sorted JSON: the order of keys in params.yaml is no value. YAML reads an
+    unquoted date as a date, which is written as its text."""
+    before = all_digests(code_copy)
+    params = read_params(code_copy / "params.yaml")
+    params["binding_ablation"] = dict(reversed(params["binding_ablation"].items()))
+    (code_copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert changed(before, all_digests(code_copy)) == set()
+    params["binding_ablation"]["checkpoint"] = datetime.date(2026, 1, 2)
+    (code_copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    line = next(x for x in all_digests(code_copy)["binding_ablation@0"].splitlines() if "# binding_ablation:" in x)
+    assert json.loads(line.split(": ", 1)[1])["checkpoint"] == "2026-01-02"
+
+
+def test_a_digest_file_names_its_instance_then_lists_its_files_one_a_line(code_copy, monkeypatch):
+    """What it parsed is kept in the checkout's own folder (core/code_facts.py) unless told otherwise."""
+    monkeypatch.delenv(ENV, raising=False)
+    texts = all_digests(code_copy)
+    files = instance_files(read_declaration(code_copy), read_params(code_copy / "params.yaml"), code_copy)
+    for instance in ("binding_ablation@0", "grounding_gain@mamba4-0"):
+        assert texts[instance].splitlines()[0].startswith(f"# stage instance {instance}:")
+        assert listed_files(texts[instance]) == [str(p) for p in files[instance]]
+        code = [line for line in texts[instance].splitlines() if not line.startswith("#")]
+        assert all(re.fullmatch(r"[0-9a-f]{64}  \S+", line) for line in code)  # sha256, two spaces, path
+    assert list((code_copy / FOLDER).glob("*.json"))
 
 
 # ---- the engines: DVC's dep on the digest file, Snakemake's param ----------------------------------------

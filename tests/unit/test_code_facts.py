@@ -24,7 +24,7 @@ SOURCE = '''
     def build():
         from emergence.core.models.registry import build_model
 
-        return build_model("lstm", cfg), build_model(name, cfg)
+        return build_model("lstm", cfg), build_model(name, cfg), registry.build_model("attn_only", cfg)
 '''
 
 
@@ -44,7 +44,7 @@ def kept(root: Path) -> list[Path]:
 
 def test_facts_name_the_imports_resolved_against_the_module_and_the_literal_architectures(checkout):
     found = facts(checkout / "src/emergence/studies/x.py", checkout)
-    assert found.archs == {"lstm"}
+    assert found.archs == {"lstm", "attn_only"}
     assert imported_modules(found, "emergence.studies.x", package=False) == {
         "torch.nn",
         "emergence.studies",
@@ -60,6 +60,12 @@ def test_facts_name_the_imports_resolved_against_the_module_and_the_literal_arch
     assert found.digest == parse(textwrap.dedent(SOURCE), "x.py").digest
 
 
+def test_a_syntax_error_names_the_file():
+    with pytest.raises(SyntaxError) as e:
+        parse("def broken(:\n", "src/emergence/studies/broken.py")
+    assert e.value.filename == "src/emergence/studies/broken.py"
+
+
 def test_facts_are_kept_once_per_content_and_read_back_equal(checkout):
     path = checkout / "src/emergence/studies/x.py"
     first = facts(path, checkout)
@@ -73,7 +79,7 @@ def test_an_edited_file_gets_new_facts_and_its_old_ones_stay_for_its_old_bytes(c
     before = facts(path, checkout)
     path.write_text(path.read_text().replace('"lstm"', '"mamba2"') + "\nimport numpy\n")
     after = facts(path, checkout)
-    assert after.archs == {"mamba2"} and after.digest != before.digest
+    assert after.archs == {"mamba2", "attn_only"} and after.digest != before.digest
     assert "numpy" in imported_modules(after, "emergence.studies.x", package=False)
     assert len(kept(checkout)) == 2
 

@@ -10,6 +10,7 @@ import re
 import shutil
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,15 @@ from conftest import SOURCES
 from refusals import refuses
 
 from emergence.core.cli import code_in_digest
-from emergence.core.code_digest import PLUMBING, digests, instance_files, listed_files, plumbing_files
+from emergence.core.code_digest import (
+    PLUMBING,
+    digests,
+    instance_files,
+    listed_files,
+    loaded_outside,
+    params_archs,
+    plumbing_files,
+)
 from emergence.core.code_facts import ENV, FOLDER, parse
 from emergence.core.config import read_params
 from emergence.core.declared import GUARD, digest_dep, read_stages
@@ -314,6 +323,38 @@ def test_a_stage_that_loaded_a_module_outside_its_digest_is_refused():
     with refuses("src/emergence/core/models/lstm.py", "binding_train@0"):
         code_in_digest("binding_train@0", params, started)
     code_in_digest("binding_train@0", params, set(sys.modules))  # loaded before the body: the rules' own
+
+
+def test_only_project_code_outside_the_digest_and_the_plumbing_counts_as_loaded_outside(tmp_path):
+    """Whatever comes first in the list: a built-in module (no file), a third-party one (outside the
+    checkout), a project file that is no code of a stage (bench/), the digest's own files, the plumbing."""
+
+    def module(name: str, rel: str | None) -> types.ModuleType:
+        m = types.ModuleType(name)
+        if rel is not None:
+            m.__file__ = str(tmp_path / rel) if not rel.startswith("/") else rel
+        return m
+
+    listed = ["src/emergence/studies/binding/ablation.py"]
+    modules = [
+        module("builtin", None),
+        module("third_party", "/usr/lib/python3/dist-packages/x.py"),
+        module("bench.x", "bench/x.py"),
+        module("emergence.studies.binding.ablation", listed[0]),
+        module("emergence.core.cli", "src/emergence/core/cli.py"),  # plumbing
+        module("emergence.core.models.lstm", "src/emergence/core/models/lstm.py"),
+        module("stages.binding.extra", "stages/binding/extra.py"),
+    ]
+    for rel in ("src/emergence/core/cli.py",):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert loaded_outside(modules, listed, tmp_path) == ["src/emergence/core/models/lstm.py", "stages/binding/extra.py"]
+
+
+def test_architectures_are_found_under_arch_keys_at_any_depth():
+    value = [{"arch": "lstm", "d": 4}, {"models": {"m": {"arch": "mamba2"}, "n": [{"arch": "attn_only"}]}}, "arch"]
+    assert params_archs(value) == {"lstm", "mamba2", "attn_only"}
+    assert params_archs({"arch": 3, "x": {"name": "transformer"}}) == set()
 
 
 # ---- what the guard stage writes: one digest per instance, and its stamp ---------------------------------

@@ -142,3 +142,13 @@ def test_facts_found_by_other_extracting_code_are_kept_apart(checkout, tmp_path,
     path = checkout / "src/emergence/studies/x.py"
     assert astuple(other.facts(path, checkout)) == astuple(facts(path, checkout))
     assert len(kept(checkout)) == 2
+
+
+def test_a_failed_write_leaves_no_temporary_file(checkout, monkeypatch):
+    def full_disk(*_):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("emergence.core.code_facts.os.replace", full_disk)
+    found = facts(checkout / "src/emergence/studies/x.py", checkout)
+    assert found.archs == {"lstm", "attn_only"}
+    assert list((checkout / FOLDER).iterdir()) == []

@@ -48,7 +48,7 @@ PLUMBING = {
     "emergence.core.experiment": "puts params.yaml back after a refused `dvc exp run -S`",
     "emergence.core.checkout": "holds one engine per checkout",
     "emergence.core.code_digest": "this file: which code a stage depends on",
-    "emergence.core.code_facts": "parses a code file for this file, and keeps what it found by the file's content",
+    "emergence.core.code_facts": "parses each code file for this file, keeping what it found by content",
     "emergence.core.pipeline": "generates dvc.yaml and the Snakemake rules",
 }
 REGISTRY = Path("src/emergence/core/models/registry.py")

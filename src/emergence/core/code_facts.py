@@ -52,13 +52,15 @@ def _kept(path: Path, mtime_ns: int, size: int, folder: Path) -> Facts:
     except (OSError, ValueError, KeyError, TypeError):
         pass  # not kept yet, or unreadable: computed again and rewritten
     found = parse(data.decode("utf-8"), str(path))
+    out = None
     try:  # written whole (a temporary file renamed), so two stages at once never read half an entry
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False, encoding="utf-8") as out:
             json.dump({"imports": found.imports, "archs": sorted(found.archs), "digest": found.digest}, out)
         os.replace(out.name, entry)
-    except OSError:
-        pass  # a read-only checkout: the facts still hold, they are only not kept
+    except OSError:  # a read-only checkout or a full disk: the facts still hold, they are only not kept
+        if out is not None:
+            Path(out.name).unlink(missing_ok=True)
     return found
 
 

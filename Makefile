@@ -42,13 +42,16 @@ endif
 ## test: the unit and pipeline tests on WORKERS processes, each test file whole on one worker, in conftest.py's
 ## order; unit: without the pipeline tests (a few minutes); paper-smoke: the paper profile's shapes through
 ## every stage on this CPU, alone (profiles/paper_smoke.yaml; Snakemake on 2 cores; CI runs it after test)
+## Bytecode is written whatever the shell says (PYTHONDONTWRITEBYTECODE set): pytest keeps each test module's
+## rewritten asserts there, which every worker and every pytest the tests start would otherwise redo (~10 s each)
 WORKERS ?= 2
+TESTENV := PATH="$(CURDIR)/$(BIN):$$PATH" PYTHONDONTWRITEBYTECODE=
 test: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not paper_smoke"
+	$(TESTENV) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not paper_smoke"
 unit: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile -m "not pipeline"
+	$(TESTENV) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile -m "not pipeline"
 paper-smoke: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n 1 --dist loadfile -m paper_smoke tests/pipeline/test_paper_smoke.py
+	$(TESTENV) $(BIN)/python -m pytest -q -n 1 --dist loadfile -m paper_smoke tests/pipeline/test_paper_smoke.py
 
 ## lint: ruff lint and format check (configuration in pyproject.toml)
 lint: $(STAMP)

@@ -345,11 +345,8 @@ def test_the_dinov2_weights_folder_is_a_dep_of_the_stages_declaring_it(profile, 
     rules = {rule.name: rule for rule in rules_of(dvc, params)}
     assert weights in rules["dino_features"].inputs
     # the default's folder is committed, so the dep exists in every checkout (DVC stops on a missing dep)
-    assert run_git("ls-files", "resources/dinov2"), "resources/dinov2 is not committed"
-
-
-def run_git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    committed = subprocess.run(["git", "ls-files", "resources/dinov2"], cwd=SOURCES, capture_output=True, text=True)
+    assert committed.stdout, "resources/dinov2 is not committed"
 
 
 @pytest.mark.parametrize(

@@ -150,6 +150,19 @@ def test_one_instance_alone_holds_what_it_holds_among_all(shipped):
     assert instance_files(decl, params, SOURCES, only="no_such_stage") == {}
 
 
+def test_every_stage_closure_of_one_walk_looks_each_module_up_once(monkeypatch):
+    """The ~90 instances share most of their code (core/, the studies' common modules): one walk finds each
+    module's file and imports once and hands them to every later closure."""
+    import emergence.core.pipeline as pipeline
+
+    asked: list[str] = []
+    lookup = pipeline.module_file
+    monkeypatch.setattr(pipeline, "module_file", lambda mod, root: asked.append(mod) or lookup(mod, root))
+    files = instance_files(read_declaration(SOURCES), read_params(SOURCES / "params.yaml"), SOURCES)
+    assert len(files) > 20 and "emergence.core.io" in asked
+    assert sorted(asked) == sorted(set(asked))
+
+
 def test_no_plumbing_file_is_in_any_digest_and_every_stage_script_is_in_its_own(shipped):
     plumbing = {str(p) for p in plumbing_files(SOURCES)}
     assert len(plumbing) == len(PLUMBING)

@@ -84,6 +84,17 @@ def test_an_edited_file_gets_new_facts_and_its_old_ones_stay_for_its_old_bytes(c
     assert len(kept(checkout)) == 2
 
 
+def test_an_edit_that_keeps_the_time_stamp_but_not_the_size_gets_new_facts(checkout):
+    """Within one process facts are remembered by (file, time stamp, size): a file rewritten within the clock's
+    resolution still differs in size."""
+    path = checkout / "src/emergence/studies/x.py"
+    os.utime(path, ns=(5, 5))
+    assert facts(path, checkout).archs == {"lstm", "attn_only"}
+    path.write_text(path.read_text().replace('"lstm"', '"transformer"'))
+    os.utime(path, ns=(5, 5))
+    assert facts(path, checkout).archs == {"transformer", "attn_only"}
+
+
 def test_a_garbled_entry_is_computed_again_and_rewritten(checkout):
     path = checkout / "src/emergence/studies/x.py"
     good = facts(path, checkout)

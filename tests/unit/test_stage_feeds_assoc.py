@@ -23,10 +23,12 @@ from refusals import refuses
 
 from emergence.core.io import write_parquet
 from emergence.core.models import build_model
+from emergence.core.train.batches import epoch_rows
 from emergence.studies.assoc.compare import CompareParams, first_batch_rows
 from emergence.studies.assoc.corpus import load_corpus
 from emergence.studies.assoc.theory import compute_basis, leading_coefficient, load_basis
 from stages.assoc import causal, compare, order
+from stages.assoc import train as assoc_train
 
 SEED = 3
 EDITS = {"assoc_runs": {"seeds": [0, SEED]}}
@@ -112,6 +114,23 @@ def test_order_trains_at_every_eta_on_the_corpus_prefix_and_its_own_basis(projec
         assert np.array_equal(seqs, corpus.sequences[:9]) and got_basis is basis.returned[0]
         assert (n_layers, steps) == (1, 6)
     assert len({str(args[5]) for args, _ in runs.calls}) == 3  # a fresh work folder per eta
+    assert pd.read_parquet("data/assoc/order.parquet")["eta"].tolist() == [0.01, 0.02, 0.04]  # eta by eta, up
+
+
+def test_train_runs_sgd_from_zero_on_the_seeds_shuffle_of_the_corpus(project, monkeypatch, capsys):
+    edit, _, corpus = project
+    edit(assoc_train={"batch_size": 5, "epochs": 2})
+    train = spy(monkeypatch, assoc_train, "train", lambda model, batch_fn, cfg, **kw: [batch_fn(0), batch_fn(1)])
+    ran(assoc_train.main, ARGV, capsys)
+    (model, _, cfg), kw = train.one
+    per_epoch = len(corpus.sequences) // 5  # the remainder sits each epoch out
+    assert (cfg.seed, cfg.batch_size, cfg.steps, cfg.lr) == (SEED, 5, 2 * per_epoch, 0.05)
+    assert len(model.blocks) == 2 and all(not w.any() for w in model.parameters())
+    assert Path(kw["out_dir"]) == Path(f"data/assoc/runs/L2_seed{SEED}")
+    rows = epoch_rows(len(corpus.sequences), 5, SEED)
+    for step, (x, y) in enumerate(train.returned[0]):
+        block = torch.from_numpy(corpus.sequences[rows(step)].astype(np.int64))
+        assert torch.equal(x, block[:, :-1]) and torch.equal(y, block[:, 1:])
 
 
 # order_run on a corpus of its own: 9 sequences of 8 tokens drawn from 0..5 under a vocabulary of 7 (the last

@@ -511,6 +511,26 @@ def test_training_data_of_a_text_setting_draws_its_corpus_windows_without_the_he
         assert torch.equal(x, batch[:, :-1]) and torch.equal(y, batch[:, 1:]), step
 
 
+def test_train_starts_the_runs_model_from_its_seed_on_that_seeds_batches(project, monkeypatch, capsys):
+    params = project(grounding_runs={"seeds": [0, 2]}, grounding_train={"batch_size": 5})
+    train = spy(monkeypatch, grounding_train, "train", lambda model, batch_fn, cfg, **kw: [batch_fn(0), batch_fn(1)])
+    ran(grounding_train.main, ["--setting", "childes", "--model", "transformer4", "--seed", "2"], capsys)
+    (model, _, cfg), kw = train.one
+    assert (cfg.seed, cfg.batch_size) == (2, 5)
+    assert Path(kw["out_dir"]) == Path("data/grounding/runs/transformer4_seed2")
+    corpus = Setting("childes").corpus
+    _, index = corpus.vocab_index(params)
+    windows = cut_windows(corpus.table(params), set(corpus.eval_set(params)["turn"]), index, 32)
+    rows_of = epoch_rows(len(windows), 5, 2)
+    for step, (x, y) in enumerate(train.returned[0]):
+        batch = torch.from_numpy(windows[rows_of(step)]).long()
+        assert torch.equal(x, batch[:, :-1]) and torch.equal(y, batch[:, 1:]), step
+    torch.manual_seed(2)
+    config = {k: v for k, v in params["grounding_models"]["transformer4"].items() if k != "arch"}
+    initial = build_model("transformer", {**config, "d_vocab": len(index), "n_ctx": 32})
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), initial.state_dict().values()))
+
+
 @pytest.mark.parametrize("setting", ["childes", "caption"])
 def test_training_data_refuses_a_window_longer_than_every_file_naming_its_own_sections_seq_len(setting, project):
     where = Setting(setting).key("train")

@@ -310,6 +310,23 @@ def test_grad_clipping(tmp_path, clip):
     assert moved == pytest.approx(grad_norm if clip is None else clip, rel=1e-3)
 
 
+def test_the_loop_applies_the_schedule_over_the_runs_own_steps(tmp_path):
+    # warmup over updates 0 and 1, then linear decay from the peak at step 2 to 0 at step 6 (never reached)
+    _, metrics = run(tmp_path, steps=6, lr=0.1, schedule="linear", warmup_steps=2, model_kw={"dropout": 0.0})
+    assert metrics["lr"].dropna().tolist() == pytest.approx([0.05, 0.1, 0.1, 0.075, 0.05, 0.025])
+
+
+def test_every_update_draws_a_dropout_mask_of_its_own_from_the_runs_seed(tmp_path):
+    masks = {}
+    for seed in (0, 1):
+        model, drawn = tiny(seed=0, dropout=0.5), masks.setdefault(seed, [])
+        model.drop.register_forward_hook(lambda m, _, out, drawn=drawn: drawn.append(out != 0) if m.training else None)
+        train(model, batches, config(steps=4, seed=seed), tmp_path / f"{seed}", tmp_path / f"{seed}.s", progress=False)
+    assert len(masks[0]) == len(masks[1]) == 4
+    assert not any(torch.equal(a, b) for a, b in itertools.combinations(masks[0], 2))  # no mask repeats
+    assert not any(torch.equal(a, b) for a, b in zip(masks[0], masks[1]))  # another seed, other masks
+
+
 def test_resume_after_exception_is_bit_exact(tmp_path):
     run(tmp_path, "ref")
     with pytest.raises(Interrupt):
@@ -393,6 +410,17 @@ def test_epoch_batches_visit_every_window_once_per_epoch():
     assert not torch.equal(batch_fn(0)[0], epoch_batches(windows, 3, seed=1)(0)[0])
     full = epoch_batches(windows, 10, seed=0)
     assert torch.equal(full(0)[0], full(7)[0])
+
+
+def test_epoch_batches_of_a_size_that_divides_the_windows_visit_all_in_full_batches():
+    from emergence.core.train.batches import epoch_batches
+
+    windows = np.arange(12 * 4).reshape(12, 4)  # 12 windows, 4 batches of 3 an epoch: none sits out
+    batch_fn = epoch_batches(windows, 3, seed=0)
+    for epoch in range(2):
+        batches_of_epoch = [batch_fn(epoch * 4 + i)[0][:, 0].numpy() // 4 for i in range(4)]
+        assert [len(b) for b in batches_of_epoch] == [3, 3, 3, 3]
+        assert sorted(np.concatenate(batches_of_epoch).tolist()) == list(range(12))
 
 
 # ---- a nan or inf loss --------------------------------------------------------

@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import random
 import shutil
 import types
 import typing
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import safetensors.torch
 import torch
@@ -169,6 +171,41 @@ def test_a_run_interrupted_twice_ends_with_the_bytes_of_one_never_stopped(tmp_pa
     assert interrupted(tmp_path, "run", stop_at=10) == 9
     assert fit(tmp_path, "run")[0] == 9
     assert files(tmp_path / "run") == straight
+
+
+def draws(model, step):
+    """An evaluation that draws from python's, numpy's and torch's global RNGs (an odd count of gaussians
+    each time: python's and numpy's keep every other one cached in their state)."""
+    return {"py": random.gauss(0, 1), "np": np.random.standard_normal(), "torch": torch.randn(1).item()}
+
+
+def drawing(tmp_path: Path, name: str, seed: int = 0, stop_at=None):
+    """Run() evaluated at every step with `draws`, under `seed`; its metrics, or Interrupt at `stop_at`."""
+    cfg = dataclasses.replace(BASE, eval_every=1, seed=seed)
+    torch.manual_seed(0)
+    model, draw = build_model("tiny_mlp_test", {"dropout": 0.2}), epoch_batches(WINDOWS, cfg.batch_size, seed)
+
+    def batch_fn(step):
+        if step == stop_at:
+            raise Interrupt
+        return draw(step)
+
+    return train(model, batch_fn, cfg, tmp_path / name, tmp_path / f"{name}.s", eval_fn=draws, progress=False)
+
+
+@pytest.mark.parametrize("stop_at, state", [(4, 3), (8, 6)])  # after 3 evaluations a gaussian is cached, after 6 none
+def test_a_resumed_run_hands_its_evaluations_the_random_draws_of_one_never_stopped(tmp_path, stop_at, state):
+    straight = drawing(tmp_path, "straight")
+    with pytest.raises(Interrupt):
+        drawing(tmp_path, "run", stop_at=stop_at)
+    assert state_step(tmp_path / "run.s") == state
+    pd.testing.assert_frame_equal(drawing(tmp_path, "run"), straight)
+
+
+def test_the_random_draws_a_run_hands_its_evaluations_follow_its_seed(tmp_path):
+    first, again, other = (drawing(tmp_path, name, seed) for name, seed in (("a", 5), ("b", 5), ("c", 6)))
+    pd.testing.assert_frame_equal(first, again)
+    assert all(first[key].iloc[0] != other[key].iloc[0] for key in ("py", "np", "torch"))  # from the first one
 
 
 # ---- one thing changed: a fresh run -----------------------------------------------------------------

@@ -30,6 +30,19 @@ def test_target_on_the_value_and_a_given_ratio():
     assert row("peak", 300.0, "MiB")["ratio"] is None and row("peak", 300.0, "MiB")["met"] is None
 
 
+@pytest.mark.parametrize(
+    "target, below, at, above",
+    [(">= 2 MiB", False, True, True), ("> 2 MiB", False, False, True), ("<= 2 MiB", True, True, False),
+     ("< 2 MiB", True, False, False), ("> 1.5x", False, False, True)],
+)  # fmt: skip
+def test_each_target_operator_decides_met_at_and_around_its_limit(target, below, at, above):
+    # the value 2 MiB (or the ratio 1.5 = 3 / 2) exactly at the limit, and 1/8 below and above it
+    limit, reference = (1.5, 2.0) if target.endswith("x") else (2.0, None)
+    scale = reference or 1.0
+    met = [row("m", (limit + d) * scale, "MiB", "r", reference, target)["met"] for d in (-0.125, 0.0, 0.125)]
+    assert met == [below, at, above]
+
+
 def test_not_measured_row_is_valid_and_says_why():
     r = not_measured("end-to-end binding", "min", "no --default-run given")
     validate([r])

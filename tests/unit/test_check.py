@@ -371,6 +371,17 @@ def test_assoc_sizes_are_bounded_by_the_corpus(section, key, bound, expected):
     ]
 
 
+@pytest.mark.parametrize("n_checkpoints, refused", [(11, False), (12, True)])
+def test_the_lens_may_take_every_checkpoint_a_run_saves_and_no_more(n_checkpoints, refused):
+    # 1000 steps saved every 100, no dense or log-spaced ones: steps 0, 100, ..., 1000 are 11 checkpoints
+    params = edited(grounding_lens__n_checkpoints=n_checkpoints)
+    params["grounding_train"].update(steps=1000, checkpoint_every=100, dense_until=0, n_log_checkpoints=0)
+    if refused:
+        assert_refused(problems_of(params), "grounding_lens.n_checkpoints", value=n_checkpoints, rule="11")
+    else:
+        assert_not_refused(problems_of(params), "grounding_lens.n_checkpoints")
+
+
 def test_n_sequences_is_unbounded_when_the_corpus_keeps_every_sequence():
     assert problems_of(edited(assoc_corpus__max_sequences=0, assoc_order__n_sequences=10**6)) == []
 

@@ -7,6 +7,7 @@ import copy
 import pytest
 import yaml
 from conftest import ROOT
+from refusals import assert_not_refused, assert_refused
 
 from emergence.check import problems_of
 
@@ -52,6 +53,20 @@ def test_association_epochs_count_the_batches_of_an_epoch():
     ]
     params["assoc_train"]["batch_size"] = 0  # full batch: one step an epoch
     assert problems_of(params) == []
+
+
+@pytest.mark.parametrize("epochs, refused", [(83_333, False), (83_334, True)])
+def test_an_epoch_is_the_whole_batches_of_a_corpus_that_batches_do_not_divide(epochs, refused):
+    # 100 sequences in batches of 8: 12 whole batches an epoch (the last 4 sequences make no step), so
+    # 83,333 epochs are 999,996 steps and 83,334 are 1,000,008 (assoc_train.epochs against MAX_STEPS)
+    params = edited("assoc_train", epochs=epochs, batch_size=8, checkpoint_every_epochs=0, n_log_checkpoints=0)
+    params["assoc_train"]["dense_until"] = 0
+    params["assoc_corpus"]["max_sequences"] = 100
+    problems = problems_of(params)
+    if refused:
+        assert_refused(problems, "assoc_train.epochs", value="12 steps", rule="1000000 steps")
+    else:
+        assert_not_refused(problems, "assoc_train.epochs")
 
 
 def test_checkpoints_every_tenth_of_an_epoch_are_counted():
@@ -134,6 +149,32 @@ def test_on_a_cpu_the_process_base_counts_and_no_visible_gpu_checks_nothing():
     roomy = jobs_fit_the_device(params, ROOT, lambda device: (BINDING_MIB + 1024, "this machine's memory", False))
     assert not any(line.startswith("binding_train@") for line in roomy)
     assert jobs_fit_the_device(params, ROOT, lambda device: None) == []  # cuda named, none visible: cannot tell
+
+
+def test_the_device_holds_its_memory_in_mib_of_2_to_the_20_bytes(monkeypatch):
+    import os
+    from types import SimpleNamespace
+
+    import torch
+
+    from emergence.machine import device_memory
+
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 3 * 2**18 + 100}  # 3 GiB and 400 KiB: 3,072 MiB, 3,221 MB
+    monkeypatch.setattr(os, "sysconf", pages.__getitem__)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert device_memory("cpu") == (3072, "this machine's memory", False) and device_memory("cuda") is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    gpu = SimpleNamespace(total_memory=80 * 2**30 + 2**19, name="Test GPU")  # 80 GiB and half a MiB
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: gpu)
+    assert device_memory("auto") == (81920, "the Test GPU", True)
+
+
+def test_training_hours_are_the_device_jobs_seconds_over_3600(monkeypatch):
+    from emergence import machine
+
+    monkeypatch.setattr(machine, "step_seconds", lambda w, device: 1800.0)  # half an hour a sized job
+    sized = [job for job, need in machine.device_job_estimates(SHIPPED, ROOT).items() if need is not None]
+    assert len(sized) > 1 and machine.training_hours(SHIPPED, ROOT, "cpu") == len(sized) / 2
 
 
 def test_the_shipped_default_fits_this_machine():

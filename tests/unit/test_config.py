@@ -127,6 +127,14 @@ def test_profile_grounding_models_are_valid_configs(tmp_path, profile):
     assert set(merged["grounding_saliency"]["models"]) <= set(merged["grounding_runs"]["models"])
 
 
+@pytest.mark.parametrize("name", ["mine.yaml", "mine.yml"])
+def test_a_profile_given_as_a_yaml_or_yml_path_is_that_file(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no profiles/ folder here: only the path given can be read
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / name).write_text("binding_train:\n  lr: 0.002\n")
+    assert profile.profile_path(f"elsewhere/{name}") == Path("elsewhere") / name
+
+
 def test_a_profile_key_params_lacks_is_named_and_the_known_keys_still_merge():
     base = {"binding_model": {"n_layers": 1, "d_model": 8}}
     unknown = merge_into(base, {"binding_model": {"n_layerz": 2, "d_model": 16}, "bindng_data": {}})

@@ -117,6 +117,36 @@ def test_an_analysis_costs_more_for_a_wider_model_and_more_checkpoints():
     assert analysis("grounding_vocab", {}, SHIPPED, ROOT).seconds(RATES) == 0.0
 
 
+@pytest.mark.parametrize("saved, kept", [(10, 4), (11, 5), (12, 5)])
+def test_an_llc_run_reads_every_kth_checkpoint_and_the_last(saved, kept):
+    """Steps 0, 100, ..., 100 (saved - 1) saved; llc.every 3 keeps indices 0, 3, 6, 9 and the last one:
+    10 -> 0 3 6 9, 11 -> 0 3 6 9 10, 12 -> 0 3 6 9 11. Each kept checkpoint runs llc.num_chains chains."""
+    params = copy.deepcopy(SHIPPED)
+    params["binding_train"].update(steps=100 * (saved - 1), checkpoint_every=100, dense_until=0, n_log_checkpoints=0)
+    params["llc"]["every"] = 3
+    a = analysis("binding_llc@0", {"seed": 0}, params, ROOT)
+    assert (a.checkpoints, a.chains) == (kept, kept * params["llc"]["num_chains"])
+
+
+def test_a_tuned_lens_is_trained_on_its_n_checkpoints_not_on_every_saved_one():
+    item, params = {"model": "transformer4", "seed": 0}, copy.deepcopy(SHIPPED)
+    params["grounding_lens"]["n_checkpoints"] = 3  # of the 22 a grounding_train run saves
+    three = analysis("grounding_lens@transformer4-0", item, params, ROOT)
+    params["grounding_lens"]["n_checkpoints"] = 6
+    six = analysis("grounding_lens@transformer4-0", item, params, ROOT)
+    assert (three.checkpoints, six.checkpoints) == (3, 6) and six.flops == pytest.approx(2 * three.flops)
+
+
+def test_saliency_is_a_forward_and_backward_pass_per_matched_context_only():
+    """grounding_gain passes each held-out context matched and n_mismatched times mismatched; saliency
+    passes only the matched ones, each forward and backward (3 forwards' FLOPs)."""
+    item, params = {"model": "transformer4", "seed": 0}, copy.deepcopy(SHIPPED)
+    params["grounding_eval"]["n_mismatched"] = 4
+    gain = analysis("grounding_gain@transformer4-0", item, params, ROOT)
+    saliency = analysis("grounding_saliency@transformer4-0", item, params, ROOT)
+    assert saliency.checkpoints == gain.checkpoints and saliency.flops == pytest.approx(3 * gain.flops / 5)
+
+
 def test_snakemake_costs_less_per_stage_than_dvc_and_a_faster_machine_less_training():
     dvc, snake = estimate(SHIPPED, ROOT, RATES), estimate(SHIPPED, ROOT, RATES, "snakemake")
     n = sum(s["stages"] for s in dvc.values())

@@ -49,6 +49,36 @@ def logits_after_from_pretrained(out: Path, idx: torch.Tensor) -> torch.Tensor:
         return AutoModelForCausalLM.from_pretrained(out, local_files_only=True).eval()(idx).logits
 
 
+def test_a_run_folder_exports_its_last_step_by_number(tmp_path):
+    """Steps 2, 9 and 10 (10 sorts before 9 as text), each with its own weights: step10 is exported."""
+    arch, config = ARCHS["gpt2_rope"]
+    for seed, step in enumerate((2, 9, 10)):
+        model = perturbed(build_model(arch, {**config, "d_vocab": VOCAB}), seed)
+        last = save_checkpoint(model, tmp_path / "run", step, {"note": "test"})
+    out = tmp_path / "hf"
+    export(tmp_path / "run", out, "hf", str(vocab_json(tmp_path)))
+    assert json.loads((out / "emergence.json").read_text())["source"] == str(last) and last.name == "step10"
+    idx = torch.randint(VOCAB, (2, 12), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        assert (model(idx)[0] - logits_after_from_pretrained(out, idx)).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize(
+    "runs, spec",
+    [("binding_runs", "binding"), ("binding_aid_runs", "binding"), ("grounding_runs", "g.json"),
+     ("visual_runs", "v.json")],
+)  # fmt: skip
+def test_the_tokenizer_follows_the_runs_folder_the_checkpoint_lies_in(runs, spec, tmp_path, monkeypatch):
+    """paths.<study>_runs -> its study's tokenizer: grounding_vocab for grounding, visual_vocab for visual."""
+    from emergence.export import tokenizer_for
+
+    monkeypatch.chdir(tmp_path)
+    keys = ("binding_runs", "binding_aid_runs", "grounding_runs", "visual_runs")
+    paths = {**{key: f"data/{key}" for key in keys}, "grounding_vocab": "g.json", "visual_vocab": "v.json"}
+    (tmp_path / "params.yaml").write_text(json.dumps({"paths": paths}))
+    assert tokenizer_for(tmp_path / "data" / runs / "seed0" / "step5", None) == spec
+
+
 @pytest.mark.parametrize("name", list(ARCHS))
 def test_the_export_loads_with_from_pretrained_and_computes_our_logits(name, tmp_path):
     arch, config = ARCHS[name]

@@ -133,6 +133,16 @@ def test_outputs_must_resolve_inside_the_checkout_and_inputs_may_lie_anywhere(tm
     assert outputs_stay_in_the_checkout(params, ROOT) == []
 
 
+def test_an_output_whose_name_only_begins_a_tracked_files_name_holds_none_of_them():
+    """A folder holds what lies below it: `docs/bench` is not `docs/bench.md`, `src/emerg` not `src/emergence/`."""
+    params = copy.deepcopy(SHIPPED)
+    params["paths"]["binding_heuristics"] = "docs/bench"  # beside the tracked docs/bench.md
+    params["paths"]["grounding_runs"] = "src/emerg"  # beside the tracked src/emergence/
+    assert outputs_stay_in_the_checkout(params, ROOT) == []
+    params["paths"]["grounding_runs"] = "src"  # the folder holding them
+    assert [line.split(":")[0] for line in outputs_stay_in_the_checkout(params, ROOT)] == ["paths.grounding_runs"]
+
+
 def test_a_paths_key_no_stage_names_is_a_misspelling_and_one_it_names_is_required():
     params = copy.deepcopy(SHIPPED)
     params["paths"]["childes_sorce"] = "data/user/eve"  # beside the real one: the stage would read the default

@@ -72,7 +72,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--only", help=f"comma-separated measurements, of {','.join(TASKS + OPT_IN)} (default: all but {OPT_IN[0]})"
     )
-    ap.add_argument("--seed-counts", default="1,2,4,6", help="K of the seeds-per-device rows (--smoke: 1,2)")
+    ap.add_argument(
+        "--seed-counts",
+        default="1,2,4,6",
+        help="K of the seeds-per-device rows; K=1, their reference, always runs (--smoke: 1,2)",
+    )
     ap.add_argument(
         "--compile-modes",
         default="default,reduce-overhead",

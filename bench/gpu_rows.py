@@ -368,7 +368,7 @@ def seeds_on_one_device(a: argparse.Namespace, device: str, counts: tuple[int, .
     # Workers hit the compile cache of binding_run's model (the same graph), so 30 s warms them up.
     warm, window = (5.0, 3.0) if a.smoke else (30.0, 10.0)
     rows, one = [], None
-    for k in counts:
+    for k in sorted({1, *counts}):  # one seed alone first: the reference of vs_one_seed, whatever K were asked
         begin = time.time() + warm  # every worker warms up (and compiles) first, then all are timed together
         cmd = [sys.executable, "-m", "bench.gpu", "--worker", f"{begin}:{window}", "--device", device]
         procs = [subprocess.Popen([*cmd, *(["--smoke"] if a.smoke else [])], stdout=subprocess.PIPE, text=True)

@@ -22,7 +22,7 @@ from PIL import Image
 from emergence.core.config import from_dict, path_of, section, spans
 from emergence.core.io import PipelineError
 from emergence.core.train.schedule import CheckpointPlan
-from emergence.studies.assoc.compare import CausalParams, OrderParams
+from emergence.studies.assoc.compare import AssocTrainParams, CausalParams, OrderParams
 from emergence.studies.assoc.corpus import CorpusParams, WordsParams, build_corpus, missing_probes
 from emergence.studies.assoc.stories import StoryConfig, generate_stories
 from emergence.studies.binding.ablation import BindingAblationParams
@@ -85,11 +85,11 @@ def eval_sets_fit_their_splits(params: dict) -> list[str]:
 # ---- the association study: what it ranks and slices ------------------------------------------------
 
 
-@spans("assoc_corpus", "assoc_words", "assoc_order", "assoc_causal")
+@spans("assoc_corpus", "assoc_words", "assoc_train", "assoc_order", "assoc_causal")
 def assoc_sizes_fit_the_corpus(params: dict) -> list[str]:
     """The study compares positions (seq_len >= 2); top_k ranks the vocabulary (at most
-    assoc_corpus.vocab_size types); assoc_order and assoc_causal take the corpus's first n_sequences
-    (at most max_sequences, when that is set)."""
+    assoc_corpus.vocab_size types); assoc_train's batches and the first n_sequences assoc_order and
+    assoc_causal take come from the corpus (at most max_sequences, when that is set)."""
     corpus, words = _typed(CorpusParams, params, "assoc_corpus"), _typed(WordsParams, params, "assoc_words")
     if corpus is None:
         return []
@@ -104,11 +104,15 @@ def assoc_sizes_fit_the_corpus(params: dict) -> list[str]:
             f"assoc_words.top_k: {words.top_k} is more than the vocabulary it ranks "
             f"(assoc_corpus.vocab_size {corpus.vocab_size}); at most {corpus.vocab_size}"
         )
-    for name, schema in (("assoc_order", OrderParams), ("assoc_causal", CausalParams)):
-        n = getattr(_typed(schema, params, name), "n_sequences", 0)
+    for name, schema, key in (
+        ("assoc_train", AssocTrainParams, "batch_size"),  # the stage refuses a batch larger than the corpus
+        ("assoc_order", OrderParams, "n_sequences"),
+        ("assoc_causal", CausalParams, "n_sequences"),
+    ):
+        n = getattr(_typed(schema, params, name), key, 0)
         if corpus.max_sequences and n > corpus.max_sequences:
             problems.append(
-                f"{name}.n_sequences: {n} is more than the corpus holds "
+                f"{name}.{key}: {n} is more than the corpus holds "
                 f"(assoc_corpus.max_sequences {corpus.max_sequences}); at most {corpus.max_sequences}"
             )
     return problems

@@ -956,15 +956,25 @@ def test_k_seeds_on_one_device_are_timed_together_and_the_slowest_ends_the_batch
     ]  # fmt: skip
 
 
+def test_k_seeds_are_compared_with_one_seed_alone_whatever_k_are_asked(monkeypatch):
+    monkeypatch.setattr(gpu_rows, "time", StepClock(wall=1000.0))
+    rates = iter([4.0, 2.0, 2.0, 1.0, 1.0, 1.0, 1.0])  # K=1 first, then the two and the four asked for
+    monkeypatch.setattr(
+        gpu_rows.subprocess, "Popen", lambda cmd, **k: Worker(f'{{"steps_per_s": {next(rates)}, "late": false}}')
+    )
+    rows = gpu_rows.seeds_on_one_device(argparse.Namespace(smoke=False), "cuda", (4, 2))
+    assert [(r["k"], r["vs_one_seed"]) for r in rows] == [(1, 1.0), (2, 2.0), (4, 4.0)]
+
+
 def test_smoke_seeds_warm_up_for_less_and_pass_the_smoke_on(monkeypatch):
     monkeypatch.setattr(gpu_rows, "time", StepClock(wall=1000.0))
     started = []
     monkeypatch.setattr(
         gpu_rows.subprocess, "Popen", lambda cmd, **k: started.append(cmd) or Worker('{"steps_per_s": 1, "late": 0}')
     )
-    gpu_rows.seeds_on_one_device(argparse.Namespace(smoke=True), "cpu", (2,))
+    gpu_rows.seeds_on_one_device(argparse.Namespace(smoke=True), "cpu", (1, 2))
     cmd = [sys.executable, "-m", "bench.gpu", "--worker", "1005.0:3.0", "--device", "cpu", "--smoke"]
-    assert started == [cmd, cmd]
+    assert started == [cmd] * 3
 
 
 @pytest.mark.parametrize("smoke, wall, late", [(True, 100.0, False), (False, 110.0, True)])

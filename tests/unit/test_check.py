@@ -360,6 +360,7 @@ def test_the_splits_follow_binding_data():
     "section, key, bound, expected",
     [
         ("assoc_words", "top_k", 128, "is more than the vocabulary it ranks (assoc_corpus.vocab_size 128)"),
+        ("assoc_train", "batch_size", 512, "is more than the corpus holds (assoc_corpus.max_sequences 512)"),
         ("assoc_order", "n_sequences", 512, "is more than the corpus holds (assoc_corpus.max_sequences 512)"),
         ("assoc_causal", "n_sequences", 512, "is more than the corpus holds (assoc_corpus.max_sequences 512)"),
     ],

@@ -67,6 +67,14 @@ def same_encoding(got, programs: pd.DataFrame, fmt: str = "answer_only") -> bool
     return all(torch.equal(getattr(got, f), getattr(want, f)) for f in ("idx", "targets", "answer_pos", "answers"))
 
 
+def test_the_main_programs_split_in_the_order_train_val_test_of_binding_data_split(built):
+    _, programs, _ = built
+    data = tiny_params()["binding_data"]  # 400 programs: 0.8, 0.05, 0.15 -> 320, 20, 60
+    counts = rows(programs, "train").shape[0], rows(programs, "val").shape[0], rows(programs, "test").shape[0]
+    assert counts == tuple(round(data["n_programs"] * f) for f in data["split"]) == (320, 20, 60)
+    assert set(programs.loc[programs["set"] != "main", "split"]) == {"test"}  # the grid and the stress suite
+
+
 def test_patching_reads_test_pairs_drawn_with_the_seed_at_the_named_checkpoint(project, monkeypatch, capsys):
     params, programs, runs = project
     params(binding_patching={"checkpoint": "step13", "n_pairs": 5})

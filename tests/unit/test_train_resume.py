@@ -49,7 +49,8 @@ class GainModel(TinyModel):
 # 10 windows of 6 tokens: batches of 3 leave one window out of every epoch (3 batches an epoch).
 WINDOWS = np.random.default_rng(0).integers(0, 8, (10, 6))
 # 11 steps: resume states fall due every 3 steps and at the checkpoints 1, 3 and 11 (log-spaced), so at
-# 1, 3, 6, 9 and 11; evaluations at 0, 4, 8 and the checkpoints. Dropout: resume must restore the RNG.
+# 1, 3, 6, 9 and 11; evaluations at 0, 4, 8 and the checkpoints. Dropout draws from a seed of
+# (run seed, step), so a resumed step draws its mask anew; what an evaluation draws needs the restored RNG states.
 BASE = TrainConfig(steps=11, batch_size=3, lr=0.05, n_log_checkpoints=3, resume_every=3, eval_every=4, device="cpu")
 STOP_AT = 8  # the interrupted run dies asking for step 8's batch: its last resume state is step 6's
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 import yaml
-from conftest import ROOT, project_copy, run
+from conftest import ROOT, SOURCES, project_copy, run
 from params_edits import SHIPPED, declared_rules, edited
 from refusals import assert_not_refused, assert_refused, refuses
 
@@ -110,7 +110,7 @@ def test_a_billion_laughs_is_refused_at_its_first_anchor(tmp_path):
 
 def test_outputs_must_resolve_inside_the_checkout_and_inputs_may_lie_anywhere(tmp_path):
     params = copy.deepcopy(SHIPPED)
-    assert outputs_stay_in_the_checkout(params, ROOT) == []
+    assert outputs_stay_in_the_checkout(params, SOURCES) == []
     params["paths"]["binding_heuristics"] = str(tmp_path / "heuristics.json")  # an output (a metric)
     params["paths"]["binding_scratch"] = "../scratch"  # a stage's untracked state: written too
     params["paths"]["binding_report"] = "data/../reports/binding.html"  # inside, however it is written
@@ -118,7 +118,7 @@ def test_outputs_must_resolve_inside_the_checkout_and_inputs_may_lie_anywhere(tm
     params["paths"]["grounding_runs"] = "src/emergence"  # a folder of tracked files
     params["paths"]["visual_runs"] = ".dvc/cache"
     params["paths"]["assoc_report"] = "."  # the checkout itself
-    lines = outputs_stay_in_the_checkout(params, ROOT)
+    lines = outputs_stay_in_the_checkout(params, SOURCES)
     keys = [
         "binding_heuristics",
         "binding_scratch",
@@ -130,7 +130,7 @@ def test_outputs_must_resolve_inside_the_checkout_and_inputs_may_lie_anywhere(tm
     assert sorted(line.split(":")[0] for line in lines) == sorted(f"paths.{k}" for k in keys)
     params = copy.deepcopy(SHIPPED)
     params["dino_features"]["local_dir"] = str(tmp_path)  # an input: anywhere
-    assert outputs_stay_in_the_checkout(params, ROOT) == []
+    assert outputs_stay_in_the_checkout(params, SOURCES) == []
 
 
 def test_an_output_whose_name_only_begins_a_tracked_files_name_holds_none_of_them():
@@ -138,9 +138,9 @@ def test_an_output_whose_name_only_begins_a_tracked_files_name_holds_none_of_the
     params = copy.deepcopy(SHIPPED)
     params["paths"]["binding_heuristics"] = "docs/bench"  # beside the tracked docs/bench.md
     params["paths"]["grounding_runs"] = "src/emerg"  # beside the tracked src/emergence/
-    assert outputs_stay_in_the_checkout(params, ROOT) == []
+    assert outputs_stay_in_the_checkout(params, SOURCES) == []
     params["paths"]["grounding_runs"] = "src"  # the folder holding them
-    assert [line.split(":")[0] for line in outputs_stay_in_the_checkout(params, ROOT)] == ["paths.grounding_runs"]
+    assert [line.split(":")[0] for line in outputs_stay_in_the_checkout(params, SOURCES)] == ["paths.grounding_runs"]
 
 
 def test_a_paths_key_no_stage_names_is_a_misspelling_and_one_it_names_is_required():

@@ -362,3 +362,11 @@ def test_head_params_refuse_other_thresholds(threshold):
 def test_head_params_refuse_an_unknown_baseline():
     with refuses_key("heads.image_baseline", "first"):
         from_dict(HeadParams, {"image_baseline": "first"}, "heads")
+
+
+def test_head_summary_mean_layer_is_the_mean_not_the_middle():
+    heads = pd.DataFrame(
+        {"model": "t", "seed": 0, "step": 5, "layer": [0, 0, 3], "head": [0, 1, 2], "kind": "aggregate", "share": 0.5}
+    )
+    summary = head_summary(heads)
+    assert summary[["count", "mean_layer"]].values.tolist() == [[3, 1.0]]  # (0 + 0 + 3) / 3; the median is 0

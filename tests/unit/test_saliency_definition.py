@@ -142,3 +142,17 @@ def test_saliency_equals_attention_times_a_finite_difference_of_the_surprisal():
                     fd[layer, :, h, i, j] = kept[f"blocks.{layer}.attn.hook_pattern"][:, h, i, j] * d
     assert S.abs().max() > 0.05  # a test with power: S far above the tolerance
     torch.testing.assert_close(S, fd, atol=1e-6, rtol=1e-4)
+
+
+def test_layer_flow_sums_signed_heads_before_the_absolute_value():
+    # I_l = |sum_h S_{l,h}|: two heads of opposite sign on an edge cancel, they do not add up.
+    S = torch.zeros(2, 1, 3, 2, 2)  # (L, B, H, T, T)
+    S[0, 0, :, 1, 0] = torch.tensor([0.5, -0.5, 0.25])
+    S[1, 0, :, 1, 1] = torch.tensor([-1.0, -2.0, 0.5])
+    expected = torch.zeros(2, 1, 2, 2)
+    for layer in range(2):
+        for i in range(2):
+            for j in range(2):
+                expected[layer, 0, i, j] = abs(sum(float(S[layer, 0, h, i, j]) for h in range(3)))
+    torch.testing.assert_close(layer_flow(S), expected)
+    assert float(layer_flow(S)[0, 0, 1, 0]) == pytest.approx(0.25) and float(layer_flow(S)[1, 0, 1, 1]) == 2.5

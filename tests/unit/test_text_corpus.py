@@ -73,6 +73,13 @@ def test_windows_are_non_overlapping_within_documents_and_in_vocabulary():
     assert word_corpus(["a b a b z a b a b a"], max_sequences=3).sequences.shape == (3, 2)
 
 
+def test_max_sequences_keeps_the_first_in_vocabulary_windows_in_document_order():
+    # in-vocabulary windows of 2, in order: (a b) (a b) (b a) (b a); (z a) is dropped before the cut
+    docs = ["a b a b z a b a b a", "a b"]
+    assert word_corpus(docs, max_sequences=3).sequences.tolist() == [[0, 1], [0, 1], [1, 0]]
+    assert word_corpus(docs, max_sequences=5).sequences.tolist() == [[0, 1], [0, 1], [1, 0], [1, 0], [0, 1]]
+
+
 def test_stories_keep_the_first_t_plus_1_tokens_of_each_long_enough_document():
     # the paper's rule at T + 1 = 3: a document of >= 3 tokens gives its first 3, once; shorter ones none
     docs = ["a b a b a b", "b a", "b b a z", "a z b a b"]

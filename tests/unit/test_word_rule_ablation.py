@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from refusals import refuses
 from test_grounding_gain_definition import LN2, WORDS, model  # BITS there: -log2 p(v<LAN> | last env u)
+from tiny_models import LastEnvLookup
 
 from emergence.studies.grounding.marking import all_marked_inputs, default_word_gains, final_word_gains, rule_table
 from emergence.studies.grounding.templates import Template
@@ -44,6 +45,27 @@ def test_final_word_gains_natural_and_template_by_hand():
     assert template.to_dict() == pytest.approx({"ball": 3 * LN2, "cup": 0.5 * LN2, "dog": 3 * LN2}, abs=1e-6)
     natural = gains[gains["measure"] == "natural"].set_index("word")["gain"]
     assert natural.to_dict() == pytest.approx({"cup": 0.5 * LN2}, abs=1e-6)  # (4 + 3) / 2 - 3 bits
+
+
+def test_template_gain_is_the_mean_over_templates():
+    vocab = ["<unk>", "<MOT>", "gives<ENV>", "the<ENV>", "look<LAN>"]
+    vocab += [f"{w}{m}" for w in WORDS for m in ("<ENV>", "<LAN>")]
+    index = {t: i for i, t in enumerate(vocab)}
+    lookup = model(index)
+    # the<ENV> also counts as an environment token: in "{n} the" it comes last, so that template reads
+    # the same row whatever u is in the slot and its gain is 0 for every word
+    lookup = LastEnvLookup(lookup.table.detach().clone(), [*lookup.env_ids.tolist(), index["the<ENV>"]])
+    eval_set = pd.DataFrame({"word": ["cup"], "context": [["<MOT>", "cup<ENV>", "look<LAN>"]], "others": [["dog"]]})
+    templates = [
+        Template("t1", "MOT", "gives the {n}", "look", "test"),
+        Template("t2", "MOT", "the {n}", "look", "test"),
+        Template("t3", "MOT", "{n} the", "look", "test"),
+    ]
+    gains = final_word_gains(lookup, eval_set, templates, [], WORDS, index)
+    template = gains[gains["measure"] == "template"].set_index("word")["gain"]
+    # per template (bits): t1 and t2 give ball 3, cup 0.5, dog 3 (as above), t3 gives 0: the mean of the three
+    expected = {w: (g + g + 0.0) / 3 * LN2 for w, g in {"ball": 3.0, "cup": 0.5, "dog": 3.0}.items()}
+    assert template.to_dict() == pytest.approx(expected, abs=1e-6)
 
 
 def test_default_gains_are_the_runs_last_checkpoint_and_the_table_pairs_the_rules():

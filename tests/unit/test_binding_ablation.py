@@ -256,6 +256,16 @@ def test_accuracy_drop_is_baseline_minus_ablated_when_the_baseline_is_not_one(pr
                 assert wide.loc[(1, head, mode, k), "accuracy_drop"] == pytest.approx(acc - right_now)
 
 
+def test_heads_by_hop_averages_over_three_seeds():
+    # one head, one mode: drops 0.0, 0.0 and 0.9 over three seeds average to 0.3 (their median is 0)
+    rows = [
+        dict(seed=seed, step=9, layer=0, head=0, mode="zero", hops=1, n=4, metric="accuracy_drop", value=drop)
+        for seed, drop in ((0, 0.0), (1, 0.0), (2, 0.9))
+    ]
+    got = heads_by_hop(pd.DataFrame(rows), top=1)
+    assert got[["drop", "n_seeds"]].values.tolist() == [[pytest.approx(0.3), 3]]
+
+
 def test_heads_by_hop_breaks_ties_by_layer_then_head():
     # three heads cost exactly the same: the earlier layer ranks first, then the lower head
     rows = [

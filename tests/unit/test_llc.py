@@ -224,6 +224,23 @@ def test_the_note_counts_checkpoints_whose_chains_had_not_levelled_off():
     assert unsettled_note(curve.assign(drift=np.nan)).startswith("At 3 of 3")  # unknown is not settled
 
 
+def test_the_curve_is_the_mean_and_sample_spread_over_each_checkpoints_chains():
+    table = pd.DataFrame(
+        dict(run=["a"] * 3 + ["b"] * 3 + ["a"] * 2, step=[5] * 6 + [9] * 2, chain=[0, 1, 2] * 2 + [0, 1],
+             llc=[1.0, 2.0, 6.0, 3.0, 3.0, 3.0, -1.0, 1.0], drift=[0.0, 0.3, 0.0, 0.1, 0.1, 0.1, 0.0, 0.0],
+             init_loss=1.0)
+    )  # fmt: skip
+    curve = llc_curve(table, ["run"]).set_index(["run", "step"])
+    for (run, step), g in table.groupby(["run", "step"]):
+        values = g["llc"].tolist()
+        mean = sum(values) / len(values)
+        sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+        got = curve.loc[(run, step)]
+        assert (got["llc"], got["llc_sd"], got["n_chains"]) == (pytest.approx(mean), pytest.approx(sd), len(values))
+    assert curve.loc[("a", 5), "llc"] == pytest.approx(3.0)  # the chains' mean (their median is 2)
+    assert curve.loc[("a", 5), "drift"] == pytest.approx(0.1)
+
+
 def test_the_rows_a_table_draws_from_follow_its_seed_not_the_global_generator(monkeypatch):
     """llc_table keeps n_sequences of the rows, a subset drawn by its own seed: the same seed draws the same
     rows whatever state torch's global generator is in, another seed other rows. Each checkpoint gets them."""

@@ -131,6 +131,7 @@ def test_matrix_and_templates_resolve_like_dvc_names_them():
             },
             "r": {"cmd": "python -m stages.r", "deps": ["${paths.runs}", "code.py"], "outs": ["${paths.report}"]},
             "q": {"cmd": "python -m stages.q", "deps": ["${paths.runs}/L3_seed0/model.bin"], "outs": ["q.txt"]},
+            "n": {"cmd": "python -m stages.n", "deps": ["${paths.runs}/L3_seed0.notes"], "outs": ["n.txt"]},
         }
     }
     params = {
@@ -139,11 +140,12 @@ def test_matrix_and_templates_resolve_like_dvc_names_them():
         "paths": {"corpus": "data/c.txt", "runs": "data/runs", "report": "r.html"},
     }
     jobs = {job.name: job for job in resolve_jobs(dvc, params)}
-    assert sorted(jobs) == ["q", "r", "t@1-0", "t@3-0"]
+    assert sorted(jobs) == ["n", "q", "r", "t@1-0", "t@3-0"]
     assert jobs["t@3-0"].cmd == "python -m stages.t --layers 3 --seed 0"
     assert jobs["t@3-0"].outs == ["data/runs/L3_seed0"]
     assert jobs["r"].inputs == ["code.py", "data/runs/L1_seed0", "data/runs/L3_seed0"]  # the files in a folder dep
     assert jobs["q"].inputs == ["data/runs/L3_seed0"]  # a file inside a folder output: that output
+    assert jobs["n"].inputs == ["data/runs/L3_seed0.notes"]  # beside an output, its name longer: not inside it
 
 
 def test_a_stage_is_one_snakemake_rule_with_its_matrix_axes_as_wildcards():
@@ -163,6 +165,7 @@ def test_a_stage_is_one_snakemake_rule_with_its_matrix_axes_as_wildcards():
                 "deps": ["${paths.runs}/${item.model}_seed0"],
                 "outs": ["g/${item.model}.txt"],
             },
+            "tail": {"cmd": "python -m stages.tail", "deps": ["c.txt"], "outs": ["tail.txt"]},  # named t...
         }
     }
     params = {

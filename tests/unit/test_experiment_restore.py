@@ -135,6 +135,7 @@ def test_a_file_with_other_edits_is_left_and_the_keys_named(repo, edit, why):
     [
         ("++binding_train.lr=-1", "binding_train.lr"),  # Hydra's prefixes are not part of the key
         ("~base.threads", "base.threads"),
+        ("~base", "base"),  # a whole section removed: absent from the file now, still a change
         ("+Xavier_init=true", "Xavier_init"),  # a key's own first letters are
         ("+base.tag='lr=1e-3'", "base.tag"),  # the key ends at the first `=`
     ],

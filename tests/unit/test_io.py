@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import tempfile
@@ -20,6 +21,7 @@ from emergence.core.io import (
     read_parquet,
     remove_tree,
     stage_writes,
+    write_json,
     write_parquet,
     write_text,
 )
@@ -287,3 +289,14 @@ def test_a_temporary_directory_outside_the_checkout_is_no_output(declared):
         assert (Path(work) / "run" / "step0").read_text() == "x"
     with refuses("elsewhere.txt", "s@0", error=Refused):  # the checkout itself may be in /tmp
         write_text("x", Path.cwd() / "elsewhere.txt")
+
+
+def test_metrics_json_lists_keys_sorted_at_every_level_whatever_order_they_were_built_in(tmp_path):
+    """Two runs that build the same metrics in another order write the same bytes (`dvc metrics diff`)."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_json({"seed1": {"z": 1, "G": 0.5}, "seed0": {"p": 0.1}}, a)
+    write_json({"seed0": {"p": 0.1}, "seed1": {"G": 0.5, "z": 1}}, b)
+    assert a.read_bytes() == b.read_bytes()
+    assert json.loads(a.read_text()) == {"seed0": {"p": 0.1}, "seed1": {"G": 0.5, "z": 1}}
+    keys = [line.strip().split(":")[0] for line in a.read_text().splitlines() if ":" in line]
+    assert keys == ['"seed0"', '"p"', '"seed1"', '"G"', '"z"']

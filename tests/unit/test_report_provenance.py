@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import socket
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 import torch
 from conftest import run
 
+from emergence.core.report import html as H
 from emergence.core.report import provenance as P
 
 # ---- git_revision: a real checkout under tmp_path --------------------------------------------------------
@@ -188,6 +190,18 @@ def test_provenance_records_the_studys_params_revision_seeds_and_each_inputs_has
         },
     }
     assert list(got["data_hashes"]) == ["data/binding/ab.parquet", "data/c", "data/binding/a.parquet"]
+
+
+def test_the_pages_provenance_block_shows_every_seed_in_the_recorded_order_and_each_inputs_hash():
+    record = {
+        "params": {"binding": {"n": 2}},
+        "git_revision": "rev-1234",
+        "seeds": [3, 0, 7],
+        "data_hashes": {"data/b.parquet": "b" * 64, "data/a.parquet": "a" * 64},
+    }
+    text = re.sub(r"<[^>]+>", " ", H.provenance_block(record))
+    assert re.search(r"Seeds: 3, 0, 7\s", text)
+    assert re.search(r"data/a\.parquet\s+a{64}", text) and re.search(r"data/b\.parquet\s+b{64}", text)
 
 
 def test_provenance_reads_the_revision_of_the_working_directory(checkout):

@@ -157,6 +157,30 @@ def test_binding_side_by_side_without_a_variant_is_an_empty_table_of_the_aid_col
     assert not rows.calls
 
 
+def test_binding_report_provenance_hashes_the_programs_every_per_seed_file_and_every_aid_file(
+    tmp_path, monkeypatch, capsys
+):
+    aids = {"binding_aids": {"aids": ["plain", "no_conv"], "seeds": [1, 0]}, "binding_llc": {"seeds": [1]}}
+    params = workspace(tmp_path, monkeypatch, aids)
+    for name in ("load_programs", "subset", "heuristic_table", "rank_routing_heads", "side_by_side"):
+        spy(monkeypatch, binding_report, name, lambda *a, **k: frame([]))
+    spy(monkeypatch, binding_report, "read_parquets", lambda paths, required: frame([]))
+    for name in ("binding_metrics", "mechanism_metrics", "aids_metrics", "llc_metrics"):
+        spy(monkeypatch, binding_report, name, lambda *a, **k: {})
+    spy(monkeypatch, binding_report, "binding_plot_table", lambda *a: frame([{"step": 1}]))
+    spy(monkeypatch, binding_report, "binding_page", lambda *a, **k: "<html>binding</html>")
+    record = tagged(monkeypatch, binding_report, "provenance", "bundle_src")["provenance"]
+    ran(binding_report.main, [], capsys)
+    (_, seeds, inputs, _), _ = record.one
+    assert seeds == params["base"]["seeds"]
+    d = "data/binding"
+    want = [Path(f"{d}/programs.parquet")]
+    want += [Path(f"{d}/{k}/seed{s}.parquet") for k in PER_SEED_KEYS for s in params["base"]["seeds"]]
+    want += [Path(f"{d}/llc/seed1.parquet")]
+    want += [Path(f"{d}/aids/{aid}-seed{s}.parquet") for aid in ("plain", "no_conv") for s in (1, 0)]
+    assert sorted(map(Path, inputs)) == sorted(want)
+
+
 @pytest.mark.parametrize("table", ["binding_trajectory", "binding_phases", "binding_patching"])
 def test_binding_side_by_side_refuses_a_variant_seed_without_a_default_run(table, monkeypatch):
     rows = spy(monkeypatch, binding_report, "aid_rows", lambda *a: aid_frame([]))

@@ -120,6 +120,17 @@ def test_stress_section_tables_and_heat_map(drawn):  # noqa: F811
     }
 
 
+def test_stress_section_all_is_the_mean_over_three_seeds_of_each_seeds_pooled_accuracy(drawn):  # noqa: F811
+    cells = [(0, 0, 5, 5), (0, 1, 5, 5), (1, 0, 5, 5), (1, 1, 5, 4), (2, 0, 5, 1), (2, 1, 5, 1)]  # seed, hops, n, ok
+    rows = pd.DataFrame(cells, columns=["seed", "hops", "n", "correct"])
+    stress = rows.assign(set="stress_few_vars", step=1000, named=True, n_lines=16, accuracy=rows["correct"] / rows["n"])
+    # pooled per seed: 10/10, 9/10, 2/10 -> mean 0.7 (the median, 0.9, would hide the weak seed), worst 0.2
+    assert all_cells(S.stress_section(stress))[0][1] == [
+        ["distribution", "0 hops", "1 hops", "all", "worst seed"],
+        ["few_vars", f"{(1 + 1 + 0.2) / 3:.3f}", f"{(1 + 0.8 + 0.2) / 3:.3f}", "0.700", "0.200"],
+    ]
+
+
 def test_stress_per_seed_table_every_cell(drawn):  # noqa: F811
     part = S.stress_section(_stress())
     assert len(all_cells(part)) == 2

@@ -30,6 +30,7 @@ SHIPPED = read_params(ROOT / "params.yaml")
         ("data/binding/runs/seed0/step30/model.safetensors", "binding_train@0"),  # inside a matrix out
         ("data/grounding/gain/mamba4_seed0.parquet", "grounding_gain@mamba4-0"),
         ("reports/metrics/binding.json", "binding_report"),  # a metrics file
+        ("reports/metrics/headlines.json", "index_report"),  # declared under metrics:, not outs:
         ("data/grounding/chat/session001.cha", "childes_synth"),  # the embedded default corpus
         ("data/user/mine.cha", None),  # the user's input: no stage wrote it
         ("data/binding/runs/seed7/step30", None),  # no such seed in params
@@ -231,6 +232,11 @@ def test_the_instance_of_a_shared_script_is_the_one_its_flags_name():
         "reports/plots/binding_trajectory.csv",
         "reports/metrics/binding.json",
     ]
+    index = instance_of_module("stages.index_report", ROOT, [], SHIPPED).outs  # metrics: are its outputs too
+    assert index == {
+        "reports/index.html": "${paths.index_report}",
+        "reports/metrics/headlines.json": "${paths.headline_metrics}",
+    }
 
 
 @pytest.fixture

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# ../shared beside the checkout; EMERGENCE_SHARED names it where the tests run from a copy elsewhere
-# (`make mutation` runs them inside mutants/, one folder deeper).
-SHARED = Path(os.environ.get("EMERGENCE_SHARED") or ROOT.parent / "shared")
 # The sources the code-digest tests digest: the checkout's. In mutants/ every function is there many times
 # over behind mutmut's trampolines, and digesting that copy takes minutes a test, so there they digest the
 # unmutated checkout above it; the digest functions they call are still the mutated ones.
 SOURCES = ROOT.parent if ROOT.name == "mutants" and (ROOT.parent / "pyproject.toml").is_file() else ROOT
+# ../shared beside the checkout (beside the one above mutants/ in a mutation run); EMERGENCE_SHARED names
+# it where the tests run from a copy elsewhere.
+SHARED = Path(os.environ.get("EMERGENCE_SHARED") or SOURCES.parent / "shared")
 SHARED_DATA = SHARED / "data"
 BIN = Path(sys.executable).parent  # the venv's dvc / snakemake / python
 

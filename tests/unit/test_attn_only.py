@@ -57,3 +57,13 @@ def test_shared_hook_names_and_hygiene():
 def test_float64_config_builds_float64_weights():
     model = build_model("attn_only", dict(n_layers=1, d_vocab=4, n_ctx=3, dtype="float64"))
     assert {p.dtype for p in model.parameters()} == {torch.float64}
+
+
+def test_a_sequence_shorter_than_n_ctx_reads_the_first_distances_of_p():
+    """n_ctx 4, T 2, W = 0: the scores are P[t - k], i.e. [[P0, -inf], [P1, P0]], whatever P[2:] holds."""
+    model = build_model("attn_only", dict(n_layers=1, d_vocab=3, n_ctx=4))
+    with torch.no_grad():
+        model.blocks[0].attn.P.copy_(torch.tensor([1.0, 2.0, 30.0, 40.0]))
+    _, cache = model.run_with_cache(torch.tensor([[0, 1]]), ["blocks.0.attn.hook_scores"])
+    want = torch.tensor([[1.0, float("-inf")], [2.0, 1.0]])
+    torch.testing.assert_close(cache["blocks.0.attn.hook_scores"][0, 0], want)

@@ -107,6 +107,8 @@ def test_mamba_ssm_init_changes_exactly_the_three_rules_it_names():
         bound = 1 / d_in**0.5  # kaiming_uniform(a=sqrt(5)) on fan_in d_model
         assert m.in_proj.weight.abs().max() <= bound and m.in_proj.weight.std() > 0.8 * bound / 3**0.5
         assert m.conv1d.bias.abs().max() <= 1 / m.conv1d.kernel_size[0] ** 0.5 and m.conv1d.bias.abs().min() > 0
+    A = torch.cat([layer.mamba.mixer.A_log.exp() for layer in ref.blocks])  # 16 draws of U(1, 16)
+    assert A.min() < 4 and A.max() > 12  # the whole range is drawn from, not a part of it
     for layer in hf_init.blocks:
         assert torch.allclose(layer.mamba.mixer.A_log.exp(), torch.arange(1.0, H + 1))
         assert torch.equal(layer.mamba.mixer.conv1d.bias, torch.zeros_like(layer.mamba.mixer.conv1d.bias))

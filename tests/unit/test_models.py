@@ -74,6 +74,18 @@ def test_every_bias_starts_at_zero():
     assert all(torch.count_nonzero(p) == 0 for p in biases.values())
 
 
+def test_residual_writers_start_smaller_with_depth():
+    """GPT-2 init: weights std 0.02, except the two projections writing into the residual stream
+    (attention out, MLP out), std 0.02 / sqrt(2 * n_layers)."""
+    model = tiny(n_layers=3, d_model=64, d_head=16, d_mlp=256)
+    resid = 0.02 / (2 * 3) ** 0.5
+    for block in model.blocks:
+        assert block.attn.out.weight.std().item() == pytest.approx(resid, rel=0.05)
+        assert block.mlp.fc_out.weight.std().item() == pytest.approx(resid, rel=0.05)
+        assert block.mlp.fc_in.weight.std().item() == pytest.approx(0.02, rel=0.05)
+        assert block.attn.qkv.weight.std().item() == pytest.approx(0.02, rel=0.05)
+
+
 def test_rope_and_learned_differ_in_parameters():
     assert "pos_embed.weight" in tiny(pos="learned").state_dict()
     rope = tiny(pos="rope")

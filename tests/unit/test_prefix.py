@@ -147,3 +147,15 @@ def test_surprisal_and_saliency_read_past_the_prefix():
         flow = S.sum(1).abs()
         expected = flow[:, P + len(c) - 1, :P].sum(-1) / flow.sum((-1, -2))
         torch.testing.assert_close(shares["env_to_pred"][b], expected, rtol=1e-4, atol=1e-6)
+
+
+def test_prefix_stats_are_the_sample_mean_and_std_over_images_and_positions():
+    """Two images x two positions, one varying dimension holding 1, 3 / 5, 7: mean 4, sample std
+    sqrt(20 / 3) (n - 1 = 3), not the population one, sqrt(5)."""
+    model = tiny("transformer")
+    feats = torch.zeros(2, 2, D_FEAT)
+    feats[..., 1] = torch.tensor([[1.0, 3.0], [5.0, 7.0]])
+    set_prefix_stats(model, feats)
+    assert model.prefix_mean[1].item() == pytest.approx(4.0)
+    assert model.prefix_std[1].item() == pytest.approx((20 / 3) ** 0.5, rel=1e-6)
+    assert model.prefix_std[0].item() == pytest.approx(STD_FLOOR) and model.prefix_mean[0].item() == 0.0

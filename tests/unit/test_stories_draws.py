@@ -76,3 +76,11 @@ def test_exactly_n_invented_names(n):
     names = s.invented_names(n)
     assert len(names) == n and len(set(names)) == n
     assert names[:3] == ["Baba", "Babe", "Babi"][:n]
+
+
+@pytest.mark.parametrize(("draw", "want"), [(0.54, "a"), (0.55, "b"), (0.81, "b"), (0.82, "c")])
+def test_a_pick_weighs_options_by_one_over_rank(draw, want):
+    """Weights 1, 1/2, 1/3 (total 11/6): "a" takes draws below 6/11, "b" below 9/11, "c" the rest."""
+    r = Scripted([draw])
+    assert s._pick(r, ("a", "b", "c")) == want
+    assert r.draws == []

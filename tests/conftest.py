@@ -151,6 +151,9 @@ def tiny_run(tmp_path_factory) -> Path:
     return root
 
 
+FACTS = pytest.StashKey[str]()  # a mutant run's code-facts folder
+
+
 def pytest_configure(config):
     """Test files share module fixtures and edit them in file order, so a file must run whole on one
     worker: `--dist loadfile` (what `make test` uses). In workers torch takes one thread (two workers
@@ -160,7 +163,7 @@ def pytest_configure(config):
 
         # The code facts are kept by the bytes of core/code_facts.py, which mutmut's trampolines make the
         # same for every mutant: each mutant's run keeps its own, or one mutant would read another's.
-        os.environ[ENV] = tempfile.mkdtemp(prefix="code-facts-")
+        config.stash[FACTS] = os.environ[ENV] = tempfile.mkdtemp(prefix="code-facts-")
     if os.environ.get("MUTANT_UNDER_TEST") == "stats":
         # `make mutation`, while mutmut maps tests to functions: record calls in this process only. A
         # child process (a stage run as a program) would look for mutmut's config in its own working
@@ -176,6 +179,12 @@ def pytest_configure(config):
         import torch
 
         torch.set_num_threads(1)
+
+
+def pytest_unconfigure(config):
+    """A mutant's own code facts go with its run (thousands of runs would leave as many folders)."""
+    if FACTS in config.stash:
+        shutil.rmtree(config.stash[FACTS], ignore_errors=True)
 
 
 BUILDER = "test_pipeline.py"  # the tiny run's first user

@@ -51,6 +51,16 @@ def test_mean_over_one_program_is_its_own_activation(programs):
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("batch_size", [2, 3, 256])
+def test_the_mean_counts_each_program_once_in_batches_that_do_not_divide_them(programs, batch_size):
+    model, idx = tiny_model(), idx_of(programs, 5)
+    _, cache = model.run_with_cache(idx, Z_NAMES)  # all five in one pass: the oracle
+    mean_z = mean_head_activations(model, idx, batch_size=batch_size)
+    for layer in range(N_LAYERS):
+        torch.testing.assert_close(mean_z[layer], cache[Z_NAMES[layer]].mean(0))
+
+
+@torch.no_grad()
 def test_mean_skips_padding():
     model = tiny_model()
     texts = ["a=1\nb=a\n#b:", "a=1\nb=a\nc=b\n#c:"]

@@ -191,6 +191,19 @@ def test_no_dvc_folder_nothing_is_created(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == [] and checkout._held == []
 
 
+def test_a_dvc_folder_without_its_tmp_folder_yet_is_held(tmp_path, monkeypatch):
+    """`dvc init` makes .dvc/ but not .dvc/tmp/ (DVC's first run does): the checkout is DVC's all the same."""
+    (tmp_path / ".dvc").mkdir()
+    monkeypatch.setattr(checkout, "_held", [])
+    checkout.hold_checkout(tmp_path, "snakemake")
+    try:
+        assert lock_path(tmp_path).read_text() == f" {os.getpid()} snakemake\n"
+        assert len(checkout._held) == 1 and not free(tmp_path, fcntl.LOCK_EX)
+    finally:
+        for f in checkout._held:
+            f.close()
+
+
 def test_another_snakemake_run_is_named_by_its_mark(root):
     # The mark hold_checkout writes (" <pid> <engine>"), read back by a second run of the engine.
     e = refused_while_held(root, " 4243 snakemake\n")

@@ -81,6 +81,11 @@ def test_a_read_is_declared_inside_a_dep_an_out_or_a_control_file(tmp_path):
     assert undeclared(reads, ["data/runs/seed0", "data/in.txt"], tmp_path) == ["data/runs2/x", "other.txt"]
     assert undeclared(reads, ["data/runs/", "data/runs2/x", "data", "other.txt"], tmp_path) == []
     assert undeclared({"data/in.txt"}, [str(tmp_path / "data")], tmp_path) == []  # an absolute dep
+    # a dep's name is no prefix: its sibling folder, or a file named like it with more, is another path
+    assert undeclared({"data/runs2/x", "data/in.txt.bak"}, ["data/runs", "data/in.txt"], tmp_path) == [
+        "data/in.txt.bak",
+        "data/runs2/x",
+    ]
 
 
 DVC = {
@@ -91,14 +96,14 @@ DVC = {
             "deps": ["stages/train.py", "${paths.corpus}", "${weights.dir}"],
             "outs": ["${paths.runs}/seed${item.seed}"],
             "metrics": ["reports/m${item.seed}.json"],
-            "meta": {"untracked": ["scratch"]},
+            "meta": {"untracked": ["scratch", "cache"]},
         },
         "report": {"cmd": "python -m stages.report", "deps": ["${paths.runs}"], "outs": ["reports/r.html"]},
     }
 }
 PARAMS = {
     "base": {"seeds": [0, 7]},
-    "paths": {"corpus": "data/c.txt", "runs": "data/runs", "scratch": "data/scratch"},
+    "paths": {"corpus": "data/c.txt", "runs": "data/runs", "scratch": "data/scratch", "cache": "data/cache"},
     "weights": {"dir": "w"},
 }
 
@@ -113,6 +118,7 @@ def test_the_declaration_of_the_instance_running_a_command(tmp_path):
         "data/runs/seed7",
         "reports/m7.json",
         "data/scratch",
+        "data/cache",
     ]
     assert declared_paths("python -m stages.report", tmp_path) == ["data/runs", "reports/r.html"]
     assert declared_paths("python -m stages.train --seed 1", tmp_path) is None  # not an instance
@@ -151,6 +157,8 @@ def main(argv=None):
     Path("out.txt").write_text(text)
     if sys.argv[1:] == ["--fail"]:
         raise SystemExit(1)
+    if sys.argv[1:2] == ["--exit"]:  # argparse's 2, or a message (Python exits 1 printing it)
+        raise SystemExit(int(sys.argv[2]) if sys.argv[2].isdigit() else sys.argv[2])
 
 
 if __name__ == "__main__":
@@ -202,3 +210,29 @@ def test_a_stage_reading_an_undeclared_file_is_recorded_and_warned(tmp_path):
     proc, record = run_stage(tmp_path, "--fail")  # a failed stage: recorded, but no warning besides
     assert (proc.returncode, record["undeclared_reads"], record["reads"]) == (1, None, 3)  # no such instance
     assert "warning:" not in proc.stderr
+
+
+def test_a_stage_that_exits_non_zero_is_recorded_so_and_warns_nothing(tmp_path):
+    """A SystemExit other than 0 is a failed run, whatever its code: the record says the process's exit
+    status, and the stage's one error is all it says (no warning about its reads)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "stages/__init__.py").write_text("")
+    (tmp_path / "stages/fake.py").write_text(STAGE)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data/in.txt").write_text("in")
+    (tmp_path / "extra.txt").write_text("more")  # read, not declared
+    save_file({"x": np.zeros(2)}, str(tmp_path / "data/t.safetensors"))
+    deps = ["stages/fake.py", "data/in.txt", "data/t.safetensors"]
+    stages = {
+        f"fake{i}": {"cmd": f"python -m stages.fake --exit {how}", "deps": deps, "outs": [f"out{i}.txt"]}
+        for i, how in enumerate(("2", "stopped"))
+    }
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    (tmp_path / "params.yaml").write_text("{}\n")
+    for how, status in (("2", 2), ("stopped", 1)):
+        proc, record = run_stage(tmp_path, "--exit", how)
+        assert (proc.returncode, record["exit"], record["undeclared_reads"]) == (status, status, ["extra.txt"])
+        assert "warning:" not in proc.stderr, proc.stderr

@@ -49,6 +49,15 @@ def test_wall_time_and_fields(tmp_path, monkeypatch):
     assert abs(saved["max_rss_mb"] - peak_mib) < 5
 
 
+def test_peak_memory_adds_the_largest_finished_child(tmp_path):
+    """A stage that runs a child (a tokenizer, a compiler) peaks at its own memory plus the child's."""
+    child = "b = bytearray(300 * 2**20); b[::4096] = b'x' * len(b[::4096])"  # 300 MiB, every page touched
+    subprocess.run([sys.executable, "-c", child], check=True)
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    saved = json.loads(finish(begin("stages.x", [], env={}), 0, tmp_path).read_text())
+    assert saved["max_rss_mb"] >= own + 300
+
+
 def stage_as_program(cwd, *argv: str, **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in SIX and not k.startswith("DVC_")}
     env = {**clean, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", **env}

@@ -17,6 +17,7 @@ from refusals import assert_names, assert_refused, key_of, refuses
 
 from emergence.core import profile
 from emergence.core.config import BaseParams, from_dict, load_base, read_params
+from emergence.core.io import PipelineError
 from emergence.core.models.registry import make_config
 from emergence.core.profile import apply_profile, check_problems, merge_into
 from emergence.studies.grounding.tokens import model_entry
@@ -29,6 +30,7 @@ class Example:
     mode: Literal["a", "b"] = "a"
     pair: tuple[int, int] = (1, 2)
     clip: float | None = None
+    width: int | str = 1  # a union without None: null is no value of it
 
 
 @pytest.mark.parametrize(
@@ -42,12 +44,19 @@ class Example:
         ({"n": 1, "pair": [1]}, "sec.pair", None, "2 items"),
         ({"n": 1, "pair": [1, "x"]}, "sec.pair[1]", "'x'", "integer"),
         ({}, "sec.n", None, "missing"),
+        ({"n": 1, "width": None}, "sec.width", None, "integer"),
     ],
 )
 def test_from_dict_names_the_bad_key(values, key, value, rule):
     with refuses(key) as e:
         from_dict(Example, values, "sec")
     assert_refused([str(e.value)], key, value, rule)
+
+
+def test_every_problem_of_a_section_is_named_in_one_pass():
+    with pytest.raises(PipelineError) as e:
+        from_dict(Example, {"n": "x", "typo": 2, "zz": 3, "mode": "c"}, "sec")
+    assert sorted(map(key_of, str(e.value).splitlines())) == ["sec.mode", "sec.n", "sec.typo", "sec.zz"]
 
 
 def test_from_dict_coerces_and_keeps_defaults():
@@ -76,6 +85,13 @@ def test_invalid_yaml_names_file_and_line(tmp_path):
     bad.write_text("base:\n  seeds: [0\npaths: {}\n")
     with refuses(f"{bad} line 3", "YAML"):  # the line of the unclosed list's end
         read_params(bad)
+
+
+def test_e_notation_is_a_number_with_or_without_a_sign_as_dvc_reads_it(tmp_path):
+    """DVC's -S writes small floats as `-1e-06`; PyYAML alone would read them as strings."""
+    path = tmp_path / "params.yaml"
+    path.write_text("a:\n  lr: 1e-4\n  shift: -1e-06\n  big: +2.5E+3\n  word: e5\n")
+    assert read_params(path) == {"a": {"lr": 1e-4, "shift": -1e-06, "big": 2500.0, "word": "e5"}}
 
 
 def test_profiles_merge_into_params_keeping_comments(tmp_path):

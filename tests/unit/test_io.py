@@ -19,6 +19,7 @@ from emergence.core.io import (
     Refused,
     atomic_path,
     read_parquet,
+    read_parquets,
     remove_tree,
     stage_writes,
     write_json,
@@ -118,6 +119,7 @@ def test_read_parquet_names_file_and_column(tmp_path):
         read_parquet(path, {"b": "i"})
     with refuses(path, "'a'", "dtype"):
         read_parquet(path, {"a": "i"})
+    assert read_parquet(path, {"a": "U"})["a"].tolist() == ["1"]  # 'U' asks for strings, however pandas holds them
     (tmp_path / "x.parquet").write_text("not parquet")
     with refuses(tmp_path / "x.parquet", "Parquet"):
         read_parquet(tmp_path / "x.parquet")
@@ -213,7 +215,23 @@ def declared(tmp_path, monkeypatch):
         yield run
 
 
+def test_no_artifacts_read_as_an_empty_table_of_the_required_kinds():
+    empty = read_parquets([], {"n": "if", "x": "f", "ok": "b", "word": "O"})
+    assert empty.empty and {c: str(t) for c, t in empty.dtypes.items()} == {
+        "n": "int64",  # the first kind a column may have
+        "x": "float64",
+        "ok": "bool",
+        "word": "object",
+    }
+
+
 def test_a_stage_writes_only_its_declared_outputs(declared):
+    write_json({"a": 1}, "out/new/m.json")  # each writer, its folder made
+    write_parquet(pd.DataFrame({"a": [1]}), "out/t.parquet")
+    for write in (lambda p: write_json({}, p), lambda p: write_parquet(pd.DataFrame({"a": [1]}), p)):
+        with refuses("two.json", "s@0", error=Refused):
+            write("two.json")
+        assert not Path("two.json").exists()
     write_text("1", "one.txt")
     write_text("x", "out/a/b.txt")  # inside a declared folder
     write_text("s", "scratch/state")

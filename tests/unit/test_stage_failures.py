@@ -3,11 +3,13 @@ named in the error, SIGTERM unwinding like Ctrl-C (no temporary left behind)."""
 
 from __future__ import annotations
 
+import copy
 import errno
 import importlib
 import os
 import signal
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -56,6 +58,19 @@ def test_an_unreadable_artifact_names_its_stage_and_the_command(capsys):
     assert_names(err, "binding_data", "`dvc repro -f -s binding_data`")  # the stage that wrote it, and how to rerun it
     assert _stage("binding_train.steps: must be >= 1, got 0")([]) == 1  # not a path: no hint
     assert capsys.readouterr().err.strip() == "error: binding_train.steps: must be >= 1, got 0"
+
+
+def test_the_stage_that_wrote_an_artifact_is_found_in_the_params_file_the_stage_was_given(
+    tmp_path, monkeypatch, capsys
+):
+    """Run with --params mine.yaml (and no params.yaml where it runs), the artifact's producer is found
+    from mine.yaml's paths, where the artifact is."""
+    params = read_params(ROOT / "params.yaml")
+    params["paths"]["binding_programs"] = "data/mine/programs.parquet"
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    assert _stage("data/mine/programs.parquet: wrong schema")(["--params", "mine.yaml"]) == 1
+    assert_names(capsys.readouterr().err.strip(), "stage binding_data", "`dvc repro -f -s binding_data`")
 
 
 def test_a_misspelt_section_stops_a_stage_run_directly(tmp_path, capsys):
@@ -274,6 +289,7 @@ def files(root: Path) -> dict[str, bytes]:
         ("binding_data.n_programs", 401, True),  # a key of a section the stage declares
         ("base.threads", 3, True),  # declared for every stage
         ("binding_train.steps", 99, False),  # another stage's section
+        ("binding_data.added", 1, True),  # a key added to a declared section: DVC records it too
     ],
 )
 def test_params_edited_while_a_stage_runs_fail_it_and_publish_nothing(
@@ -304,3 +320,60 @@ def test_params_edited_while_a_stage_runs_fail_it_and_publish_nothing(
         "values and are not published (the earlier ones are kept): run it again"
     )
     assert not list(tiny_workspace.rglob(".*.tmp"))
+
+
+def dvc_lock_of(root: Path, stage: str, outs: list[str]) -> None:
+    lock = {"schema": "2.0", "stages": {stage: {"cmd": "x", "outs": [{"path": o, "md5": "0"} for o in outs]}}}
+    (root / "dvc.lock").write_text(yaml.safe_dump(lock))
+
+
+def test_outputs_dvc_removed_before_its_own_stage_ran_are_named(tmp_path, monkeypatch):
+    """`dvc repro -s` removes a stage's outputs before it runs it: a refusal then names those it removed
+    (recorded in dvc.lock, gone now), only when DVC runs that very stage."""
+    from emergence.core.cli import removed_by_dvc
+
+    monkeypatch.chdir(tmp_path)
+    dvc_lock_of(tmp_path, "binding_data", ["data/gone.parquet", "data/here.json"])
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data/here.json").write_text("{}")
+    stage = SimpleNamespace(name="binding_data")
+    (line,) = removed_by_dvc(stage, {"DVC_STAGE": "binding_data"})
+    assert line.split(": ", 1)[0] == "data/gone.parquet"  # the one gone, not the one still there
+    assert_names(line, "`dvc checkout binding_data`")
+    assert removed_by_dvc(stage, {"DVC_STAGE": "binding_train@0"}) == []  # DVC runs another stage
+    assert removed_by_dvc(stage, {}) == []  # not DVC
+
+
+def test_a_stage_dvc_runs_with_good_params_is_not_refused_for_the_outputs_dvc_removed(tmp_path, monkeypatch):
+    from emergence.core.cli import refuse_bad_params
+
+    monkeypatch.chdir(tmp_path)
+    dvc_lock_of(tmp_path, "binding_data", ["data/binding/programs.parquet"])  # removed, as DVC always does
+    monkeypatch.setenv("DVC_STAGE", "binding_data")
+    refuse_bad_params(SHIPPED, instance_of_module("stages.binding.data", ROOT, [], SHIPPED))  # no refusal
+    bad = copy.deepcopy(SHIPPED)
+    bad["binding_data"]["n_programs"] = 0
+    with pytest.raises(PipelineError) as caught:
+        refuse_bad_params(bad, instance_of_module("stages.binding.data", ROOT, [], bad))
+    lines = str(caught.value).split("\nerror: ")
+    assert_refused(lines, "binding_data.n_programs", 0)
+    assert lines[-1].split(": ", 1)[0] == "data/binding/programs.parquet"  # and what DVC removed
+
+
+def test_a_stage_run_replaces_its_own_folder_output(tmp_path, monkeypatch):
+    """Other instances' outputs keep a folder from being replaced; the stage's own output is no such one."""
+    from emergence.core.cli import hold_writes
+    from emergence.core.io import stage_writes
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    instance = instance_of_module("stages.binding.train", ROOT, ["--seed", "0"], SHIPPED)
+    out = Path(next(iter(instance.outs)))  # data/binding/runs/seed0, a folder
+    out.mkdir(parents=True)
+    (out / "old").write_text("old")
+    with stage_writes():
+        hold_writes(instance, SHIPPED, "params.yaml")
+        with atomic_path(out) as tmp:
+            tmp.mkdir()
+            (tmp / "new").write_text("new")
+    assert [p.name for p in out.iterdir()] == ["new"]

@@ -124,8 +124,8 @@ def recorded(fn: Callable, main: Callable[[list[str] | None], int]) -> Callable[
         code = 1  # an exception escaping main is a failed run
         try:
             code = main(argv)
-        except SystemExit as e:  # argparse: --help (0) or a bad flag (2)
-            code = e.code if isinstance(e.code, int) else 1
+        except SystemExit as e:  # argparse: --help (0) or a bad flag (2); Python exits 0 for None, 1 for a message
+            code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
             raise
         finally:
             record.update(reads.summary(read, record["command"]))

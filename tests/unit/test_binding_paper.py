@@ -295,6 +295,11 @@ def test_chain_lines_at_the_tightest_fits_and_every_first_line():
     # const_first reaches every later line, line 1 among them
     seen = {tuple(chain_lines(random.Random(s), 4, 1, "const_first")) for s in range(100)}
     assert seen == {(0, 1), (0, 2), (0, 3)}
+    # adjacent: the chain's lines in a row, starting wherever it fits, so it may end on the last line;
+    # a chain as long as the program is the whole program
+    seen = {tuple(chain_lines(random.Random(s), 4, 1, "adjacent")) for s in range(100)}
+    assert seen == {(0, 1), (1, 2), (2, 3)}
+    assert chain_lines(random.Random(0), 3, 2, "adjacent") == [0, 1, 2]
     with refuses("links", "'diagonal'"):
         chain_lines(random.Random(0), 5, 1, "diagonal")
 
@@ -398,6 +403,14 @@ def test_off_chain_lines_copy_other_variables_and_the_query_is_rewritten():
         copies += any(i not in chain and not rhs.isdigit() and rhs != lhs for i, (lhs, rhs) in enumerate(p.lines))
         rewritten += sum(lhs == p.query for lhs, _ in p.lines) >= 2
     assert copies > 100 and rewritten > 20, (copies, rewritten)
+
+
+def test_no_line_copies_its_own_variable():
+    # a copy reads another variable defined above it, never its own left-hand side (x=x would change
+    # no value, yet the interpreter counts it as a hop)
+    for seed in range(300):
+        p = sample_shaped(random.Random(seed), 8, 1)
+        assert all(lhs != rhs for lhs, rhs in p.lines), p.lines
 
 
 def test_one_free_line_still_rejects_one_value():

@@ -194,6 +194,27 @@ def test_causal_table_restores_every_weight(setup):
     assert (table.loc[table["weight"] != "none", "loss"] != original).all()
 
 
+def test_causal_table_gives_each_weights_cosine_before_its_direction_is_removed():
+    # the s = 4 checkpoint: every weight sits at cosine 3/5 from its direction (after removal it would be 0)
+    corpus = np.random.default_rng(2).integers(0, 2, size=(5, CTX + 1))
+    table = causal_table(checkpoint(4), BASIS, corpus)
+    removed = table[table["weight"] != "none"].set_index("weight")
+    assert sorted(removed.index) == ["P", "V", "W", "W_O"]
+    assert (removed["cosine"] - 3 / 5).abs().max() < 1e-12
+    assert np.isnan(table.loc[table["weight"] == "none", "cosine"].item())
+
+
+def test_corpus_loss_is_the_mean_over_every_position_whatever_the_chunks(setup):
+    # 12 sequences read 5 at a time (chunks of 5, 5 and 2): every position weighs the same, not every chunk
+    corpus, model, _ = setup
+    x = torch.from_numpy(corpus[:, :-1]).long()
+    y = torch.from_numpy(corpus[:, 1:]).long()
+    with torch.no_grad():
+        logits, _ = model(x)
+        by_hand = -logits.double().log_softmax(-1).gather(-1, y[..., None]).mean().item()
+    assert corpus_loss(model, corpus, rows=5) == pytest.approx(by_hand, rel=1e-6)
+
+
 # ---- cosine table: bases, window and its minimum
 
 

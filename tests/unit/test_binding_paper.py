@@ -344,6 +344,26 @@ def test_a_planted_chain_that_does_not_fit_falls_back_and_depth_zero_is_drawn():
         assert run_program(_text_of(p)) == (p.answer, 0)
 
 
+class _Lowest(random.Random):
+    """A generator whose integer ranges (randint) always give their lowest value."""
+
+    def randint(self, a, b):
+        return a
+
+
+def test_the_lowest_planted_depth_is_a_lone_constant():
+    from emergence.studies.binding.paper import _draw
+
+    # a planted chain is 0..hops copies deep: at the lowest draw, 0, it is one constant on a variable of its
+    # own, which fits the one line a 3-line 1-hop program leaves off its chain
+    for seed in range(20):
+        p = _draw(_Lowest(seed), 3, 1, Shape(distractor="planted"))
+        chain = set(p.chain_lines)
+        (free,) = [i for i in range(3) if i not in chain]
+        lhs, rhs = p.lines[free]
+        assert rhs.isdigit() and lhs not in {p.lines[i][0] for i in chain}, p.lines
+
+
 def test_a_twin_that_cannot_fit_is_no_program():
     from emergence.studies.binding.paper import _draw
 

@@ -195,6 +195,19 @@ def test_aid_rows_by_hand():
     assert len(rows) == len(got)
 
 
+def test_aid_rows_give_the_deep_curve_in_step_order_and_no_patch_where_no_pair_was_measured():
+    # the trajectory read out of step order; depth 2 at the rhs measured over no pair (n = 0) at either layer
+    shuffled = trajectory().sample(frac=1.0, random_state=3)
+    cells = patching()
+    cells.loc[(cells["position_class"] == "chain_rhs") & (cells["chain_depth"] == 2), "n"] = 0
+    rows = aid_rows("no_conv", 1, shuffled, phases(), cells)
+    deep = rows[rows["measure"] == "deep_accuracy"]
+    assert deep["step"].tolist() == [0, 500, 1000]
+    assert deep["value"].tolist() == pytest.approx([0.1 * 0.7, 0.5 * 0.7, 0.7])
+    patch = rows[rows["measure"] == "patch"]
+    assert sorted(zip(patch["position"], patch["depth"])) == [("newline", 1), ("rhs", 1)]
+
+
 def test_aid_rows_without_accuracy_is_one_line():
     traj = trajectory()
     with refuses("plain", "seed 1", "no accuracy rows"):

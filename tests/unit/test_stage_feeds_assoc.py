@@ -88,6 +88,21 @@ def test_compare_reads_every_checkpoint_against_the_corpus_and_first_batch_bases
     assert table["corpus_loss"].tolist() == [float(s) for s in STEPS]  # the run's own logged losses
 
 
+def test_compare_keeps_a_checkpoint_whose_loss_was_not_logged(project, monkeypatch, capsys):
+    # metrics.parquet without step 5 and with no finite loss at step 11: both checkpoints keep their cosine
+    # rows, with no loss beside them
+    edit, _, _ = project
+    edit()
+    logged = pd.DataFrame({"step": [0, 1, 2, 11], "corpus_loss": [0.0, 1.0, 2.0, float("nan")]})
+    write_parquet(logged, f"data/assoc/runs/L2_seed{SEED}/metrics.parquet")
+    monkeypatch.setattr(compare, "compute_basis", lambda *a, **k: "first batch basis")
+    monkeypatch.setattr(compare, "cosine_table", lambda *a: pd.DataFrame({"step": STEPS, "cos": 0.5}))
+    ran(compare.main, ARGV, capsys)
+    table = pd.read_parquet(f"data/assoc/cosines/L2_seed{SEED}.parquet")
+    assert table["step"].tolist() == STEPS
+    assert table["corpus_loss"].tolist()[:3] == [0.0, 1.0, 2.0] and table["corpus_loss"].iloc[3:].isna().all()
+
+
 def test_causal_measures_the_named_checkpoint_on_the_first_sequences(project, monkeypatch, capsys):
     edit, ckpts, corpus = project
     edit(assoc_causal={"checkpoint": "step2", "n_sequences": 7})
@@ -131,6 +146,14 @@ def test_train_runs_sgd_from_zero_on_the_seeds_shuffle_of_the_corpus(project, mo
     for step, (x, y) in enumerate(train.returned[0]):
         block = torch.from_numpy(corpus.sequences[rows(step)].astype(np.int64))
         assert torch.equal(x, block[:, :-1]) and torch.equal(y, block[:, 1:])
+    # the loss it logs is over the whole corpus, every position alike, not over a batch
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for w in model.parameters():
+            w.normal_()
+        x, y = torch.from_numpy(corpus.sequences[:, :-1]).long(), torch.from_numpy(corpus.sequences[:, 1:]).long()
+        by_hand = -model(x)[0].double().log_softmax(-1).gather(-1, y[..., None]).mean().item()
+    assert kw["eval_fn"](model, 0) == {"corpus_loss": pytest.approx(by_hand, rel=1e-6)}
 
 
 # order_run on a corpus of its own: 9 sequences of 8 tokens drawn from 0..5 under a vocabulary of 7 (the last

@@ -84,6 +84,12 @@ def test_loads_from_a_local_directory_and_the_id_follows_the_bytes(tiny_dir, tmp
     assert not torch.equal(encode_batch(enc, x, 0), encode_batch(other, x, 0))  # the weights were really loaded
 
 
+def test_weights_found_win_over_an_allowed_random_init(tiny_dir):
+    # allow_random_init is a fallback only: with the weights at hand they are what encodes
+    enc = load_encoder(params(tiny_dir, allow_random_init=True), "cpu")
+    assert enc.pretrained and enc.encoder_id == load_encoder(params(tiny_dir), "cpu").encoder_id
+
+
 def test_finds_weights_in_the_hf_cache(tiny_dir, empty_hf_cache):
     commit = "0" * 40
     repo = empty_hf_cache / "models--facebook--dinov2-small"

@@ -321,6 +321,21 @@ def test_fits_at_the_query_writes_bound_by_hand():
     assert run_program(_text_of(program)) == (program.answer, 2)
 
 
+def test_pinned_query_writes_fall_anywhere_before_its_final_write():
+    # 8 lines, 2 hops, the query assigned 3 times: its 2 earlier writes sit on free lines before its final
+    # write, between the chain's lines as well as before the constant
+    before_constant = between = 0
+    for seed in range(200):
+        p = sample_shaped(random.Random(seed), 8, 2, Shape(query_writes=(3, 3)))
+        lines, query = parse(_text_of(p))
+        chain = chain_of(lines, query)
+        earlier = [i for i, (lhs, _) in enumerate(lines) if lhs == query and i != chain[-1]]
+        assert len(earlier) == 2 and max(earlier) < chain[-1], lines
+        before_constant += sum(i < chain[0] for i in earlier)
+        between += sum(chain[0] < i for i in earlier)
+    assert before_constant > 50 and between > 50, (before_constant, between)
+
+
 def test_more_variables_asked_than_letters_gives_all_26():
     # 30 lines, at least 26 variables asked, up to 40: only 26 letters exist
     for seed in range(30):

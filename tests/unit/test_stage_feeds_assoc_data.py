@@ -167,3 +167,12 @@ def test_words_refuses_more_top_tokens_than_the_corpus_has_types(project, capsys
     assert words.main([]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert_names(line, "assoc_words.top_k", 140, n_types, "data/assoc/corpus.safetensors")
+
+
+def test_words_ranks_every_type_when_top_k_is_the_number_of_types(project, capsys):
+    project()
+    vocab = load_corpus("data/assoc/corpus.safetensors").vocab
+    project(assoc_words={"n_layers": 1, "seed": SEED, "top_k": len(vocab), "probes": ["the"]})
+    ran(words.main, [], capsys)
+    table = pd.read_parquet("data/assoc/words.parquet")
+    assert all(sorted(rows["token"]) == sorted(vocab) for _, rows in table.groupby("matrix"))

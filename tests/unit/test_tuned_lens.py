@@ -87,7 +87,9 @@ def test_surprisal_and_kl_read_the_right_layer(arch):
         / w.shape[1]
         for l in range(N_LAYERS)
     ]
-    np.testing.assert_allclose(layer_kl(model, lens, w, batch_size=2), want, rtol=1e-4)
+    kl = layer_kl(model, lens, w, batch_size=2)
+    np.testing.assert_allclose(kl, want, rtol=1e-4)
+    assert kl.dtype == np.float64  # summed over every token in float64, whatever the model's precision
 
 
 @pytest.mark.parametrize("arch", ARCHS)

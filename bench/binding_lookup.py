@@ -27,8 +27,9 @@ import time
 import numpy as np
 import torch
 
-from emergence.core.models import build_model
-from emergence.core.train import TrainConfig, train
+from emergence.core.models.registry import build_model
+from emergence.core.train.config import TrainConfig
+from emergence.core.train.loop import train
 from emergence.studies.binding.batches import encode_programs, predict_answers, sampler
 from emergence.studies.binding.programs import ProgramConfig
 from emergence.studies.binding.sets import sample_program

@@ -18,7 +18,8 @@ import torch
 from PIL import Image
 
 from bench.table import print_comparison, row
-from emergence.studies.grounding.dino_features import EncoderParams, encode_images, load_encoder
+from emergence.studies.grounding.dino_features import encode_images, load_encoder
+from emergence.studies.grounding.encoder_params import EncoderParams
 
 
 def rate(paths: list[Path], params: EncoderParams, encoder, cache_dir: Path) -> float:

@@ -22,12 +22,12 @@ import transformers
 
 from bench.train_throughput import step_flops
 from emergence.core.config import read_params
-from emergence.core.models import build_model
 from emergence.core.models.hf import to_hf
 from emergence.core.models.mamba2 import KERNEL_ENTRY_POINTS, kernel_paths
+from emergence.core.models.registry import build_model
 from emergence.core.profile import merge_into, profile_path
 from emergence.core.resources import AttnOnlyWorkload, Workload, workload
-from emergence.core.train import TrainConfig
+from emergence.core.train.config import TrainConfig
 from emergence.core.train.loop import StepForward, _fast_matmuls, _make_optimizer
 
 # Dense bf16 tensor-core peaks from the vendors' data sheets (sparsity not counted), FLOP/s; the first key a

@@ -31,8 +31,8 @@ import torch
 
 from emergence.core.config import from_dict, section
 from emergence.core.io import atomic_path, write_parquet
-from emergence.core.models import build_model
-from emergence.core.train import TrainConfig
+from emergence.core.models.registry import build_model
+from emergence.core.train.config import TrainConfig
 from emergence.core.train.loop import StepForward, _fast_matmuls, _make_optimizer, _train_step
 from emergence.core.train.schedule import CheckpointPlan
 from emergence.studies.binding.batches import encode_programs, sampler
@@ -41,7 +41,8 @@ from emergence.studies.binding.programs import ProgramConfig
 from emergence.studies.binding.sets import generate_table, load_data_params, split_sizes
 from emergence.studies.binding.tokenizer import CharTokenizer
 from emergence.studies.binding.train_config import model_params, train_params
-from emergence.studies.binding.trajectory import PhaseParams, detect_phases, training_rows, trajectory_table
+from emergence.studies.binding.trajectory import detect_phases, training_rows, trajectory_table
+from emergence.studies.binding.trajectory_params import PhaseParams
 
 SEED = 0
 CHUNK = 10_000  # programs per generator task: the programs do not depend on how many processes draw them

@@ -13,7 +13,7 @@ import time
 import torch
 
 from bench.table import print_comparison, row
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.interp.saliency import head_saliency, head_saliency_per_layer
 
 

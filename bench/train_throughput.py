@@ -28,8 +28,10 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import GPT2Config, GPT2LMHeadModel, Mamba2ForCausalLM
 
 from bench.table import row
-from emergence.core.models.mamba2 import Mamba2, Mamba2Config, hf_config
-from emergence.core.models.transformer import Transformer, TransformerConfig
+from emergence.core.models.mamba2 import Mamba2, hf_config
+from emergence.core.models.mamba2_config import Mamba2Config
+from emergence.core.models.transformer import Transformer
+from emergence.core.models.transformer_config import TransformerConfig
 
 VOCAB = 41
 SAME_FUNCTION = "exact GELU, untied, learned positions, no dropout"

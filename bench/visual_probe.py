@@ -26,7 +26,8 @@ import torch
 from emergence.core.config import from_dict, path_of, read_params, section
 from emergence.core.io import read_parquet
 from emergence.studies.grounding import visual_inputs as inputs
-from emergence.studies.grounding.dino_features import EncoderParams, encoder_layers, load_encoder, load_image
+from emergence.studies.grounding.dino_features import encoder_layers, load_encoder, load_image
+from emergence.studies.grounding.encoder_params import EncoderParams
 from emergence.studies.grounding.tokens import env
 from emergence.studies.grounding.visdial import find_images
 

@@ -14,9 +14,9 @@ import torch
 import yaml
 from conftest import ROOT
 
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.core.profile import merge_into
-from emergence.core.train import save_checkpoint
+from emergence.core.train.checkpoint import save_checkpoint
 
 
 def tiny_params(edits: dict | None = None) -> dict:

@@ -22,17 +22,17 @@ from PIL import Image
 from emergence.core.config import from_dict, path_of, section, spans
 from emergence.core.io import PipelineError
 from emergence.core.train.schedule import CheckpointPlan
-from emergence.studies.assoc.compare import AssocTrainParams, CausalParams, OrderParams
+from emergence.studies.assoc.compare_params import AssocTrainParams, CausalParams, OrderParams
 from emergence.studies.assoc.corpus import CorpusParams, WordsParams, build_corpus, missing_probes
 from emergence.studies.assoc.stories import StoryConfig, generate_stories
-from emergence.studies.binding.ablation import BindingAblationParams
-from emergence.studies.binding.patching import PatchingParams
+from emergence.studies.binding.ablation_params import BindingAblationParams
+from emergence.studies.binding.patching_params import PatchingParams
 from emergence.studies.binding.sets import DataParams, split_sizes
 from emergence.studies.binding.train_config import train_params
-from emergence.studies.binding.trajectory import PhaseParams
+from emergence.studies.binding.trajectory_params import PhaseParams
 from emergence.studies.grounding.childes_synth import SynthConfig
-from emergence.studies.grounding.dino_features import RANDOM_INIT_SHAPES, EncoderParams
-from emergence.studies.grounding.inputs import train_section
+from emergence.studies.grounding.encoder_params import RANDOM_INIT_SHAPES, EncoderParams
+from emergence.studies.grounding.inputs_params import train_section
 from emergence.studies.grounding.lens import GroundingLensParams
 from emergence.studies.grounding.scenes import SceneParams
 

@@ -22,7 +22,7 @@ from emergence.bounds import CHECKS as SIZE_CHECKS
 from emergence.core.config import PARAMS_FILE, read_params, spans
 from emergence.core.declared import DECLARATION, unknown_section
 from emergence.core.io import PipelineError
-from emergence.core.train.loop import SEED_MAX
+from emergence.core.train.config import SEED_MAX
 from emergence.core.train.schedule import CheckpointPlan
 from emergence.estimate import ENGINE_S, measure
 from emergence.estimate import lines as estimate_lines

@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-import torch
-
 from emergence.core.declared import instances, interpolate
 from emergence.core.pipeline import engine_declaration
 from emergence.core.resources import STEP_S, AttnOnlyWorkload, Workload, job_workload, on_device
@@ -75,6 +73,8 @@ class Rates:
 def measure(threads: int, root: Path = Path("."), seconds: float = 2.0) -> Rates:
     """Time real training steps of the zoo's Transformer at a binding-like shape (`PROBE`) for about
     `seconds` on `threads` threads, and one stage start in a subprocess."""
+    import torch  # here, not at the top: the params rules import this module, and only timing needs torch
+
     from emergence.core.models.registry import build_model
 
     before = torch.get_num_threads()

@@ -37,8 +37,7 @@ from emergence.core.config import PARAMS_FILE, read_params, section
 from emergence.core.declared import DECLARATION, declared_outputs
 from emergence.core.io import PipelineError, remove_tree
 from emergence.core.models.hf import to_hf
-from emergence.core.train import list_checkpoints, load_checkpoint
-from emergence.core.train.checkpoint import write_failed
+from emergence.core.train.checkpoint import list_checkpoints, load_checkpoint, write_failed
 
 TOLERANCE = 1e-5  # max |logit difference| between our model and the loaded export
 TARGETS = ("hf", "transformer-lens")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from importlib.metadata import version
 from pathlib import Path
-
-import torch
+from types import ModuleType
 
 from emergence.core.config import usable_cpus
 from emergence.core.declared import DECLARATION, instances, interpolate
@@ -17,11 +17,22 @@ from emergence.core.resources import RATE, Sized, device_need_mb, job_workload, 
 Capacity = Callable[[str], tuple[int, str, bool] | None]  # device -> (MiB, what holds it, is a GPU)
 
 
+def visible_gpu() -> ModuleType | None:
+    """torch.cuda when torch sees a GPU, else None. A CPU build of torch (its version ends in +cpu) sees
+    none, which its metadata says without importing torch: ~1.3 s at every check, guard run and Snakemake
+    start, which need no torch otherwise."""
+    if version("torch").endswith("+cpu"):
+        return None
+    import torch  # a CUDA or ROCm build: only torch can tell whether a GPU is there
+
+    return torch.cuda if torch.cuda.is_available() else None
+
+
 def device_memory(device: str) -> tuple[int, str, bool] | None:
     """What the jobs' device holds: the first visible GPU's memory for cuda (None when none is visible:
     a login node cannot tell), else this machine's memory."""
-    if device in ("cuda", "auto") and torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
+    if device in ("cuda", "auto") and (cuda := visible_gpu()) is not None:
+        props = cuda.get_device_properties(0)
         return props.total_memory // 2**20, f"the {props.name}", True
     if device == "cuda":
         return None
@@ -50,8 +61,9 @@ def where_it_runs(params: dict, root: Path) -> list[str]:
     if not (root / DECLARATION).is_file():
         return []
     device = params["base"]["device"]
-    target = "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
-    here = f"the {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no GPU"
+    cuda = visible_gpu()
+    target = "cuda" if device == "cuda" or (device == "auto" and cuda is not None) else "cpu"
+    here = f"the {cuda.get_device_name(0)}" if cuda is not None else "no GPU"
     hours = {d: training_hours(params, root, d) for d in ("cuda", "cpu")}
     line = (
         f"base.device {device}: {target} ({here}, {usable_cpus()} CPU(s) here); resources.py estimates "
@@ -91,6 +103,6 @@ def missing_device(params: dict) -> str | None:
     a stage with "Torch not compiled with CUDA enabled"), else None."""
     base = params.get("base")
     device = base.get("device") if isinstance(base, dict) else None
-    if device != "cuda" or torch.cuda.is_available():
+    if device != "cuda" or visible_gpu() is not None:
         return None
-    return f"base.device: cuda, but torch {torch.__version__} sees no GPU on this machine; set it to auto or cpu"
+    return f"base.device: cuda, but torch {version('torch')} sees no GPU on this machine; set it to auto or cpu"

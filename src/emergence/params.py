@@ -7,7 +7,11 @@ loads it (so the check and the stage cannot disagree), or a function
 `(params, name)` for a section that is more than one dataclass (the checkers
 below). Schemas live beside the code that uses them and stages import them
 from there, never from this module: importing every schema would put every
-study's modules in every stage's dependencies.
+study's modules in every stage's dependencies. A schema imports no torch
+(`emergence check`, the guard stage and every Snakemake start load them all,
+and compute nothing with it): where the code beside it needs torch, it sits in
+a `<module>_params.py` of its own (binding/patching_params.py), and a model's
+config in `core/models/<arch>_config.py`.
 
 The registry itself is one `section: module:Name` line in pipeline.yaml, next
 to the stage entries, so adding a stage with params of its own touches its
@@ -25,12 +29,12 @@ from typing import Any
 from emergence.core.config import from_dict, section
 from emergence.core.declared import DECLARATION
 from emergence.core.io import PipelineError
-from emergence.core.models import make_config
+from emergence.core.models.registry import make_config
 from emergence.core.pipeline import read_declaration, user_paths
-from emergence.core.train import TrainConfig
+from emergence.core.train.config import TrainConfig
 from emergence.studies.assoc.corpus import CorpusParams
 from emergence.studies.binding.train_config import BindingTrainKeys, model_params, train_params
-from emergence.studies.grounding.inputs import WindowKeys, train_section
+from emergence.studies.grounding.inputs_params import WindowKeys, train_section
 from emergence.studies.grounding.lens import GroundingLensParams
 from emergence.studies.grounding.tokens import model_entry
 

@@ -9,8 +9,9 @@ from tqdm import tqdm
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, read_parquet, write_parquet
-from emergence.core.train import list_checkpoints, load_checkpoint
-from emergence.studies.assoc.compare import CompareParams, cosine_table, first_batch_rows, run_name
+from emergence.core.train.checkpoint import list_checkpoints, load_checkpoint
+from emergence.studies.assoc.compare import cosine_table, first_batch_rows
+from emergence.studies.assoc.compare_params import CompareParams, run_name
 from emergence.studies.assoc.corpus import load_corpus
 from emergence.studies.assoc.theory import compute_basis, load_basis
 

@@ -17,9 +17,12 @@ import torch
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_parquet
-from emergence.core.models import build_model
-from emergence.core.train import TrainConfig, list_checkpoints, load_checkpoint, train
-from emergence.studies.assoc.compare import OrderParams, weight_rows
+from emergence.core.models.registry import build_model
+from emergence.core.train.checkpoint import list_checkpoints, load_checkpoint
+from emergence.core.train.config import TrainConfig
+from emergence.core.train.loop import train
+from emergence.studies.assoc.compare import weight_rows
+from emergence.studies.assoc.compare_params import OrderParams
 from emergence.studies.assoc.corpus import first_sequences, load_corpus
 from emergence.studies.assoc.theory import Basis, compute_basis
 

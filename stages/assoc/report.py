@@ -11,7 +11,7 @@ from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_text
 from emergence.core.report.interactive import bundle_src
 from emergence.core.report.provenance import provenance
-from emergence.studies.assoc.compare import AssocRuns, CompareParams
+from emergence.studies.assoc.compare_params import AssocRuns, CompareParams
 from emergence.studies.assoc.report import assoc_metrics, associations_page, plot_table
 
 

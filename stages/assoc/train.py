@@ -12,10 +12,12 @@ import torch
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, load_base, path_of, section
 from emergence.core.io import PipelineError, file_sha256
-from emergence.core.models import build_model
-from emergence.core.train import TrainConfig, train
+from emergence.core.models.registry import build_model
 from emergence.core.train.batches import epoch_batches
-from emergence.studies.assoc.compare import AssocTrainParams, checkpoint_steps, corpus_loss, run_name
+from emergence.core.train.config import TrainConfig
+from emergence.core.train.loop import train
+from emergence.studies.assoc.compare import checkpoint_steps, corpus_loss
+from emergence.studies.assoc.compare_params import AssocTrainParams, run_name
 from emergence.studies.assoc.corpus import load_corpus
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, write_parquet
-from emergence.core.train import load_named_checkpoint
-from emergence.studies.assoc.compare import learned_matrices, run_name, theory_matrices, top_associations
+from emergence.core.train.checkpoint import load_named_checkpoint
+from emergence.studies.assoc.compare import learned_matrices, theory_matrices, top_associations
+from emergence.studies.assoc.compare_params import run_name
 from emergence.studies.assoc.corpus import WordsParams, load_corpus
 from emergence.studies.assoc.theory import load_basis
 

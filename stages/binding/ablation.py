@@ -5,8 +5,9 @@ from __future__ import annotations
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_parquet
-from emergence.core.train import load_named_checkpoint
-from emergence.studies.binding.ablation import BindingAblationParams, ablation_table
+from emergence.core.train.checkpoint import load_named_checkpoint
+from emergence.studies.binding.ablation import ablation_table
+from emergence.studies.binding.ablation_params import BindingAblationParams
 from emergence.studies.binding.batches import encode_programs
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.tokenizer import CharTokenizer

@@ -8,12 +8,14 @@ import numpy as np
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_parquet
-from emergence.core.train import load_named_checkpoint
+from emergence.core.train.checkpoint import load_named_checkpoint
 from emergence.studies.binding.aid_table import aid_rows
-from emergence.studies.binding.patching import PatchingParams, make_counterfactual_pairs, patching_table
+from emergence.studies.binding.patching import make_counterfactual_pairs, patching_table
+from emergence.studies.binding.patching_params import PatchingParams
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.tokenizer import CharTokenizer
-from emergence.studies.binding.trajectory import PhaseParams, detect_phases, run_trajectory
+from emergence.studies.binding.trajectory import detect_phases, run_trajectory
+from emergence.studies.binding.trajectory_params import PhaseParams
 
 
 @stage_main

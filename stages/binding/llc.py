@@ -6,8 +6,9 @@ from __future__ import annotations
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_parquet
-from emergence.core.train import list_checkpoints
-from emergence.interp.llc import LLCParams, every_kth, finite_checkpoints, llc_table, packed
+from emergence.core.train.checkpoint import list_checkpoints
+from emergence.interp.llc import every_kth, finite_checkpoints, llc_table, packed
+from emergence.interp.llc_params import LLCParams
 from emergence.studies.binding.batches import IGNORE, encode_programs
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.tokenizer import CharTokenizer

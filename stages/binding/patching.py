@@ -9,13 +9,9 @@ import pandas as pd
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_parquet
-from emergence.core.train import load_named_checkpoint
-from emergence.studies.binding.patching import (
-    PatchingParams,
-    head_step_table,
-    make_counterfactual_pairs,
-    patching_table,
-)
+from emergence.core.train.checkpoint import load_named_checkpoint
+from emergence.studies.binding.patching import head_step_table, make_counterfactual_pairs, patching_table
+from emergence.studies.binding.patching_params import PatchingParams
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.tokenizer import CharTokenizer
 

@@ -11,14 +11,15 @@ from emergence.core.config import from_dict, load_base, path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, read_parquets, write_json, write_text
 from emergence.core.report.interactive import bundle_src
 from emergence.core.report.provenance import provenance
-from emergence.interp.llc import LLCSeeds
+from emergence.interp.llc_params import LLCSeeds
 from emergence.studies.binding.ablation import rank_routing_heads
 from emergence.studies.binding.aid_table import COLUMNS, DEFAULT, aid_rows, aids_metrics
 from emergence.studies.binding.aids import AidParams
 from emergence.studies.binding.program_io import load_programs, subset
-from emergence.studies.binding.report import ReportParams, binding_metrics, binding_page, binding_plot_table
+from emergence.studies.binding.report import binding_metrics, binding_page, binding_plot_table
 from emergence.studies.binding.report_llc import llc_metrics
 from emergence.studies.binding.report_mechanisms import mechanism_metrics
+from emergence.studies.binding.report_params import ReportParams
 from emergence.studies.binding.sets import heuristic_table
 
 PER_SEED = (

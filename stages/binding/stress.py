@@ -10,9 +10,10 @@ from tqdm import tqdm
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_parquet
-from emergence.core.train import find_checkpoint, list_checkpoints, load_checkpoint
+from emergence.core.train.checkpoint import find_checkpoint, list_checkpoints, load_checkpoint
 from emergence.studies.binding.program_io import load_programs
-from emergence.studies.binding.stress import StressParams, curve_steps, stress_accuracy
+from emergence.studies.binding.stress import curve_steps, stress_accuracy
+from emergence.studies.binding.stress_params import StressParams
 
 
 @stage_main

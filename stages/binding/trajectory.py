@@ -7,11 +7,12 @@ import pandas as pd
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_parquet
-from emergence.core.train import find_checkpoint, load_checkpoint
+from emergence.core.train.checkpoint import find_checkpoint, load_checkpoint
 from emergence.studies.binding.batches import encode_programs, predict_answers
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.tokenizer import CharTokenizer
-from emergence.studies.binding.trajectory import PhaseParams, detect_phases, run_trajectory
+from emergence.studies.binding.trajectory import detect_phases, run_trajectory
+from emergence.studies.binding.trajectory_params import PhaseParams
 
 
 def final_predictions(model, programs: pd.DataFrame, tok: CharTokenizer, seed: int, step: int) -> pd.DataFrame:

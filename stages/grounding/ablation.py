@@ -7,7 +7,8 @@ from __future__ import annotations
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, section
 from emergence.core.io import read_parquet, write_parquet
-from emergence.studies.grounding.ablation import HeadAblationParams, checkpoint_ablations
+from emergence.studies.grounding.ablation import checkpoint_ablations
+from emergence.studies.grounding.ablation_params import HeadAblationParams
 from emergence.studies.grounding.saliency import HEAD_COLUMNS
 from emergence.studies.grounding.settings import Setting
 

@@ -20,7 +20,8 @@ from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, load_base, path_of, section
 from emergence.core.io import PipelineError, atomic_path, read_parquet, write_json, write_parquet
 from emergence.core.train.loop import resolve_device
-from emergence.studies.grounding.dino_features import EncoderParams, encode_images, image_key, load_encoder, skip_hint
+from emergence.studies.grounding.dino_features import encode_images, image_key, load_encoder, skip_hint
+from emergence.studies.grounding.encoder_params import EncoderParams
 from emergence.studies.grounding.visdial import find_images
 
 NOT_PRETRAINED = "encoder not pretrained"

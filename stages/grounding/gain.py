@@ -8,7 +8,7 @@ from tqdm import tqdm
 
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.io import write_parquet
-from emergence.core.train import load_checkpoint
+from emergence.core.train.checkpoint import load_checkpoint
 from emergence.studies.grounding.gain import gain_rows
 from emergence.studies.grounding.settings import Setting
 from emergence.studies.grounding.visual_gain import image_gain_rows

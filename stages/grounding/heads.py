@@ -7,7 +7,8 @@ from __future__ import annotations
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, section
 from emergence.core.io import read_parquet, write_parquet
-from emergence.studies.grounding.saliency import SALIENCY_COLUMNS, HeadParams, find_heads
+from emergence.studies.grounding.saliency import SALIENCY_COLUMNS, find_heads
+from emergence.studies.grounding.saliency_params import HeadParams
 from emergence.studies.grounding.settings import Setting
 
 

@@ -10,7 +10,7 @@ from tqdm import tqdm
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, section
 from emergence.core.io import write_parquet
-from emergence.core.train import load_checkpoint
+from emergence.core.train.checkpoint import load_checkpoint
 from emergence.interp.tuned_lens import layer_kl, layer_surprisal, train_lens
 from emergence.studies.grounding import inputs
 from emergence.studies.grounding.gain import evaluation_pairs, gain_table

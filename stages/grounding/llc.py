@@ -8,8 +8,9 @@ import torch
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import write_parquet
-from emergence.core.train import list_checkpoints
-from emergence.interp.llc import LLCParams, every_kth, finite_checkpoints, llc_table, next_token
+from emergence.core.train.checkpoint import list_checkpoints
+from emergence.interp.llc import every_kth, finite_checkpoints, llc_table, next_token
+from emergence.interp.llc_params import LLCParams
 from emergence.studies.grounding.settings import Setting
 from emergence.studies.grounding.tokens import run_name, training_windows
 

@@ -9,11 +9,14 @@ import torch
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, load_base, path_of, section
 from emergence.core.io import PipelineError, file_sha256, write_parquet
-from emergence.core.models import build_model
-from emergence.core.train import TrainConfig, list_checkpoints, load_checkpoint, train
+from emergence.core.models.registry import build_model
 from emergence.core.train.batches import epoch_batches
+from emergence.core.train.checkpoint import list_checkpoints, load_checkpoint
+from emergence.core.train.config import TrainConfig
+from emergence.core.train.loop import train
 from emergence.studies.grounding import inputs
-from emergence.studies.grounding.marking import MarkingParams, all_marked_inputs, final_word_gains
+from emergence.studies.grounding.marking import all_marked_inputs, final_word_gains
+from emergence.studies.grounding.marking_params import MarkingParams
 from emergence.studies.grounding.settings import Corpus
 from emergence.studies.grounding.templates import read_templates
 from emergence.studies.grounding.tokens import VocabParams, model_entry, read_vocab, run_name, training_windows

@@ -16,10 +16,11 @@ import torch
 from emergence.core.cli import stage_main, start_stage
 from emergence.core.config import from_dict, load_base, path_of, section
 from emergence.core.io import PipelineError, file_sha256
-from emergence.core.models import build_model
 from emergence.core.models.prefix import set_prefix_stats
-from emergence.core.train import TrainConfig, train
+from emergence.core.models.registry import build_model
 from emergence.core.train.batches import epoch_batches
+from emergence.core.train.config import TrainConfig
+from emergence.core.train.loop import train
 from emergence.studies.grounding import visual_inputs
 from emergence.studies.grounding.settings import Setting
 from emergence.studies.grounding.tokens import model_entry, training_windows

@@ -13,7 +13,7 @@ from emergence.core.report.provenance import provenance
 from emergence.studies.grounding import visual_inputs as inputs
 from emergence.studies.grounding.inputs import RUN_KEYS, per_run
 from emergence.studies.grounding.report_visual import mechanism_sections, visual_curve, visual_metrics, visual_page
-from emergence.studies.grounding.saliency import HeadParams
+from emergence.studies.grounding.saliency_params import HeadParams
 
 KEYS = {"setting": "O", **RUN_KEYS}
 

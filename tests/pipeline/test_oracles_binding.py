@@ -19,7 +19,7 @@ import torch
 import yaml
 
 from emergence.claims import BINDING, FIGURES
-from emergence.core.train import load_checkpoint
+from emergence.core.train.checkpoint import load_checkpoint
 from emergence.studies.binding.tokenizer import VOCAB
 
 pytestmark = pytest.mark.pipeline

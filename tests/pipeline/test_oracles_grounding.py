@@ -22,7 +22,7 @@ import yaml
 from safetensors.numpy import load_file
 
 from emergence.claims import CLAIMS, FIGURES, GROUNDING, VISUAL
-from emergence.core.train import load_checkpoint
+from emergence.core.train.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.pipeline
 

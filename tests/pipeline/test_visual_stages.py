@@ -18,7 +18,7 @@ from refusals import assert_names
 from safetensors.torch import load_file
 
 from emergence.core.pipeline import stage_command
-from emergence.core.train import list_checkpoints, load_checkpoint
+from emergence.core.train.checkpoint import list_checkpoints, load_checkpoint
 
 # this checkout's src first, even where the venv's editable install points at another checkout
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]), "OMP_NUM_THREADS": "1"}

@@ -13,7 +13,8 @@ import pytest
 from refusals import refuses, refuses_key
 
 from emergence.core.config import from_dict
-from emergence.studies.assoc.compare import CompareParams, cosine, first_batch_rows
+from emergence.studies.assoc.compare import cosine, first_batch_rows
+from emergence.studies.assoc.compare_params import CompareParams
 from emergence.studies.assoc.corpus import CorpusConfig, build_corpus
 from emergence.studies.assoc.report import _cosine_section, basis_comparison
 from emergence.studies.assoc.theory import compute_basis
@@ -217,6 +218,6 @@ def test_the_window_counts_every_log_point_when_logs_come_more_often_than_epochs
 
 
 def _zero_model():
-    from emergence.core.models import build_model
+    from emergence.core.models.registry import build_model
 
     return build_model("attn_only", dict(n_layers=1, d_vocab=3, n_ctx=2), "m")

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from emergence.core.io import PipelineError
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.studies.assoc.compare import (
     causal_table,
     corpus_loss,

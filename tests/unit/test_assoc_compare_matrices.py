@@ -11,8 +11,9 @@ import torch
 from refusals import refuses
 from safetensors.torch import load_file
 
-from emergence.core.models import build_model
-from emergence.studies.assoc.compare import AssocRuns, departures, learned_matrices, theory_matrices
+from emergence.core.models.registry import build_model
+from emergence.studies.assoc.compare import departures, learned_matrices, theory_matrices
+from emergence.studies.assoc.compare_params import AssocRuns
 from emergence.studies.assoc.theory import BASIS_NAMES, Basis, basis_summary, load_basis, save_basis
 
 

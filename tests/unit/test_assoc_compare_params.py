@@ -12,15 +12,8 @@ from refusals import assert_refused, refuses
 
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
-from emergence.studies.assoc.compare import (
-    AssocRuns,
-    AssocTrainParams,
-    CausalParams,
-    CompareParams,
-    OrderParams,
-    min_cosine_table,
-    order_slopes,
-)
+from emergence.studies.assoc.compare import min_cosine_table, order_slopes
+from emergence.studies.assoc.compare_params import AssocRuns, AssocTrainParams, CausalParams, CompareParams, OrderParams
 
 
 def refusal(params) -> list[str]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.studies.assoc import theory
 from emergence.studies.assoc.theory import (
     WEIGHTS,

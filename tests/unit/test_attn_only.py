@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from tiny_models import no_hooks
 
-from emergence.core.models import build_model
 from emergence.core.models.attn_only import diagonal_bias
+from emergence.core.models.registry import build_model
 
 
 def random_model(n_layers: int = 2, V: int = 6, T: int = 5) -> torch.nn.Module:

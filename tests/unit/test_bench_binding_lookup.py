@@ -22,7 +22,7 @@ from binding_oracle import SEEN, TOK, TRAINED, lines_of, oracle, trace
 from conftest import help_text, summary_line
 
 from bench import binding_lookup as lookup
-from emergence.core.models.transformer import TransformerConfig
+from emergence.core.models.transformer_config import TransformerConfig
 from emergence.studies.binding.batches import EncodedPrograms, sampler
 
 WRONG = "aeiouwxyz"

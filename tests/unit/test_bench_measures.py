@@ -21,7 +21,7 @@ import bench.dino_cache as dino_cache
 import bench.pipeline as pipeline
 import bench.saliency as saliency
 from bench.table import KEYS, print_comparison, row
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.studies.assoc.theory import chunk_rows
 
 

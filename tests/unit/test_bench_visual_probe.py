@@ -19,7 +19,7 @@ from conftest import help_text, summary_line
 from refusals import refuses
 
 from bench import visual_probe
-from emergence.studies.grounding.dino_features import EncoderParams
+from emergence.studies.grounding.encoder_params import EncoderParams
 
 # --- labels ----------------------------------------------------------------
 

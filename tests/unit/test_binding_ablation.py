@@ -11,12 +11,8 @@ from tiny_models import N_LAYERS, TOK, digit_reader, no_hooks, tiny_model
 
 from emergence.core.config import from_dict
 from emergence.interp.ablation import ablate_heads, mean_head_activations
-from emergence.studies.binding.ablation import (
-    BindingAblationParams,
-    ablation_table,
-    heads_by_hop,
-    rank_routing_heads,
-)
+from emergence.studies.binding.ablation import ablation_table, heads_by_hop, rank_routing_heads
+from emergence.studies.binding.ablation_params import BindingAblationParams
 from emergence.studies.binding.batches import encode_programs
 from emergence.studies.binding.patching import answer_digits
 from emergence.studies.binding.programs import ProgramConfig

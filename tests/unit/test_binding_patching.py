@@ -11,7 +11,6 @@ from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
 from emergence.studies.binding.batches import encode_programs, parse_program
 from emergence.studies.binding.patching import (
-    PatchingParams,
     answer_digits,
     chain_depths,
     head_step_table,
@@ -20,6 +19,7 @@ from emergence.studies.binding.patching import (
     patching_table,
     position_classes,
 )
+from emergence.studies.binding.patching_params import PatchingParams
 from emergence.studies.binding.programs import ProgramConfig, trace
 from emergence.studies.binding.sets import generate_table
 

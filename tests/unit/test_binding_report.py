@@ -31,6 +31,7 @@ from emergence.studies.binding import report as R
 from emergence.studies.binding.aid_table import aids_section
 from emergence.studies.binding.heuristics import HEURISTICS
 from emergence.studies.binding.report_llc import llc_section
+from emergence.studies.binding.report_params import ReportParams
 
 # ---- the page read back: the plots it asks for, its table cells
 
@@ -177,9 +178,9 @@ def metrics() -> dict:
 
 
 def test_report_params_accept_zero_examples_and_reject_negative():
-    assert from_dict(R.ReportParams, {"n_examples": 0}, "report") == R.ReportParams(n_examples=0)
+    assert from_dict(ReportParams, {"n_examples": 0}, "report") == ReportParams(n_examples=0)
     with refuses_key("report.n_examples", -1):
-        from_dict(R.ReportParams, {"n_examples": -1}, "report")
+        from_dict(ReportParams, {"n_examples": -1}, "report")
 
 
 def test_stats_of_no_one_and_three_seeds():

@@ -20,6 +20,7 @@ from emergence.core.io import PipelineError
 from emergence.studies.binding import stress as S
 from emergence.studies.binding.paper import Shape
 from emergence.studies.binding.programs import ProgramConfig
+from emergence.studies.binding.stress_params import StressParams
 
 SETS = [f"stress_{name}" for name in S.STRESS] + ["ref_paper", "ref_balanced"]
 
@@ -186,10 +187,10 @@ def test_a_failed_draw_names_the_stress_set(monkeypatch):
 
 @pytest.mark.parametrize("every", [0, 1, 500])
 def test_stress_params_accept_every_n_from_zero(every):
-    assert from_dict(S.StressParams, {"curve_every": every}, "binding_stress") == S.StressParams(curve_every=every)
+    assert from_dict(StressParams, {"curve_every": every}, "binding_stress") == StressParams(curve_every=every)
 
 
 @pytest.mark.parametrize("every", [-1, True, False])
 def test_stress_params_refuse_negatives_and_booleans(every):
     with refuses_key("binding_stress.curve_every", every):
-        from_dict(S.StressParams, {"curve_every": every}, "binding_stress")
+        from_dict(StressParams, {"curve_every": every}, "binding_stress")

@@ -18,9 +18,9 @@ from refusals import assert_refused, refuses
 
 from emergence.core.config import load_base
 from emergence.core.io import PipelineError, file_sha256, write_parquet
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.core.profile import apply_profile
-from emergence.core.train import list_checkpoints, load_checkpoint
+from emergence.core.train.checkpoint import list_checkpoints, load_checkpoint
 from emergence.studies.binding import training
 from emergence.studies.binding.batches import encode_programs, predict_answers, sampler
 from emergence.studies.binding.sets import load_data_params, load_program_config

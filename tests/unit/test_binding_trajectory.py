@@ -16,7 +16,8 @@ from refusals import assert_refused, refuses, refuses_key
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
 from emergence.studies.binding.heuristics import HEURISTICS
-from emergence.studies.binding.trajectory import PhaseParams, checkpoint_rows, detect_phases, training_rows
+from emergence.studies.binding.trajectory import checkpoint_rows, detect_phases, training_rows
+from emergence.studies.binding.trajectory_params import PhaseParams
 
 HEUR = list(HEURISTICS)
 

@@ -155,18 +155,30 @@ def test_the_device_holds_its_memory_in_mib_of_2_to_the_20_bytes(monkeypatch):
     import os
     from types import SimpleNamespace
 
-    import torch
-
+    from emergence import machine
     from emergence.machine import device_memory
 
     pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 3 * 2**18 + 100}  # 3 GiB and 400 KiB: 3,072 MiB, 3,221 MB
     monkeypatch.setattr(os, "sysconf", pages.__getitem__)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(machine, "visible_gpu", lambda: None)
     assert device_memory("cpu") == (3072, "this machine's memory", False) and device_memory("cuda") is None
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     gpu = SimpleNamespace(total_memory=80 * 2**30 + 2**19, name="Test GPU")  # 80 GiB and half a MiB
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: gpu)
+    monkeypatch.setattr(machine, "visible_gpu", lambda: SimpleNamespace(get_device_properties=lambda index: gpu))
     assert device_memory("auto") == (81920, "the Test GPU", True)
+
+
+def test_a_cpu_build_of_torch_sees_no_gpu_and_another_build_asks_torch(monkeypatch):
+    import torch
+
+    from emergence import machine
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # what a build would say: not asked below
+    monkeypatch.setattr(machine, "version", lambda package: "2.13.0+cpu")
+    assert machine.visible_gpu() is None
+    monkeypatch.setattr(machine, "version", lambda package: "2.13.0+cu128")
+    assert machine.visible_gpu() is torch.cuda
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert machine.visible_gpu() is None
 
 
 def test_training_hours_are_the_device_jobs_seconds_over_3600(monkeypatch):

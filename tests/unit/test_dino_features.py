@@ -18,8 +18,6 @@ from safetensors.torch import save_file
 
 from emergence.studies.grounding import dino_features as dino
 from emergence.studies.grounding.dino_features import (
-    PATCH,
-    EncoderParams,
     encode_batch,
     encode_images,
     encoder_layers,
@@ -27,6 +25,7 @@ from emergence.studies.grounding.dino_features import (
     load_encoder,
     load_image,
 )
+from emergence.studies.grounding.encoder_params import PATCH, EncoderParams
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore:.*random-init DINOv2")]
 

@@ -16,8 +16,8 @@ import torch
 from refusals import assert_names, refuses
 from test_hf_equivalence import TINY, VOCAB, perturbed
 
-from emergence.core.models import build_model
-from emergence.core.train import save_checkpoint
+from emergence.core.models.registry import build_model
+from emergence.core.train.checkpoint import save_checkpoint
 from emergence.export import export, main
 from emergence.studies.binding.tokenizer import VOCAB as BINDING_VOCAB
 from emergence.studies.binding.tokenizer import CharTokenizer
@@ -85,7 +85,7 @@ def test_the_export_loads_with_from_pretrained_and_computes_our_logits(name, tmp
     step = checkpoint(tmp_path, arch, config)
     out = tmp_path / "hf"
     assert export(step.parent, out, "hf", str(vocab_json(tmp_path))) <= 1e-5  # a run folder: its last step
-    from emergence.core.train import load_checkpoint
+    from emergence.core.train.checkpoint import load_checkpoint
 
     ours, _ = load_checkpoint(step)
     idx = torch.randint(VOCAB, (3, 12), generator=torch.Generator().manual_seed(3))  # not the export's own check
@@ -140,7 +140,7 @@ def test_the_grounding_tokenizer_splits_words_and_maps_unknown_ones(tmp_path):
 
 @pytest.mark.parametrize("name", ["gpt2_learned", "gpt2_rope"])
 def test_transformer_lens_loads_the_export_with_our_hook_values(name, tmp_path):
-    from emergence.core.train import load_checkpoint
+    from emergence.core.train.checkpoint import load_checkpoint
     from emergence.export_lens import hook_differences
 
     step = checkpoint(tmp_path, *ARCHS[name])
@@ -159,7 +159,7 @@ def test_transformer_lens_loads_the_export_with_our_hook_values(name, tmp_path):
 def test_transformer_lens_compatibility_mode_moves_each_positions_logits_by_their_mean(name, tmp_path):
     """enable_compatibility_mode() centres the unembedding: its logits are ours less their mean over the
     vocabulary at each position (raw, 0.14-0.17 apart here), so its log-probs are ours."""
-    from emergence.core.train import load_checkpoint
+    from emergence.core.train.checkpoint import load_checkpoint
     from emergence.export_lens import bridge_logits, centred
 
     step = checkpoint(tmp_path, *ARCHS[name])
@@ -176,7 +176,7 @@ def test_transformer_lens_compatibility_mode_moves_each_positions_logits_by_thei
 
 def test_a_hook_whose_layout_differs_is_none_and_the_others_still_compared(tmp_path, monkeypatch):
     """Heads before positions on our side: a layout, not a value, so no difference is computed for it."""
-    from emergence.core.train import load_checkpoint
+    from emergence.core.train.checkpoint import load_checkpoint
     from emergence.export_lens import hook_differences
 
     step = checkpoint(tmp_path, *ARCHS["gpt2_rope"])
@@ -200,7 +200,7 @@ def test_a_hook_whose_layout_differs_is_none_and_the_others_still_compared(tmp_p
 @pytest.mark.parametrize("compatibility", [False, True])
 def test_the_bridge_stays_on_the_cpu_where_torch_sees_a_gpu(compatibility, tmp_path, monkeypatch):
     """Like the export itself and our checkpoint, whatever accelerator the machine has."""
-    from emergence.core.train import load_checkpoint
+    from emergence.core.train.checkpoint import load_checkpoint
     from emergence.export_lens import bridge, bridge_logits, centred
 
     step = checkpoint(tmp_path, *ARCHS["gpt2_rope"])

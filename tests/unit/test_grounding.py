@@ -10,7 +10,7 @@ import pytest
 import torch
 from refusals import refuses
 
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.interp import padding
 from emergence.interp.padding import right_pad
 from emergence.studies.grounding.gain import gain_rows, sign_flip_test, target_surprisal, word_gains

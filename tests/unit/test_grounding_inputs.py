@@ -16,10 +16,10 @@ from refusals import assert_names, assert_refused, refuses, refuses_key
 from safetensors.torch import save_file
 
 from emergence.core.io import write_parquet
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.core.train.checkpoint import save_checkpoint
-from emergence.studies.grounding import inputs, visual_inputs
-from emergence.studies.grounding.inputs import SaliencyParams
+from emergence.studies.grounding import inputs, inputs_params, visual_inputs
+from emergence.studies.grounding.inputs_params import SaliencyParams
 from emergence.studies.grounding.settings import Corpus, Setting
 
 # ---- the tiny workspace: two corpora, their vocabularies and runs
@@ -238,10 +238,10 @@ def test_eval_set_schema_is_checked(ws):
 
 def test_seq_len_from_params_or_the_corpus_default(ws):
     params, _ = ws
-    assert inputs.seq_len(params) == 2 and Corpus("childes").seq_len(params) == 2
+    assert inputs_params.seq_len(params) == 2 and Corpus("childes").seq_len(params) == 2
     assert Corpus("visdial").seq_len(params) == 3
     bare = {"grounding_train": {}, "visual_train": {}}
-    assert inputs.seq_len(bare) == 64 and Corpus("childes").seq_len(bare) == 64
+    assert inputs_params.seq_len(bare) == 64 and Corpus("childes").seq_len(bare) == 64
     assert Corpus("visdial").seq_len(bare) == 96
 
 

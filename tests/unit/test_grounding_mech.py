@@ -12,7 +12,7 @@ from refusals import refuses
 from tiny_models import no_hooks
 
 from emergence.core.io import PipelineError
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.interp.ablation import ablation_hook
 from emergence.interp.saliency import head_saliency
 from emergence.studies.grounding.ablation import ablation_rows, control_heads

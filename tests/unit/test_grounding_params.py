@@ -8,11 +8,11 @@ from refusals import assert_refused, refuses
 
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
-from emergence.studies.grounding.ablation import HeadAblationParams
+from emergence.studies.grounding.ablation_params import HeadAblationParams
 from emergence.studies.grounding.cooc import CoocParams
-from emergence.studies.grounding.inputs import SaliencyParams
-from emergence.studies.grounding.marking import MarkingParams
-from emergence.studies.grounding.visual_inputs import VisualRuns
+from emergence.studies.grounding.inputs_params import SaliencyParams
+from emergence.studies.grounding.marking_params import MarkingParams
+from emergence.studies.grounding.visual_params import VisualRuns
 
 
 def refused(cls, values: dict, where: str, key: str, value, rule: str) -> None:

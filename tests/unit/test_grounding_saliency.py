@@ -14,7 +14,6 @@ from emergence.core.config import from_dict
 from emergence.studies.grounding import saliency
 from emergence.studies.grounding.saliency import (
     SALIENCY_COLUMNS,
-    HeadParams,
     find_heads,
     head_summary,
     rise_over_init,
@@ -22,6 +21,7 @@ from emergence.studies.grounding.saliency import (
     saliency_shares,
     saliency_table,
 )
+from emergence.studies.grounding.saliency_params import HeadParams
 
 # ---- checkpoints whose saliency is known
 

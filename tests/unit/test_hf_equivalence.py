@@ -10,8 +10,8 @@ import pytest
 import torch
 from refusals import refuses, refuses_key
 
-from emergence.core.models import build_model
 from emergence.core.models.hf import to_hf
+from emergence.core.models.registry import build_model
 
 VOCAB, T = 37, 12
 TINY = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, d_mlp=48, n_ctx=16, d_vocab=VOCAB)

@@ -4,7 +4,8 @@ import pytest
 import torch
 from refusals import refuses
 
-from emergence.core.models.transformer import Transformer, TransformerConfig
+from emergence.core.models.transformer import Transformer
+from emergence.core.models.transformer_config import TransformerConfig
 
 CFG = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, d_mlp=64, n_ctx=16, d_vocab=11)
 B, T = 2, 9

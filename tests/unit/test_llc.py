@@ -16,10 +16,9 @@ from refusals import assert_refused, refuses
 
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.core.rules import field_problems
 from emergence.interp.llc import (
-    LLCParams,
     drift,
     estimate,
     every_kth,
@@ -30,6 +29,7 @@ from emergence.interp.llc import (
     packed,
     unsettled_note,
 )
+from emergence.interp.llc_params import LLCParams
 
 V, T = 8, 12
 P = LLCParams(num_chains=3, num_draws=60, lr=1e-3, n_beta=50.0, localization=100.0, batch_size=16, n_sequences=128)

@@ -16,7 +16,8 @@ import pytest
 import torch
 from refusals import refuses
 
-from emergence.interp.llc import LLCParams, estimate
+from emergence.interp.llc import estimate
+from emergence.interp.llc_params import LLCParams
 
 
 class Stopped(Exception):

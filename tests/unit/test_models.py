@@ -4,8 +4,9 @@ import pytest
 import torch
 from refusals import refuses, refuses_key
 
-from emergence.core.models import build_model, model_spec
-from emergence.core.models.transformer import Transformer, TransformerConfig, apply_rope, rope_tables
+from emergence.core.models.registry import build_model, model_spec
+from emergence.core.models.transformer import Transformer, apply_rope, rope_tables
+from emergence.core.models.transformer_config import TransformerConfig
 
 TINY = dict(n_layers=2, d_model=32, n_heads=4, d_head=8, d_mlp=64, n_ctx=16, d_vocab=11)
 

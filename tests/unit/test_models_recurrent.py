@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from refusals import refuses, refuses_key
 from tiny_models import no_hooks
 
-from emergence.core.models import build_model, model_spec
+from emergence.core.models.registry import build_model, model_spec
 from emergence.core.train.checkpoint import load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")

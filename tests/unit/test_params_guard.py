@@ -5,6 +5,8 @@ CPUs, a GPU that is not there, outputs outside the checkout, YAML anchors and al
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
 import sys
 
 import pytest
@@ -14,7 +16,7 @@ from conftest import ROOT, SOURCES, project_copy, run
 from params_edits import SHIPPED, declared_rules, edited
 from refusals import assert_not_refused, assert_refused, refuses
 
-from emergence import check
+from emergence import check, machine
 from emergence.check import problems_of, stage_problems
 from emergence.core import config
 from emergence.core.config import read_params
@@ -170,17 +172,40 @@ def test_two_paths_keys_stages_write_name_different_places_neither_inside_the_ot
     assert problems_of(SHIPPED, root=ROOT) == []
 
 
+def test_the_params_rules_load_without_torch_at_every_door():
+    """`emergence check`, the guard stage's rules and thread count, and the Snakefile's start compute nothing
+    with torch: importing it cost each of those processes ~1.3 s. A stage that loads torch later gets the
+    thread count params give."""
+    snakefile = [line for line in (ROOT / "Snakefile").read_text().splitlines() if line.startswith("from emergence")]
+    code = "\n".join(
+        [
+            "import sys",
+            "from emergence.check import main",
+            f"assert main([{str(ROOT / 'params.yaml')!r}, '--root', {str(ROOT)!r}, '--estimate', 'none']) == 0",
+            "from emergence.core.config import set_threads",
+            "set_threads(1)",
+            *snakefile,
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))",
+            "import torch",
+            "print(torch.get_num_threads())",
+        ]
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-2:] == ["[]", "1"]
+
+
 def test_a_gpu_that_is_not_there_is_named(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(machine, "visible_gpu", lambda: None)
     assert missing_device(edited(base__device="cuda")).startswith("base.device: cuda")
     assert missing_device(edited(base__device="auto")) is None
     assert_refused(train_stage(edited(base__device="cuda")), "base.device", "cuda")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(machine, "visible_gpu", lambda: torch.cuda)
     assert missing_device(edited(base__device="cuda")) is None
 
 
 def test_check_says_where_the_jobs_run_and_the_hours_before_anything_runs(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(machine, "visible_gpu", lambda: None)
     paper = copy.deepcopy(SHIPPED)
     from emergence.core.profile import merge_into, profile_path
 

@@ -8,10 +8,11 @@ import torch.nn.functional as F
 from refusals import refuses, refuses_key
 from tiny_models import no_hooks
 
-from emergence.core.models import build_model
 from emergence.core.models.prefix import STD_FLOOR, set_prefix_stats
-from emergence.core.train import TrainConfig, list_checkpoints, load_checkpoint, train
-from emergence.core.train.checkpoint import save_checkpoint
+from emergence.core.models.registry import build_model
+from emergence.core.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from emergence.core.train.config import TrainConfig
+from emergence.core.train.loop import train
 from emergence.interp.saliency import head_saliency
 from emergence.studies.grounding.gain import target_surprisal
 from emergence.studies.grounding.saliency import saliency_shares

@@ -8,7 +8,7 @@ import torch
 from refusals import refuses
 from tiny_models import no_hooks
 
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.interp.saliency import _pattern_names, head_saliency, head_saliency_per_layer, layer_flow
 
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from emergence.core.models import build_model
 from emergence.core.models.hooks import HookedModel, HookPoint
+from emergence.core.models.registry import build_model
 from emergence.interp.saliency import head_saliency, layer_flow
 
 pytestmark = pytest.mark.usefixtures("one_thread")

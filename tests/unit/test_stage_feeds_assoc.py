@@ -22,9 +22,10 @@ from feeds import ran, save_run, spy, spy_listing, step_of, workspace
 from refusals import refuses
 
 from emergence.core.io import write_parquet
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.core.train.batches import epoch_rows
-from emergence.studies.assoc.compare import CompareParams, first_batch_rows
+from emergence.studies.assoc.compare import first_batch_rows
+from emergence.studies.assoc.compare_params import CompareParams
 from emergence.studies.assoc.corpus import load_corpus
 from emergence.studies.assoc.theory import compute_basis, leading_coefficient, load_basis
 from stages.assoc import causal, compare, order

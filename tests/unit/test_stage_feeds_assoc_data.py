@@ -21,7 +21,7 @@ from feeds import ran, save_run, spy, workspace
 from refusals import assert_names
 
 from emergence.core.chat import speech_documents
-from emergence.core.train import load_checkpoint
+from emergence.core.train.checkpoint import load_checkpoint
 from emergence.studies.assoc import compare as compare_lib
 from emergence.studies.assoc.corpus import CorpusParams, build_corpus, load_corpus, read_text_documents
 from emergence.studies.assoc.stories import StoryConfig, generate_stories, write_stories

@@ -14,8 +14,8 @@ import torch
 from feeds import ran, save_run, spy, spy_listing, step_of, tiny_params, workspace
 
 from emergence.core.io import write_parquet
-from emergence.core.models import build_model
-from emergence.core.train import find_checkpoint, load_checkpoint, save_checkpoint
+from emergence.core.models.registry import build_model
+from emergence.core.train.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from emergence.studies.binding.batches import IGNORE, encode_programs
 from emergence.studies.binding.patching import make_counterfactual_pairs
 from emergence.studies.binding.program_io import load_programs

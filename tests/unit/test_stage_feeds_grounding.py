@@ -18,7 +18,7 @@ import torch
 from feeds import build_upstream, ran, save_run, spy, spy_listing, step_of, tiny_params, workspace
 
 from emergence.core.io import write_parquet
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.interp.tuned_lens import TunedLens
 from emergence.studies.grounding import inputs, visual_inputs
 from emergence.studies.grounding.gain import evaluation_pairs

@@ -24,9 +24,9 @@ from feeds import build_upstream, one_error, ran, spy, step_of, workspace
 from refusals import assert_names, refuses
 
 from emergence.core.io import file_sha256, write_parquet
-from emergence.core.models import build_model
-from emergence.core.train import save_checkpoint
+from emergence.core.models.registry import build_model
 from emergence.core.train.batches import epoch_batches, epoch_rows
+from emergence.core.train.checkpoint import save_checkpoint
 from emergence.studies.grounding import inputs, visual_inputs
 from emergence.studies.grounding import templates as templates_lib
 from emergence.studies.grounding.childes import ExtractParams, extract_turns, turn_counts

@@ -11,7 +11,7 @@ import pytest
 import torch
 from refusals import refuses
 
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.studies.grounding.gain import last_log_probs, target_surprisal
 from emergence.studies.grounding.nouns import read_nouns
 from emergence.studies.grounding.templates import (

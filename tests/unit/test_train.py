@@ -22,7 +22,10 @@ from tiny_models import tiny
 
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError, read_parquet
-from emergence.core.train import TrainConfig, checkpoint_steps, list_checkpoints, load_checkpoint, lr_factor, train
+from emergence.core.train.checkpoint import list_checkpoints, load_checkpoint
+from emergence.core.train.config import TrainConfig
+from emergence.core.train.loop import train
+from emergence.core.train.schedule import checkpoint_steps, lr_factor
 
 VOCAB, B, T = 8, 4, 6
 

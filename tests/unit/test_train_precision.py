@@ -14,9 +14,11 @@ from refusals import assert_names, assert_refused, refuses, refuses_key
 
 from emergence.core import stage_record
 from emergence.core.config import load_base
-from emergence.core.models import build_model
-from emergence.core.train import TrainConfig, list_checkpoints, load_checkpoint, train
+from emergence.core.models.registry import build_model
 from emergence.core.train import loop as train_loop
+from emergence.core.train.checkpoint import list_checkpoints, load_checkpoint
+from emergence.core.train.config import TrainConfig
+from emergence.core.train.loop import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

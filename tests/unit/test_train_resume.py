@@ -26,8 +26,10 @@ from tiny_models import TinyCfg, TinyModel
 
 from emergence.core.io import PipelineError
 from emergence.core.models.registry import build_model, register
-from emergence.core.train import TrainConfig, checkpoint_steps, train
 from emergence.core.train.batches import epoch_batches
+from emergence.core.train.config import TrainConfig
+from emergence.core.train.loop import train
+from emergence.core.train.schedule import checkpoint_steps
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

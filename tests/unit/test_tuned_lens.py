@@ -8,9 +8,10 @@ from refusals import refuses_key
 from tiny_models import no_hooks
 
 from emergence.core.config import from_dict
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.interp import tuned_lens
-from emergence.interp.tuned_lens import LensParams, TunedLens, layer_kl, layer_surprisal, resid_names, train_lens
+from emergence.interp.lens_params import LensParams
+from emergence.interp.tuned_lens import TunedLens, layer_kl, layer_surprisal, resid_names, train_lens
 from emergence.studies.grounding.gain import target_surprisal
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -8,7 +8,7 @@ import pytest
 import torch
 from refusals import refuses
 
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.studies.grounding.gain import target_surprisal
 from emergence.studies.grounding.visual_data import dialog_sequences, image_batches, other_images, without_env
 from emergence.studies.grounding.visual_gain import image_gain_rows, image_pairs

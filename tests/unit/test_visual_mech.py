@@ -11,20 +11,16 @@ from refusals import assert_refused, refuses, refuses_key
 from tiny_models import no_hooks
 
 from emergence.core.config import from_dict
-from emergence.core.models import build_model
+from emergence.core.models.registry import build_model
 from emergence.interp.ablation import ablation_hook
 from emergence.interp.saliency import head_saliency
 from emergence.studies.grounding import visual_inputs
-from emergence.studies.grounding.ablation import HeadAblationParams, ablation_rows, checkpoint_ablations, control_heads
+from emergence.studies.grounding.ablation import ablation_rows, checkpoint_ablations, control_heads
+from emergence.studies.grounding.ablation_params import HeadAblationParams
 from emergence.studies.grounding.gain import target_surprisal
 from emergence.studies.grounding.report_visual import mechanism_sections, visual_curve, visual_metrics
-from emergence.studies.grounding.saliency import (
-    SALIENCY_COLUMNS,
-    HeadParams,
-    find_heads,
-    rise_over_init,
-    saliency_table,
-)
+from emergence.studies.grounding.saliency import SALIENCY_COLUMNS, find_heads, rise_over_init, saliency_table
+from emergence.studies.grounding.saliency_params import HeadParams
 from emergence.studies.grounding.visual_gain import matched_visual_inputs
 
 pytestmark = pytest.mark.usefixtures("one_thread")

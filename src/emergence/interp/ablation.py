@@ -12,8 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from emergence.core.models.hooks import HookedModel
-
-MODES = ("zero", "mean")
+from emergence.interp.ablation_modes import MODES
 
 
 def z_name(layer: int) -> str:

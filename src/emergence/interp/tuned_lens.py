@@ -12,26 +12,16 @@ so every zoo LM (transformer, mamba2, lstm) works.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from annotated_types import Ge, Gt
 from tqdm import tqdm
 
+from emergence.interp.lens_params import LensParams
 from emergence.interp.padding import right_pad
-
-
-@dataclass
-class LensParams:
-    steps: Annotated[int, Ge(1)] = 250
-    batch_size: Annotated[int, Ge(1)] = 16
-    lr: Annotated[float, Gt(0)] = 1e-3
-    seed: int = 0
 
 
 def resid_names(model: nn.Module) -> list[str]:

@@ -14,34 +14,13 @@ leading terms of plain SGD.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Literal
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from annotated_types import Ge
 
-from emergence.core.io import PipelineError
+from emergence.core.models.attn_only_config import AttnOnlyConfig
 from emergence.core.models.hooks import HookedModel, HookPoint, fp32_or_wider
 from emergence.core.models.registry import register
-from emergence.core.rules import field_problems
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-@dataclass
-class AttnOnlyConfig:
-    n_layers: Annotated[int, Ge(1)] = 1
-    d_vocab: Annotated[int, Ge(1)] = 128
-    n_ctx: Annotated[int, Ge(1)] = 32
-    dtype: Literal[tuple(DTYPES)] = "float32"  # float64 for leading-order checks at tiny learning rates
-
-    def validate(self, where: str = "model") -> None:
-        """The bounds and choices declared above (a model config comes from a plain dict or code, never
-        from_dict)."""
-        if problems := field_problems(self, where):
-            raise PipelineError("\n".join(problems))
 
 
 def diagonal_bias(P: torch.Tensor, T: int) -> torch.Tensor:
@@ -53,7 +32,7 @@ def diagonal_bias(P: torch.Tensor, T: int) -> torch.Tensor:
 class VocabAttention(nn.Module):
     def __init__(self, cfg: AttnOnlyConfig) -> None:
         super().__init__()
-        dtype = DTYPES[cfg.dtype]
+        dtype = getattr(torch, cfg.dtype)
         self.W = nn.Parameter(torch.zeros(cfg.d_vocab, cfg.d_vocab, dtype=dtype))  # bilinear scores
         self.V = nn.Parameter(torch.zeros(cfg.d_vocab, cfg.d_vocab, dtype=dtype))  # value map
         self.P = nn.Parameter(torch.zeros(cfg.n_ctx, dtype=dtype))  # bias by distance t - k
@@ -87,7 +66,7 @@ class AttnOnly(HookedModel):
         config.validate()
         self.config = config
         self.blocks = nn.ModuleList(AttnOnlyBlock(config) for _ in range(config.n_layers))
-        self.W_O = nn.Parameter(torch.zeros(config.d_vocab, config.d_vocab, dtype=DTYPES[config.dtype]))
+        self.W_O = nn.Parameter(torch.zeros(config.d_vocab, config.d_vocab, dtype=getattr(torch, config.dtype)))
         self._setup_hook_points()
 
     def forward(

@@ -2,10 +2,12 @@
 
 Every architecture registers itself here, so the training loop, checkpoints
 and analyses build models by name and never import a concrete class:
-adding an architecture means one new module, named after it, with one
-decorator, and its name in `ARCHITECTURES`. Its module is imported on first
-use, so a stage's code (core/code_digest.py) holds only the architectures it
-builds.
+adding an architecture means two new modules named after it, its config
+(`<name>_config.py`, no torch) and its model (`<name>.py`, with one
+decorator), and its name in `ARCHITECTURES`. Its model module is imported on
+first use, so a stage's code (core/code_digest.py) holds only the
+architectures it builds, and the params rules (`make_config`) import only the
+config, without torch.
 """
 
 from __future__ import annotations
@@ -13,14 +15,21 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Callable
-from typing import Any
-
-import torch.nn as nn
+from typing import TYPE_CHECKING, Any
 
 from emergence.core.config import did_you_mean
 from emergence.core.io import PipelineError
 
-ARCHITECTURES = ("attn_only", "lstm", "mamba2", "transformer")  # each is emergence.core.models.<name>
+if TYPE_CHECKING:
+    import torch.nn as nn
+
+# arch -> its config class, in emergence.core.models.<arch>_config; the model is emergence.core.models.<arch>
+ARCHITECTURES = {
+    "attn_only": "AttnOnlyConfig",
+    "lstm": "LSTMConfig",
+    "mamba2": "Mamba2Config",
+    "transformer": "TransformerConfig",
+}
 _ZOO: dict[str, tuple[type, type[nn.Module]]] = {}
 
 
@@ -43,7 +52,11 @@ def architectures() -> list[str]:
 
 def make_config(arch: str, values: dict[str, Any], where: str = "model") -> Any:
     """Build the config dataclass of `arch`, rejecting unknown keys by name."""
-    config_cls, _ = _lookup(arch, where)
+    if arch in _ZOO:
+        config_cls = _ZOO[arch][0]
+    else:  # the config alone: no model module, no torch
+        _known(arch, where)
+        config_cls = getattr(importlib.import_module(f"emergence.core.models.{arch}_config"), ARCHITECTURES[arch])
     names = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(values) - names)
     if unknown:
@@ -68,9 +81,13 @@ def model_spec(model: nn.Module) -> dict[str, Any]:
     return {"arch": model.arch, "config": dataclasses.asdict(model.config)}
 
 
-def _lookup(arch: str, where: str) -> tuple[type, type[nn.Module]]:
-    if arch not in _ZOO and arch in ARCHITECTURES:
-        importlib.import_module(f"emergence.core.models.{arch}")  # registers it
-    if arch not in _ZOO:
+def _known(arch: str, where: str) -> None:
+    if arch not in ARCHITECTURES:
         raise PipelineError(f"{where}.arch: unknown architecture '{arch}' (known: {', '.join(architectures())})")
+
+
+def _lookup(arch: str, where: str) -> tuple[type, type[nn.Module]]:
+    if arch not in _ZOO:
+        _known(arch, where)
+        importlib.import_module(f"emergence.core.models.{arch}")  # registers it
     return _ZOO[arch]

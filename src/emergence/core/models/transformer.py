@@ -17,61 +17,18 @@ bench/binding_lookup.py). 0 = plain GPT-2.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Annotated
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from annotated_types import Ge, Gt, Lt
 
-from emergence.core.io import PipelineError
 from emergence.core.models.hooks import HookedModel, HookPoint, fp32_or_wider
 from emergence.core.models.prefix import add_prefix_input, prepend, token_loss
 from emergence.core.models.registry import register
-from emergence.core.rules import field_problems
+from emergence.core.models.transformer_config import TransformerConfig
 
 Rope = tuple[torch.Tensor, torch.Tensor]  # cos, sin: each (T, 1, d_head / 2)
-ACTIVATIONS = {"gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "relu": nn.ReLU}
-
-
-@dataclass
-class TransformerConfig:
-    n_layers: Annotated[int, Ge(1)] = 4
-    d_model: Annotated[int, Ge(1)] = 128
-    n_heads: Annotated[int, Ge(1)] = 4
-    d_head: Annotated[int, Ge(1)] = 32
-    d_mlp: Annotated[int, Ge(1)] = 512
-    n_ctx: Annotated[int, Ge(1)] = 128
-    d_vocab: Annotated[int, Ge(1)] = 41
-    pos: str = "rope"  # "rope" | "learned"
-    act: str = "gelu"  # "gelu" (exact, erf) | "gelu_tanh" (GPT-2's tanh approximation) | "relu"
-    dropout: Annotated[float, Ge(0), Lt(1)] = 0.0
-    norm: str = "layernorm"
-    rope_base: Annotated[float, Gt(0)] = 10000.0
-    tie_embeddings: bool = False
-    d_prefix: Annotated[int, Ge(0)] = 0  # > 0: width of environment features read as a prefix (models/prefix.py)
-    conv_kernel: Annotated[int, Ge(0)] = 0  # > 0: causal depthwise conv over this many positions at each block's start
-
-    def validate(self, where: str = "model") -> None:
-        """The bounds declared above (a model config comes from a plain dict or code, never from_dict), then
-        the rules a bound cannot say."""
-        if problems := field_problems(self, where):
-            raise PipelineError("\n".join(problems))
-
-        def fail(key: str, rule: str) -> None:
-            raise PipelineError(f"{where}.{key}: {rule}, got {getattr(self, key)!r}")
-
-        if self.pos not in ("rope", "learned"):
-            fail("pos", "must be rope or learned")
-        if self.act not in ACTIVATIONS:
-            fail("act", "must be gelu, gelu_tanh or relu")
-        if self.norm != "layernorm":
-            fail("norm", "must be layernorm")
-        if self.pos == "rope" and self.d_head % 2:
-            fail("d_head", "must be even when pos is rope")
-        if not isinstance(self.tie_embeddings, bool):
-            fail("tie_embeddings", "must be true or false")
+ACT_MODULES = {"gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "relu": nn.ReLU}
 
 
 def rope_tables(n_ctx: int, d_head: int, base: float) -> Rope:
@@ -155,7 +112,7 @@ class MLP(nn.Module):
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         self.fc_in = nn.Linear(cfg.d_model, cfg.d_mlp)
-        self.act = ACTIVATIONS[cfg.act]()
+        self.act = ACT_MODULES[cfg.act]()
         self.fc_out = nn.Linear(cfg.d_mlp, cfg.d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -8,20 +8,16 @@ most are the candidates for the paper's routing circuit.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from annotated_types import Ge
 from tqdm import tqdm
 
-from emergence.core.io import PipelineError
 from emergence.core.models.hooks import HookedModel
-from emergence.core.rules import CheckpointName
-from emergence.interp.ablation import MODES, ablation_hook, mean_head_activations
+from emergence.interp.ablation import ablation_hook, mean_head_activations
+from emergence.interp.ablation_modes import MODES
 from emergence.studies.binding.batches import EncodedPrograms, predict_answers
 from emergence.studies.binding.tokenizer import CharTokenizer
 
@@ -119,14 +115,3 @@ def heads_by_hop(table: pd.DataFrame, top: int = 3) -> pd.DataFrame:
     mean = mean.sort_values(["hops", "drop", "layer", "head"], ascending=[True, False, True, True], ignore_index=True)
     mean["rank"] = mean.groupby("hops").cumcount() + 1
     return mean[mean["rank"] <= top][["hops", "rank", "layer", "head", "drop", "n_seeds"]].reset_index(drop=True)
-
-
-@dataclasses.dataclass
-class BindingAblationParams:
-    n_programs: Annotated[int, Ge(1)] = 500
-    modes: list[str] = dataclasses.field(default_factory=lambda: list(MODES))
-    checkpoint: CheckpointName = "final"  # final | step{N}
-
-    def validate(self, where: str) -> None:
-        if not self.modes or set(self.modes) - set(MODES):
-            raise PipelineError(f"{where}.modes: a non-empty subset of {list(MODES)}, got {self.modes}")

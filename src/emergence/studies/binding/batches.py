@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -24,9 +23,8 @@ import torch
 from emergence.core.io import PipelineError
 from emergence.studies.binding.heuristics import evaluate
 from emergence.studies.binding.tokenizer import CharTokenizer
+from emergence.studies.binding.train_config import FORMATS
 
-Format = Literal["answer_only", "line_values"]
-FORMATS = get_args(Format)
 IGNORE = -1  # target id the loss skips
 
 

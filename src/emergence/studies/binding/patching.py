@@ -15,19 +15,15 @@ root constant and that line (0 = the constant's line); -1 elsewhere.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from annotated_types import Ge
 from tqdm import tqdm
 
 from emergence.core.io import PipelineError
 from emergence.core.models.hooks import HookedModel
-from emergence.core.rules import CheckpointName
 from emergence.studies.binding.batches import encode_programs, parse_program
 from emergence.studies.binding.programs import trace
 from emergence.studies.binding.tokenizer import CharTokenizer
@@ -351,9 +347,3 @@ def head_step_table(
                  n=counts[depth])
         ).astype({"seed": "int64", "step": "int64", "layer": "int64", "head": "int64", "position": "int64",
                   "chain_depth": "int64", "value": "float64", "n": "int64"})  # fmt: skip
-
-
-@dataclasses.dataclass
-class PatchingParams:
-    n_pairs: Annotated[int, Ge(1)] = 200
-    checkpoint: CheckpointName = "final"  # final | step{N}

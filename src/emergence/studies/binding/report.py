@@ -7,13 +7,10 @@ predictions on the main test split; the generalisation set is reported apart.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Annotated
 
 import numpy as np
 import pandas as pd
-from annotated_types import Ge
 
 from emergence.core.report import html as H
 from emergence.core.report import plots
@@ -33,11 +30,6 @@ PHASES = ("random", "heuristic", "traversal")
 # The paper's phases, as the summary we have gives them: step ranges and accuracy.
 PAPER_PHASES = {"random": "0-800 (12 %)", "heuristic": "1,200-14,000 (56 %)", "traversal": "34,000-105,400 (99.9 %)"}
 CHANCE = 0.10
-
-
-@dataclasses.dataclass
-class ReportParams:
-    n_examples: Annotated[int, Ge(0)] = 8  # test programs shown with the model's answer
 
 
 # ---------------------------------------------------------------- aggregation

@@ -10,17 +10,12 @@ the generator.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated
-
 import numpy as np
 import pandas as pd
 import torch
-from annotated_types import Ge
 from tqdm import tqdm
 
 from emergence.core.io import PipelineError
-from emergence.core.rules import CheckpointName
 from emergence.studies.binding.balanced import sample_balanced
 from emergence.studies.binding.batches import encode_programs, predict_answers
 from emergence.studies.binding.paper import Shape, fits, sample_shaped
@@ -85,13 +80,6 @@ def stress_table(rng: np.random.Generator, cfg: ProgramConfig, n_per_hop: int, p
         tables.append(program_table(programs, name))
     bar.close()
     return pd.concat(tables, ignore_index=True)
-
-
-@dataclass
-class StressParams:
-    checkpoint: CheckpointName = "final"  # final | step{N}: the checkpoint the report's tables and metrics read
-    # also score every checkpoint at a multiple of N steps (0: none, the named checkpoint only): the frontier
-    curve_every: Annotated[int, Ge(0)] = 0
 
 
 def curve_steps(steps: list[int], named: int, every: int) -> list[int]:

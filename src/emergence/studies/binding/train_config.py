@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal, get_args
 
 from annotated_types import Ge
 
 from emergence.core.config import load_beside, section
 from emergence.core.io import PipelineError
-from emergence.core.train import TrainConfig
-from emergence.studies.binding.batches import Format
+from emergence.core.train.config import TrainConfig
 from emergence.studies.binding.programs import Distractor, HopWeightPower, Links, ProgramConfig
+
+# what a program's loss is on: its answer only, or every line's value too
+Format = Literal["answer_only", "line_values"]
+FORMATS = get_args(Format)
 
 
 def model_params(params: dict, n_tokens: int, d_vocab: int) -> tuple[str, dict]:

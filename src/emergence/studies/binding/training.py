@@ -10,8 +10,8 @@ import torch
 
 from emergence.core.config import load_base, path_of
 from emergence.core.io import file_sha256
-from emergence.core.models import build_model
-from emergence.core.train import train
+from emergence.core.models.registry import build_model
+from emergence.core.train.loop import train
 from emergence.studies.binding.batches import encode_programs, predict_answers, sampler
 from emergence.studies.binding.program_io import load_programs, subset
 from emergence.studies.binding.sets import load_program_config

@@ -19,36 +19,21 @@ every heuristic's following rate.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from annotated_types import Ge, Gt, Le, Lt
 from tqdm import tqdm
 
 from emergence.core.io import PipelineError, read_parquet
-from emergence.core.train import list_checkpoints, load_checkpoint
-from emergence.core.train.checkpoint import diverged_at
+from emergence.core.train.checkpoint import diverged_at, list_checkpoints, load_checkpoint
 from emergence.studies.binding.batches import EncodedPrograms, encode_programs, predict_answers
 from emergence.studies.binding.heuristics import HEURISTICS
 from emergence.studies.binding.tokenizer import CharTokenizer
+from emergence.studies.binding.trajectory_params import CHANCE, PhaseParams
 
-CHANCE = 0.1
 PHASES = ("random", "heuristic", "traversal")
-
-
-@dataclass
-class PhaseParams:
-    n_programs: Annotated[int, Ge(1)] = 1000
-    # following rate above chance that counts as following a heuristic: room must be left above chance
-    heuristic_margin: Annotated[float, Gt(0), Lt(1 - CHANCE)] = 0.15
-    # Deep-hop accuracy that counts as traversal: it must beat chance, and perfect accuracy is a reachable
-    # bar. Well above chance on purpose: shortcuts outside the five controlled heuristics reach ~50 % on the
-    # training distribution.
-    traversal_accuracy: Annotated[float, Gt(CHANCE), Le(1)] = 0.8
 
 
 def _row(seed: int, step: int, metric: str, hops: int, value: float, n: int) -> dict:

@@ -12,23 +12,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from annotated_types import Ge
 
 from emergence.interp.ablation import ablation_hook
+from emergence.studies.grounding.ablation_params import HeadAblationParams
 from emergence.studies.grounding.gain import target_surprisal
 from emergence.studies.grounding.saliency import KINDS
-
-
-@dataclass
-class HeadAblationParams:
-    n_draws: Annotated[int, Ge(1)] = 5  # random control head sets per checkpoint
-    seed: int = 0
 
 
 def matched_surprisal(

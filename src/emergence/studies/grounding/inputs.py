@@ -7,19 +7,20 @@ agree on what a run, a checkpoint list or a training window is.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
 import numpy as np
 import pandas as pd
 import torch
-from annotated_types import Ge
 from tqdm import tqdm
 
-from emergence.core.config import from_dict, load_beside, path_of, section
+from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, read_parquet, read_parquets
-from emergence.core.train import TrainConfig, list_checkpoints, load_checkpoint
+from emergence.core.train.checkpoint import list_checkpoints, load_checkpoint
+from emergence.studies.grounding.inputs_params import (
+    SaliencyParams,
+    seq_len,
+)
 from emergence.studies.grounding.tokens import (
     GroundingRuns,
     marked_table,
@@ -27,24 +28,6 @@ from emergence.studies.grounding.tokens import (
     read_vocab,
     training_windows,
 )
-
-DEFAULT_SEQ_LEN = 64
-
-
-@dataclass(frozen=True)
-class WindowKeys:
-    """What a grounding setting's training section holds beside TrainConfig: the length of the windows it
-    trains on (None: its corpus's default, settings.py SEQ_LEN)."""
-
-    seq_len: Annotated[int, Ge(2)] | None = None
-
-
-def train_section(params: dict, name: str) -> tuple[TrainConfig, WindowKeys]:
-    """A grounding setting's training section (grounding_train, visual_train): TrainConfig, whose seed and
-    device come from base (refused here), plus seq_len; every problem of both at once."""
-    fixed = {"seed": ("base.seeds", 0), "device": ("base.device", "cpu")}
-    return load_beside(section(params, name), name, TrainConfig, WindowKeys, fixed)
-
 
 RUN_KEYS = {"model": "O", "seed": "i", "step": "i"}  # the key columns of every per-run table
 
@@ -91,20 +74,10 @@ def turns(params: dict) -> pd.DataFrame:
     return marked_table(raw_turns(params), targets, marking)
 
 
-def seq_len(params: dict) -> int:
-    return int(section(params, "grounding_train").get("seq_len", DEFAULT_SEQ_LEN))
-
-
 def train_windows(params: dict, index: dict[str, int]) -> np.ndarray:
     """(N, seq_len + 1) token windows of the transcripts with the held-out turns removed."""
     held_out = set(eval_set(params)["turn"].tolist())
     return training_windows(turns(params), held_out, index, seq_len(params), "grounding_train.seq_len")
-
-
-@dataclass
-class SaliencyParams:
-    models: list[str]  # runs analysed through attention (saliency, heads, ablation)
-    batch_size: Annotated[int, Ge(1)] = 64
 
 
 def checked_attention_models(params: dict, where: str, run_models: list[str], runs_where: str) -> SaliencyParams:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from annotated_types import Ge
 
-from emergence.interp.tuned_lens import LensParams
+from emergence.interp.lens_params import LensParams
 
 
 @dataclass

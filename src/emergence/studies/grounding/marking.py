@@ -10,12 +10,9 @@ can show how much of G the word rule carries.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Annotated
 
 import pandas as pd
 import torch
-from annotated_types import Ge
 
 from emergence.core.io import PipelineError
 from emergence.studies.grounding.gain import gain_rows, last_log_probs, word_gains
@@ -28,12 +25,6 @@ from emergence.studies.grounding.templates import (
 from emergence.studies.grounding.tokens import build_vocab, encode, marked_table, token_counts
 
 RULE = "all"  # the ablated word rule; the default is the vocabulary's own (targets)
-
-
-@dataclass
-class MarkingParams:
-    model: str = "transformer4"  # a grounding_models entry
-    seed: Annotated[int, Ge(0)] = 0
 
 
 def all_marked_inputs(

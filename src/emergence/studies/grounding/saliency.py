@@ -20,17 +20,16 @@ was left: (s - s0) / (1 - s0) >= threshold.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Annotated, Literal, get_args
+from typing import get_args
 
 import numpy as np
 import pandas as pd
 import torch
-from annotated_types import Gt, Le
 
 from emergence.core.io import PipelineError
 from emergence.interp.padding import right_pad
 from emergence.interp.saliency import head_saliency
+from emergence.studies.grounding.saliency_params import Baseline
 from emergence.studies.grounding.tokens import encode, env, lan
 
 HEAD_METRICS = ("aggregate_share", "gather_share")
@@ -39,21 +38,7 @@ KINDS = {"aggregate": "aggregate_share", "gather": "gather_share"}
 # Per-checkpoint columns (and kinds) of the saliency and heads artifacts, after the run keys.
 SALIENCY_COLUMNS = {"step": "i", "layer": "i", "head": "i", "metric": "O", "value": "f"}
 HEAD_COLUMNS = {"step": "i", "layer": "i", "head": "i", "kind": "O"}
-Baseline = Literal["none", "init"]  # what a head's share is measured against: 0, or its share at step 0
 BASELINES = get_args(Baseline)
-
-
-@dataclass
-class HeadParams:
-    threshold: Annotated[float, Gt(0), Le(1)] = 0.3  # a share
-    # An image has pool_grid**2 prefix positions where a caption has one or two v<ENV>: an untrained model's
-    # heads already put about half their saliency there. "init": an image-setting head counts when its share
-    # rises above its step-0 share (find_heads); "none": the share itself, as in the text settings.
-    image_baseline: Baseline = "init"
-
-    def baseline(self, setting: str) -> str:
-        """What a head's share is measured against in `setting`: image_baseline in the image setting only."""
-        return self.image_baseline if setting == "image" else "none"
 
 
 def matched_inputs(

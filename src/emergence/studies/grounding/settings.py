@@ -24,13 +24,13 @@ import torch
 
 from emergence.core.config import path_of, section
 from emergence.core.io import PipelineError
-from emergence.studies.grounding import inputs, visual_inputs
+from emergence.studies.grounding import inputs, inputs_params, visual_inputs
 from emergence.studies.grounding.tokens import MODEL_NAME, read_vocab
 from emergence.studies.grounding.visual_gain import matched_visual_inputs
 
 CORPORA = {"childes": "grounding", "visdial": "visual"}  # corpus -> prefix of its paths keys and params sections
 SETTINGS = {"childes": "childes", "caption": "visdial", "image": "visdial"}  # setting -> its corpus
-SEQ_LEN = {"childes": inputs.DEFAULT_SEQ_LEN, "visdial": 96}  # default train.seq_len
+SEQ_LEN = {"childes": inputs_params.DEFAULT_SEQ_LEN, "visdial": 96}  # default train.seq_len
 
 
 @dataclass(frozen=True)

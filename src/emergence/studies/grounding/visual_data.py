@@ -24,8 +24,6 @@ from emergence.core.io import PipelineError
 from emergence.core.train.batches import epoch_rows
 from emergence.studies.grounding.tokens import encode, env
 
-SETTINGS = ("caption", "image")
-
 
 def without_env(tokens: Sequence[str], n_env: int) -> list[str]:
     """A dialog's tokens (or a context cut from them) without its caption, the first n_env tokens: what

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -13,32 +12,10 @@ from safetensors.torch import load_file
 
 from emergence.core.config import from_dict, path_of, section
 from emergence.core.io import PipelineError, finite, read_parquet
-from emergence.studies.grounding.inputs import SaliencyParams, checked_attention_models
+from emergence.studies.grounding.inputs import checked_attention_models
+from emergence.studies.grounding.inputs_params import SaliencyParams
 from emergence.studies.grounding.tokens import marked_table, read_vocab
-from emergence.studies.grounding.visual_data import SETTINGS
-
-
-@dataclass
-class VisualRuns:
-    settings: list[str]  # caption and/or image
-    models: list[str]  # names of grounding_models entries
-    seeds: list[int]
-
-    def validate(self, where: str) -> None:
-        if not self.settings or set(self.settings) - set(SETTINGS) or len(set(self.settings)) != len(self.settings):
-            raise PipelineError(f"{where}.settings: distinct values of {list(SETTINGS)}, got {self.settings}")
-        if not self.models or len(set(self.models)) != len(self.models):
-            raise PipelineError(f"{where}.models: distinct model names, at least one, got {self.models}")
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise PipelineError(f"{where}.seeds: distinct seeds, at least one, got {self.seeds}")
-
-    def names(self, models: list[str] | None = None) -> list[str]:
-        """Run names of settings x models x seeds (models: all, or the given subset)."""
-        return [run_name(s, m, k) for s in self.settings for m in (models or self.models) for k in self.seeds]
-
-
-def run_name(setting: str, model: str, seed: int) -> str:
-    return f"{setting}_{model}_seed{seed}"
+from emergence.studies.grounding.visual_params import VisualRuns
 
 
 def runs_of(params: dict) -> VisualRuns:

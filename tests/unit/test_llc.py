@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
-from refusals import assert_refused, refuses
+from refusals import assert_refused, refuses, refuses_key
 
 from emergence.core.config import from_dict
 from emergence.core.io import PipelineError
@@ -29,7 +29,7 @@ from emergence.interp.llc import (
     packed,
     unsettled_note,
 )
-from emergence.interp.llc_params import LLCParams
+from emergence.interp.llc_params import LLCParams, LLCSeeds
 
 V, T = 8, 12
 P = LLCParams(num_chains=3, num_draws=60, lr=1e-3, n_beta=50.0, localization=100.0, batch_size=16, n_sequences=128)
@@ -93,6 +93,16 @@ def test_a_diverging_chain_is_named_with_its_step_and_checkpoint(trained):
     with refuses("chain 0", "SGLD step 2", "checkpoint step 7", "llc.lr", "llc.localization") as e:
         llc_table([(7, trained)], rows, loss_fn, wild, 0)
     assert str(e.value).startswith("llc: ")
+
+
+@pytest.mark.parametrize("seeds", [[], [0], [2, 0, 1]])
+def test_the_llc_seeds_are_any_distinct_seeds(seeds):
+    assert from_dict(LLCSeeds, {"seeds": seeds}, "binding_llc").seeds == seeds
+
+
+def test_an_llc_seed_listed_twice_is_refused_naming_the_seeds():
+    with refuses_key("binding_llc.seeds", [0, 1, 0]):
+        from_dict(LLCSeeds, {"seeds": [0, 1, 0]}, "binding_llc")
 
 
 def test_a_batch_larger_than_the_sequences_there_are_is_refused(trained):

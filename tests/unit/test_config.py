@@ -171,6 +171,19 @@ def test_a_misspelt_profile_key_does_not_hide_the_profiles_other_problems(tmp_pa
     assert params.read_bytes() == before
 
 
+def test_a_params_file_with_a_duplicate_key_is_refused_in_one_line_before_any_merge(tmp_path):
+    """The params file is read as `check` reads it before the round-trip: a key given twice is one
+    line naming the file, the key and its lines, and the file is left as it was."""
+    params = tmp_path / "params.yaml"
+    params.write_text("binding_train:\n  lr: 0.002\n  steps: 30\n  lr: 0.01\n")
+    profile = tmp_path / "mine.yaml"
+    profile.write_text("binding_train:\n  steps: 5\n")
+    before = params.read_bytes()
+    with refuses(params, "'lr'", "line 2"):
+        apply_profile(str(profile), params)
+    assert params.read_bytes() == before
+
+
 @pytest.mark.parametrize(
     "section, key, value, named",
     [

@@ -18,7 +18,16 @@ from refusals import assert_refused, key_of, refuses
 from emergence.core.code_digest import instance_files, plumbing_files
 from emergence.core.config import read_params
 from emergence.core.declared import GUARD, DeclaredParams, StageReads, reads_of_module
-from emergence.core.pipeline import import_closure, read_declaration, render, resolve_jobs, rules_of, stage_module
+from emergence.core.pipeline import (
+    engine_declaration,
+    import_closure,
+    read_declaration,
+    render,
+    resolve_jobs,
+    rules_of,
+    stage_command,
+    stage_module,
+)
 from emergence.core.profile import merge_into
 
 
@@ -111,12 +120,20 @@ def test_import_closure_follows_every_import_form(tmp_path):
     }
 
 
-def test_code_deps_written_by_hand_are_refused(tmp_path):
-    (tmp_path / "pipeline.yaml").write_text(
-        "stages:\n  s:\n    cmd: python -m stages.s\n    deps:\n      - src/emergence/a.py\n"
-    )
-    with refuses(tmp_path / "pipeline.yaml", "stages.s.deps: ", "src/emergence/a.py", "code"):
+@pytest.mark.parametrize("dep", ["src/emergence/a.py", "stages/s.py"])
+def test_code_deps_written_by_hand_are_refused(dep, tmp_path):
+    (tmp_path / "pipeline.yaml").write_text(f"stages:\n  s:\n    cmd: python -m stages.s\n    deps:\n      - {dep}\n")
+    with refuses(tmp_path / "pipeline.yaml", "stages.s.deps: ", dep, "code"):
         read_declaration(tmp_path)
+
+
+def test_a_stages_command_is_its_module_and_fixed_flags_without_the_matrix_ones(tmp_path):
+    cmd = "python -m stages.t --setting childes --model ${item.model} --seed ${item.seed} --n 3"
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump({"stages": {"t": {"cmd": cmd}}}))
+    assert stage_command("t", tmp_path) == ["stages.t", "--setting", "childes", "--n", "3"]
+    assert stage_command("grounding_train", ROOT) == ["stages.grounding.train", "--setting", "childes"]
+    with refuses("pipeline.yaml", "grounding_trian"):
+        stage_command("grounding_trian", ROOT)
 
 
 def test_matrix_and_templates_resolve_like_dvc_names_them():
@@ -132,6 +149,7 @@ def test_matrix_and_templates_resolve_like_dvc_names_them():
             "r": {"cmd": "python -m stages.r", "deps": ["${paths.runs}", "code.py"], "outs": ["${paths.report}"]},
             "q": {"cmd": "python -m stages.q", "deps": ["${paths.runs}/L3_seed0/model.bin"], "outs": ["q.txt"]},
             "n": {"cmd": "python -m stages.n", "deps": ["${paths.runs}/L3_seed0.notes"], "outs": ["n.txt"]},
+            "p": {"cmd": "python -m stages.p", "deps": ["${paths.runs}/L1"], "outs": ["p.txt"]},
         }
     }
     params = {
@@ -140,12 +158,13 @@ def test_matrix_and_templates_resolve_like_dvc_names_them():
         "paths": {"corpus": "data/c.txt", "runs": "data/runs", "report": "r.html"},
     }
     jobs = {job.name: job for job in resolve_jobs(dvc, params)}
-    assert sorted(jobs) == ["n", "q", "r", "t@1-0", "t@3-0"]
+    assert sorted(jobs) == ["n", "p", "q", "r", "t@1-0", "t@3-0"]
     assert jobs["t@3-0"].cmd == "python -m stages.t --layers 3 --seed 0"
     assert jobs["t@3-0"].outs == ["data/runs/L3_seed0"]
     assert jobs["r"].inputs == ["code.py", "data/runs/L1_seed0", "data/runs/L3_seed0"]  # the files in a folder dep
     assert jobs["q"].inputs == ["data/runs/L3_seed0"]  # a file inside a folder output: that output
     assert jobs["n"].inputs == ["data/runs/L3_seed0.notes"]  # beside an output, its name longer: not inside it
+    assert jobs["p"].inputs == ["data/runs/L1"]  # a folder whose name starts an output's: it holds none of them
 
 
 def test_a_stage_is_one_snakemake_rule_with_its_matrix_axes_as_wildcards():
@@ -165,7 +184,12 @@ def test_a_stage_is_one_snakemake_rule_with_its_matrix_axes_as_wildcards():
                 "deps": ["${paths.runs}/${item.model}_seed0"],
                 "outs": ["g/${item.model}.txt"],
             },
-            "tail": {"cmd": "python -m stages.tail", "deps": ["c.txt"], "outs": ["tail.txt"]},  # named t...
+            "tail": {  # named t...
+                "cmd": "python -m stages.tail",
+                "deps": ["c.txt"],
+                "outs": ["tail.txt"],
+                "metrics": ["tail.json"],
+            },
         }
     }
     params = {
@@ -193,6 +217,12 @@ def test_a_stage_is_one_snakemake_rule_with_its_matrix_axes_as_wildcards():
     assert rules["r"].inputs == ["runs/small_seed0", "runs/small_seed1", "runs/big_seed_seed0", "runs/big_seed_seed1"]
     assert rules["r"].wildcards == [] and rules["r"].log == "logs/r.log"
     assert rules["g"].inputs == ["runs/{model}_seed0"]  # one instance's output: matched by wildcard
+    assert rules["tail"].outs == rules["tail"].targets == ["tail.txt", "tail.json"]  # its metrics are outputs too
+    code = {"t@small-0": "a", "t@big_seed-1": "b", "tail": "c", "r": "d"}  # instance -> its code digest's hash
+    coded = {rule.name: rule for rule in rules_of(dvc, params, code)}
+    assert coded["t"].code == {"t@small-0": "a", "t@big_seed-1": "b"} and coded["tail"].code == {"tail": "c"}
+    assert coded["t"].param_functions(params)["code_digest"](wildcards) == "b"
+    assert coded["tail"].param_functions(params)["code_digest"]({}) == "c"
 
 
 # ---- what a stage may read --------------------------------------------------------------------
@@ -257,11 +287,12 @@ def test_declared_reads_come_from_the_stage_entry(tmp_path):
             deps: ["${paths.corpus}/x"]
             params: [s, "model.${item.arch}"]
             outs: ["${paths.out}"]
+            metrics: ["${paths.scores}"]
             meta: {untracked: [scratch]}
         """)
     )
     reads = reads_of_module("stages.s", tmp_path)
-    assert reads.sections == {"base", "s", "model"} and reads.paths == {"corpus", "out", "scratch"}
+    assert reads.sections == {"base", "s", "model"} and reads.paths == {"corpus", "out", "scores", "scratch"}
     assert reads_of_module("stages.s2", tmp_path) is None
 
 
@@ -367,6 +398,40 @@ def test_a_user_path_must_be_a_params_key_outside_paths(tmp_path, user_paths, va
     (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(decl))
     with refuses(f"{tmp_path / 'pipeline.yaml'}: user_paths: ", value):
         render(tmp_path)
+
+
+def test_each_stage_declaring_a_user_path_or_its_section_gets_it_as_a_dep_once(tmp_path):
+    """A stage declaring the key or its section depends on the path, once even where it lists it by hand;
+    one declaring neither (a section whose name only starts alike) does not; the guard's deps are the code
+    folders, params.yaml, its own and the user paths (it reads every section), and it keeps no params
+    (params.yaml covers them)."""
+    decl = {
+        "schemas": {"base": {}, "dino_features": {}},
+        "user_paths": ["dino_features.local_dir"],
+        "stages": {
+            GUARD: {"cmd": f"python -m stages.{GUARD}", "deps": ["extra.txt"], "params": ["base"]},
+            "listed": {
+                "cmd": "python -m stages.x",
+                "params": ["dino_features"],
+                "deps": ["${dino_features.local_dir}"],
+            },
+            "section": {"cmd": "python -m stages.x", "params": ["dino_features"], "deps": ["d.txt"]},
+            "key": {"cmd": "python -m stages.x", "params": ["base", "dino_features.local_dir"]},
+            "other": {"cmd": "python -m stages.x", "params": ["base", "dino_features_extra"]},
+        },
+    }
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(decl))
+    stages = engine_declaration(tmp_path)["stages"]
+    weights = "${dino_features.local_dir}"
+    assert stages[GUARD]["deps"] == ["src/emergence", "stages", "params.yaml", "extra.txt", weights]
+    assert "params" not in stages[GUARD]
+    assert {name: stage["deps"][1:] for name, stage in stages.items() if name != GUARD} == {
+        "listed": [weights],
+        "section": ["d.txt", weights],
+        "key": [weights],
+        "other": [],
+    }
+    assert stages["key"]["params"] == ["base", "dino_features.local_dir"]
 
 
 def test_an_empty_user_path_is_refused_by_check():

@@ -254,6 +254,39 @@ def test_the_instance_of_a_shared_script_is_the_one_its_flags_name():
     }
 
 
+def test_a_run_two_stages_list_is_one_instance_named_for_the_stage_it_reads_as(tmp_path):
+    """One module, two stages whose matrices both list the value run: its name and its reads are those of one
+    stage, its outputs those of both (either engine may have written them)."""
+    cmd = "python -m stages.s --seed ${item.seed}"
+    decl = {
+        "stages": {
+            "a": {"matrix": {"seed": "${s.seeds}"}, "cmd": cmd, "params": ["s"], "outs": ["a/${item.seed}"]},
+            "b": {"matrix": {"seed": [0]}, "cmd": cmd, "params": ["t"], "outs": ["b/${item.seed}"]},
+        }
+    }
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(decl))
+    params = {"s": {"seeds": [0, 1]}, "t": {}}
+    both = instance_of_module("stages.s", tmp_path, ["--seed", "0"], params)
+    assert both.name.partition("@") == (both.reads.stage, "@", "0")
+    assert list(both.outs) == ["a/0", "b/0"] and both.reads.sections == {"base", "s", "t"}
+    one = instance_of_module("stages.s", tmp_path, ["--seed", "1"], params)
+    assert one.name == "a@1" and list(one.outs) == ["a/1"] and one.reads.sections == {"base", "s"}
+
+
+def test_a_run_is_an_instance_of_the_stage_whose_fixed_flags_it_gives_as_written(tmp_path):
+    decl = {
+        "stages": {
+            "c": {"cmd": "python -m stages.s --corpus childes", "outs": ["c.txt"]},
+            "v": {"cmd": "python -m stages.s --corpus visdial", "outs": ["v.txt"]},
+        }
+    }
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(decl))
+    assert instance_of_module("stages.s", tmp_path, ["--corpus", "visdial"], {}).name == "v"
+    assert instance_of_module("stages.s", tmp_path, ["--corpus=childes"], {}).name == "c"
+    assert instance_of_module("stages.s", tmp_path, [], {}) is None  # no stage runs it without --corpus
+    assert instance_of_module("stages.s", tmp_path, ["--corpus", "audio"], {}) is None
+
+
 @pytest.fixture
 def tiny_workspace(tmp_path, monkeypatch) -> Path:
     """A folder holding only params.yaml at the tiny profile, the working directory."""

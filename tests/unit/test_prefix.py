@@ -66,6 +66,18 @@ def test_prefix_hook_sees_the_projected_features(arch):
 
 
 @pytest.mark.parametrize("arch", sorted(TINY))
+def test_hook_embed_sees_the_token_embeddings_alone_and_the_prefix_its_own_hook(arch):
+    # as in the Transformer: hook_embed holds the T token positions, whatever prefix comes before them
+    model = tiny(arch)
+    idx, prefix = inputs()
+    _, plain = model.run_with_cache(idx, ["hook_embed"])
+    _, cache = model.run_with_cache(idx, ["hook_embed", "hook_prefix"], prefix=prefix)
+    assert cache["hook_embed"].shape == (2, 6, 16)
+    torch.testing.assert_close(cache["hook_embed"], plain["hook_embed"], rtol=0, atol=0)
+    torch.testing.assert_close(cache["hook_prefix"], model.prefix_proj(prefix))
+
+
+@pytest.mark.parametrize("arch", sorted(TINY))
 def test_models_without_prefix_refuse_one_and_validate_the_key(arch):
     model = tiny(arch, d_prefix=0)
     idx, prefix = inputs()

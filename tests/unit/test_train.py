@@ -177,6 +177,7 @@ def test_checkpoint_steps_contents():
         {"device": "tpu"},
         {"batch_size": True},  # a bool is no count
         {"seed": 2**32},
+        {"resume_every": 0},  # a resume state every 0 steps: no such period
     ],
     ids=str,
 )
@@ -185,6 +186,23 @@ def test_a_config_built_in_code_is_refused_naming_the_key_and_value(change):
     ((key, value),) = change.items()
     with refuses_key(f"train.{key}", value):
         cfg.validate()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"warmup_steps": 10},  # warmup over the whole run: the last update at the peak lr
+        {"betas": (0.0, 0.0)},
+        {"momentum": 0.0},
+        {"min_lr_ratio": 1.0},
+        {"device": "cuda:1"},
+        {"resume_every": 1},
+        {"seed": 2**32 - 1},
+    ],
+    ids=str,
+)
+def test_a_config_at_the_edge_of_each_bound_is_accepted(change):
+    dataclasses.replace(TrainConfig(steps=10, batch_size=2, lr=1e-3), **change).validate()
 
 
 def test_from_params():
@@ -313,6 +331,24 @@ def test_grad_clipping(tmp_path, clip):
     assert moved == pytest.approx(grad_norm if clip is None else clip, rel=1e-3)
 
 
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_weight_decay_shrinks_matrices_and_embeddings_but_not_biases_or_norm_gains(tmp_path, optimizer):
+    # One update (no clipping, no dropout): decay wd leaves a decayed weight lr * wd * its initial value
+    # below where the same update without decay leaves it (AdamW's decoupled shrink, SGD's wd * w added
+    # to the gradient), and every bias and LayerNorm parameter exactly where it is without decay.
+    lr, wd = 0.1, 0.5
+    start = dict(tiny(seed=0).named_parameters())
+    kw = dict(steps=1, optimizer=optimizer, lr=lr, grad_clip=None, model_kw={"dropout": 0.0})
+    plain = dict(run(tmp_path, "plain", **kw)[0].named_parameters())
+    decayed = dict(run(tmp_path, "decayed", weight_decay=wd, **kw)[0].named_parameters())
+    assert set(start) == {"emb.weight", "head.weight", "head.bias", "ln.weight", "ln.bias"}
+    for name in ("emb.weight", "head.weight"):
+        torch.testing.assert_close(plain[name] - decayed[name], lr * wd * start[name])
+    for name in ("head.bias", "ln.weight", "ln.bias"):
+        assert not torch.equal(plain[name], start[name])  # it moved: the update reached it
+        assert torch.equal(decayed[name], plain[name])
+
+
 def test_the_loop_applies_the_schedule_over_the_runs_own_steps(tmp_path):
     # warmup over updates 0 and 1, then linear decay from the peak at step 2 to 0 at step 6 (never reached)
     _, metrics = run(tmp_path, steps=6, lr=0.1, schedule="linear", warmup_steps=2, model_kw={"dropout": 0.0})
@@ -327,7 +363,8 @@ def test_every_update_draws_a_dropout_mask_of_its_own_from_the_runs_seed(tmp_pat
         train(model, batches, config(steps=4, seed=seed), tmp_path / f"{seed}", tmp_path / f"{seed}.s", progress=False)
     assert len(masks[0]) == len(masks[1]) == 4
     assert not any(torch.equal(a, b) for a, b in itertools.combinations(masks[0], 2))  # no mask repeats
-    assert not any(torch.equal(a, b) for a, b in zip(masks[0], masks[1]))  # another seed, other masks
+    # another seed, other masks: none of them, at any step (seed 1 is no copy of seed 0 shifted by a step)
+    assert not any(torch.equal(a, b) for a in masks[0] for b in masks[1])
 
 
 def test_resume_after_exception_is_bit_exact(tmp_path):

@@ -16,8 +16,10 @@ from tiny_models import tiny
 
 from emergence.core.io import PipelineError
 from emergence.core.train.checkpoint import (
+    find_checkpoint,
     list_checkpoints,
     load_checkpoint,
+    load_named_checkpoint,
     load_resume_state,
     run_fingerprint,
     save_checkpoint,
@@ -174,6 +176,20 @@ def test_list_checkpoints_sorted_numerically(tmp_path):
     assert list_checkpoints(tmp_path) == [(s, tmp_path / f"step{s}") for s in (2, 9, 10)]
     with refuses(tmp_path / "nowhere", "not found"):
         list_checkpoints(tmp_path / "nowhere")
+
+
+def test_final_is_the_highest_step_and_a_name_its_own_step(tmp_path):
+    # steps 2, 9, 10 hold other weights each; by name, step9 sorts after step10
+    models = {step: tiny(seed=step) for step in (10, 2, 9)}
+    for step, model in models.items():
+        save_checkpoint(model, tmp_path, step, {})
+    assert find_checkpoint(tmp_path, "final") == (10, tmp_path / "step10")
+    for name, step in (("final", 10), ("step9", 9), ("step2", 2)):
+        got, model = load_named_checkpoint(tmp_path, name)
+        assert got == step
+        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), models[step].state_dict().values()))
+    with refuses("step3", tmp_path):
+        find_checkpoint(tmp_path, "step3")
 
 
 def test_fingerprint_covers_config_data_and_init():

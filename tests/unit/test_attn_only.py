@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import torch
+from refusals import keys_of, refuses_key
 from tiny_models import no_hooks
 
-from emergence.core.models.attn_only import diagonal_bias
+from emergence.core.models.attn_only import AttnOnly, diagonal_bias
+from emergence.core.models.attn_only_config import AttnOnlyConfig
 from emergence.core.models.registry import build_model
 
 
@@ -67,3 +69,11 @@ def test_a_sequence_shorter_than_n_ctx_reads_the_first_distances_of_p():
     _, cache = model.run_with_cache(torch.tensor([[0, 1]]), ["blocks.0.attn.hook_scores"])
     want = torch.tensor([[1.0, float("-inf")], [2.0, 1.0]])
     torch.testing.assert_close(cache["blocks.0.attn.hook_scores"][0, 0], want)
+
+
+def test_a_config_built_in_code_is_refused_naming_each_bad_key_on_a_line_of_its_own():
+    with refuses_key("model.n_layers", 0) as e:
+        AttnOnly(AttnOnlyConfig(n_layers=0, d_vocab=0))
+    assert keys_of(str(e.value).splitlines()) == ["model.n_layers", "model.d_vocab"]
+    with refuses_key("assoc_model.dtype", "float16"):
+        build_model("attn_only", {"dtype": "float16"}, "assoc_model")

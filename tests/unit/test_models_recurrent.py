@@ -6,9 +6,11 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from refusals import refuses, refuses_key
+from refusals import keys_of, refuses, refuses_key
 from tiny_models import no_hooks
 
+from emergence.core.models.lstm import LSTM
+from emergence.core.models.lstm_config import LSTMConfig
 from emergence.core.models.registry import build_model, model_spec
 from emergence.core.train.checkpoint import load_checkpoint, save_checkpoint
 
@@ -227,3 +229,9 @@ def test_hook_normalized_is_taken_before_the_gain_as_in_transformer_lens_4(arch)
         centred = x - x.mean(-1, keepdim=True)
         expected = centred / (centred.pow(2).mean(-1, keepdim=True) + 1e-5).sqrt()
     torch.testing.assert_close(cache["ln_final.hook_normalized"], expected, rtol=0, atol=1e-5)
+
+
+def test_an_lstm_config_built_in_code_is_refused_naming_each_bad_key_on_a_line_of_its_own():
+    with refuses_key("model.n_layers", 0) as e:
+        LSTM(LSTMConfig(n_layers=0, d_model=0))
+    assert keys_of(str(e.value).splitlines()) == ["model.n_layers", "model.d_model"]
